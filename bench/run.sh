@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# dlaunch benchmark: start-up, peak RSS, failure teardown and output throughput,
+# measured side by side with the plain floor, mpirun and torchrun in one run.
+#
+#   bench/run.sh [PATH/TO/dlaunch]        (default: build/dlaunch)
+#
+# BENCH_REPS (default 7) repetitions per measurement, BENCH_TORCH_REPS (default 3)
+# for torchrun, which takes seconds per run. Medians are reported. Prints a
+# markdown table and writes the same to bench/results.md. Builds nothing.
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+DLAUNCH=${1:-$REPO/build/dlaunch}
+REPS=${BENCH_REPS:-7}
+TORCH_REPS=${BENCH_TORCH_REPS:-3}
+PY=/usr/bin/python3
+TORCHRUN=${TORCHRUN311:-$REPO/../shared/tools/torchrun311.py}
+RESULTS=${BENCH_RESULTS:-$HERE/results.md}
+
+die() { echo "bench: $*" >&2; exit 1; }
+note() { echo "bench: $*" >&2; }
+
+[[ -x $DLAUNCH ]] || die "dlaunch binary '$DLAUNCH' not found; build it first (cmake --build build --target dlaunch)"
+DLAUNCH=$(cd "$(dirname "$DLAUNCH")" && pwd)/$(basename "$DLAUNCH")
+[[ -x $PY ]] || die "$PY is missing"
+[[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is missing"
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS must be a positive number, got '$REPS'"
+[[ $TORCH_REPS =~ ^[0-9]+$ ]] || die "BENCH_TORCH_REPS must be a number, got '$TORCH_REPS'"
+HAVE_MPI=1; command -v mpirun >/dev/null || HAVE_MPI=0
+HAVE_TORCHRUN=1; [[ -f $TORCHRUN && $TORCH_REPS -gt 0 ]] || HAVE_TORCHRUN=0
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/dlaunch-bench-XXXXXX") || die "mktemp -d failed"
+cleanup() {
+  # Anything still running from this bench has $T in its command line.
+  local pids
+  pids=$(pgrep -f -- "$T" 2>/dev/null | grep -vx "$$")
+  # shellcheck disable=SC2086
+  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+  rm -rf -- "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+export OMP_NUM_THREADS=1  # the same for every launcher, and no notice from dlaunch
+ln -s "$(command -v sleep)" "$T/sleep"   # sleeps carry $T in their command line
+
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.6f", b-a}'; }
+# median V...: the median of the numbers given (mean of the middle two when even).
+median() {
+  (($#)) || { echo nan; return; }
+  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{ if (NR%2) print v[(NR+1)/2]; else printf "%.6f\n", (v[NR/2]+v[NR/2+1])/2 }'
+}
+fmt() { awk -v v="$1" -v f="$2" 'BEGIN{ if (v=="nan" || v=="") print "n/a"; else printf f, v }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="nan"||b=="nan"||a==""||b==""||b+0==0) print "nan"; else printf "%.6f", a/b }'; }
+# verdict VALUE OP TARGET -> PASS / MISS / n/a
+verdict() {
+  awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN{
+    if (v=="nan" || v=="") { print "n/a"; exit }
+    ok = (op=="<=") ? v<=t : (op==">=") ? v>=t : (op==">") ? v>t : v<t
+    print ok ? "PASS" : "MISS" }'
+}
+
+ERRORS=()
+# run_timed VAR CMD...: runs CMD (bounded), appends its wall time to array VAR
+# when it exits 0; records an error otherwise.
+run_timed() {
+  local -n acc=$1
+  shift
+  local t0 t1 rc
+  t0=$(now)
+  timeout -k 5 120 "$@" >/dev/null 2>"$T/last.err"
+  rc=$?
+  t1=$(now)
+  if [[ $rc == 0 ]]; then
+    acc+=("$(elapsed "$t0" "$t1")")
+  else
+    ERRORS+=("'$*' exited $rc: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+  fi
+}
+
+floor8() {
+  local i
+  for i in 1 2 3 4 5 6 7 8; do "$PY" -c pass & done
+  wait
+}
+
+BENCH_START=$(now)
+
+# --- 1. Start-up: 8 x `python3 -c pass`, launch to exit --------------------
+note "start-up: $REPS reps (floor, dlaunch, mpirun interleaved), $TORCH_REPS torchrun reps"
+S_FLOOR=() S_DL=() S_MPI=() S_TR=()
+# Warm the page cache and the dynamic loader once.
+floor8; timeout 60 "$DLAUNCH" --nproc-per-node 8 --no-tag -- "$PY" -c pass >/dev/null 2>&1
+for ((i = 0; i < REPS; i++)); do
+  t0=$(now); floor8; t1=$(now); S_FLOOR+=("$(elapsed "$t0" "$t1")")
+  run_timed S_DL "$DLAUNCH" --nproc-per-node 8 --no-tag -- "$PY" -c pass
+  ((HAVE_MPI)) && run_timed S_MPI mpirun --allow-run-as-root --oversubscribe -np 8 "$PY" -c pass
+done
+if ((HAVE_TORCHRUN)); then
+  for ((i = 0; i < TORCH_REPS; i++)); do
+    run_timed S_TR "$PY" "$TORCHRUN" --standalone --nproc_per_node 8 --monitor_interval 0.1 \
+      --no_python "$PY" -c pass
+  done
+fi
+m_floor=$(median "${S_FLOOR[@]}")
+m_dl=$(median "${S_DL[@]}")
+m_mpi=$(median "${S_MPI[@]}")
+m_tr=$(median "${S_TR[@]}")
+
+# --- 2. Peak RSS: dlaunch supervising 8 x `sleep 0.2` -------------------------
+note "peak RSS: $REPS reps"
+R_DL=() R_TR=()
+for ((i = 0; i < REPS; i++)); do
+  if timeout 60 /usr/bin/time -f %M -o "$T/rss" "$DLAUNCH" --nproc-per-node 8 --no-tag -- "$T/sleep" 0.2 \
+    >/dev/null 2>"$T/last.err"; then
+    R_DL+=("$(tail -n 1 "$T/rss")")
+  else
+    ERRORS+=("dlaunch 8 x sleep 0.2 failed: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+  fi
+done
+if ((HAVE_TORCHRUN)); then
+  for ((i = 0; i < TORCH_REPS; i++)); do
+    if timeout 120 /usr/bin/time -f %M -o "$T/rss" "$PY" "$TORCHRUN" --standalone --nproc_per_node 8 \
+      --monitor_interval 0.1 --no_python "$T/sleep" 0.2 >/dev/null 2>"$T/last.err"; then
+      R_TR+=("$(tail -n 1 "$T/rss")")
+    else
+      ERRORS+=("torchrun 8 x sleep 0.2 failed: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+    fi
+  done
+fi
+# GNU time reports KiB.
+m_rss_dl=$(awk -v k="$(median "${R_DL[@]}")" 'BEGIN{ if (k=="nan") print "nan"; else printf "%.2f", k/1024 }')
+m_rss_tr=$(awk -v k="$(median "${R_TR[@]}")" 'BEGIN{ if (k=="nan") print "nan"; else printf "%.1f", k/1024 }')
+
+# --- 3. Failure teardown: rank 0 fails, 7 others sleep ------------------------
+note "failure teardown: $REPS reps"
+cat >"$T/fail.sh" <<EOF
+if [ "\$RANK" = 0 ]; then
+  "$T/sleep" 0.3
+  date +%s%N >"$T/failed_at"
+  exit 1
+fi
+exec "$T/sleep" 60
+EOF
+F_MS=()
+for ((i = 0; i < REPS; i++)); do
+  rm -f "$T/failed_at"
+  timeout -k 5 90 "$DLAUNCH" --nproc-per-node 8 --no-tag -- sh "$T/fail.sh" >/dev/null 2>"$T/last.err"
+  rc=$?
+  end=$EPOCHREALTIME
+  if [[ $rc == 1 && -s $T/failed_at ]]; then
+    F_MS+=("$(awk -v s="$(cat "$T/failed_at")" -v e="$end" 'BEGIN{ split(e, p, "."); printf "%.3f", ((p[1] - substr(s, 1, 10)) * 1e9 + (p[2] * 1000 - substr(s, 11))) / 1e6 }')")
+  else
+    ERRORS+=("teardown run: dlaunch exited $rc (expected 1): $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+  fi
+done
+m_fail=$(median "${F_MS[@]}")
+
+# --- 4. Output throughput: 8 x cat of a 64 MiB text file -----------------------
+note "output throughput: $REPS reps"
+"$PY" - "$T/lines.txt" <<'EOF'
+import sys
+size = 64 << 20
+with open(sys.argv[1], "w") as f:
+    written, i = 0, 0
+    while written < size:
+        line = f"{i:09d} " + "x" * (i * 37 % 120) + "\n"
+        if written + len(line) > size:
+            line = "y" * (size - written - 1) + "\n"
+        f.write(line)
+        written += len(line)
+        i += 1
+EOF
+FILE_BYTES=$(stat -c %s "$T/lines.txt")
+TOTAL_BYTES=$((FILE_BYTES * 8))
+plain_cat() {
+  { for i in 1 2 3 4 5 6 7 8; do cat "$T/lines.txt" & done; wait; } | cat >/dev/null
+}
+dl_cat() {
+  timeout -k 5 120 "$DLAUNCH" --nproc-per-node 8 -- cat "$T/lines.txt" | cat >/dev/null
+  return "${PIPESTATUS[0]}"
+}
+cat "$T/lines.txt" >/dev/null
+O_PLAIN=() O_DL=()
+for ((i = 0; i < REPS; i++)); do
+  t0=$(now); plain_cat; t1=$(now); O_PLAIN+=("$(elapsed "$t0" "$t1")")
+  t0=$(now); dl_cat; rc=$?; t1=$(now)
+  if [[ $rc == 0 ]]; then O_DL+=("$(elapsed "$t0" "$t1")"); else ERRORS+=("dlaunch 8 x cat exited $rc"); fi
+done
+mbps() { awk -v b="$TOTAL_BYTES" -v s="$1" 'BEGIN{ if (s=="nan") print "nan"; else printf "%.1f", b/s/1e6 }'; }
+m_out_plain=$(mbps "$(median "${O_PLAIN[@]}")")
+m_out_dl=$(mbps "$(median "${O_DL[@]}")")
+
+# --- Table ----------------------------------------------------------------------
+r_dl_floor=$(ratio "$m_dl" "$m_floor")
+r_tr_dl=$(ratio "$m_tr" "$m_dl")
+r_mpi_dl=$(ratio "$m_mpi" "$m_dl")
+r_out=$(ratio "$m_out_dl" "$m_out_plain")
+TOTAL_S=$(elapsed "$BENCH_START" "$(now)")
+
+row() { printf '| %s | %s | %s | %s |\n' "$@"; }
+table() {
+  echo "# dlaunch benchmark"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -sr); medians of $REPS reps" \
+    "($TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s. Produced by \`bench/run.sh\`."
+  echo
+  row "measurement" "value" "target" "result"
+  row "---" "---:" "---" "---"
+  row "start-up, 8 × \`python3 -c pass\`: plain floor (bash \`&\` + \`wait\`)" "$(fmt "$m_floor" '%.3f s')" "" ""
+  row "start-up: dlaunch" "$(fmt "$m_dl" '%.3f s')" "" ""
+  row "start-up: mpirun" "$(fmt "$m_mpi" '%.3f s')" "" ""
+  row "start-up: torchrun 1.13 (\`--monitor_interval 0.1\`)" "$(fmt "$m_tr" '%.3f s')" "" ""
+  row "start-up: dlaunch / floor" "$(fmt "$r_dl_floor" '%.2f')" "≤ 1.15" "$(verdict "$r_dl_floor" '<=' 1.15)"
+  row "start-up: torchrun / dlaunch" "$(fmt "$r_tr_dl" '%.1f')" "≥ 20" "$(verdict "$r_tr_dl" '>=' 20)"
+  row "start-up: mpirun / dlaunch" "$(fmt "$r_mpi_dl" '%.2f')" "> 1" "$(verdict "$r_mpi_dl" '>' 1)"
+  row "peak RSS of dlaunch (8 × \`sleep 0.2\`, GNU time %M)" "$(fmt "$m_rss_dl" '%.2f MiB')" "≤ 10 MiB" "$(verdict "$m_rss_dl" '<=' 10)"
+  row "peak RSS of torchrun (same job)" "$(fmt "$m_rss_tr" '%.1f MiB')" "" ""
+  row "failure teardown: rank 0 exits 1 → dlaunch exits (7 ranks in \`sleep 60\`)" "$(fmt "$m_fail" '%.1f ms')" "≤ 50 ms" "$(verdict "$m_fail" '<=' 50)"
+  row "output: plain, 8 × \`cat\` 64 MiB into one pipe" "$(fmt "$m_out_plain" '%.0f MB/s')" "" ""
+  row "output: dlaunch, 8 × \`cat\` 64 MiB, tagged \`[R]: \`" "$(fmt "$m_out_dl" '%.0f MB/s')" "" ""
+  row "output: dlaunch / plain" "$(fmt "$r_out" '%.2f')" "≥ 0.5" "$(verdict "$r_out" '>=' 0.5)"
+  if ((${#ERRORS[@]})); then
+    echo
+    echo "Errors during the run:"
+    printf -- '- %s\n' "${ERRORS[@]}"
+  fi
+  ((HAVE_MPI)) || echo "- mpirun not installed: its row is n/a"
+  ((HAVE_TORCHRUN)) || echo "- torchrun ($TORCHRUN) not found or BENCH_TORCH_REPS=0: its rows are n/a"
+  return 0
+}
+table | tee "$RESULTS"

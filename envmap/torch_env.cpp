@@ -1,0 +1,77 @@
+// The PyTorch (torchrun) variables, and WorkerEnv, which joins every dialect.
+#include <string>
+
+#include <fmt/core.h>
+
+#include "envmap/worker_env.hpp"
+
+namespace dlaunch::envmap {
+
+namespace {
+
+std::string Str(int n) { return fmt::format("{}", n); }
+
+// Appends name=value after removing any earlier entry of the same name, so that the
+// result holds each name once and a later layer overrides an earlier one.
+void Override(EnvVars& env, const std::string& name, const std::string& value) {
+  std::erase_if(env, [&](const auto& kv) { return kv.first == name; });
+  env.emplace_back(name, value);
+}
+
+void Append(EnvVars& env, EnvVars more) {
+  for (auto& kv : more) env.push_back(std::move(kv));
+}
+
+}  // namespace
+
+EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
+                 const EnvMap& inherited) {
+  const int nnodes = static_cast<int>(layout.nodes.size());
+  const int local_world = layout.nodes[static_cast<size_t>(layout.node_rank)].nproc;
+  EnvVars env = {
+      {"RANK", Str(slot.rank)},
+      {"LOCAL_RANK", Str(slot.local_rank)},
+      {"WORLD_SIZE", Str(WorldSize(layout))},
+      {"LOCAL_WORLD_SIZE", Str(local_world)},
+      {"GROUP_RANK", Str(layout.node_rank)},
+      {"GROUP_WORLD_SIZE", Str(nnodes)},
+      // Lightning reads NODE_RANK rather than torchrun's GROUP_RANK.
+      {"NODE_RANK", Str(layout.node_rank)},
+      {"ROLE_NAME", slot.role},
+      {"ROLE_RANK", Str(slot.role_rank)},
+      {"ROLE_WORLD_SIZE", Str(slot.role_world_size)},
+      {"MASTER_ADDR", layout.master_addr},
+      {"MASTER_PORT", Str(layout.master_port)},
+      {"TORCHELASTIC_RUN_ID", layout.run_id},
+      {"TORCHELASTIC_RESTART_COUNT", Str(layout.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", Str(layout.max_restarts)},
+      // torch compares it with str(True), so the capitalisation matters.
+      {"TORCHELASTIC_USE_AGENT_STORE", layout.agent_store ? "True" : "False"},
+  };
+  if (!flavors.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", flavors.error_file);
+  // torchrun caps OpenMP at one thread per worker only when several workers share a
+  // node, and never overrides a value the user chose.
+  if (local_world > 1 && !inherited.contains("OMP_NUM_THREADS")) env.emplace_back("OMP_NUM_THREADS", "1");
+  // torch 2.x reads TORCH_NCCL_*, 1.x only the old name; set both for either.
+  for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    if (!inherited.contains(name)) env.emplace_back(name, "1");
+  }
+  return env;
+}
+
+EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
+                  const EnvMap& inherited) {
+  EnvVars env = TorchEnv(layout, slot, flavors, inherited);
+  if (!layout.roles.empty()) env.emplace_back("TF_CONFIG", TfConfig(layout, slot));
+  if (flavors.ompi) Append(env, OmpiEnv(layout, slot));
+  if (flavors.azure) Append(env, AzureEnv(layout, flavors));
+  if (flavors.horovod) Append(env, HorovodEnv(layout, slot));
+  // Seed 000: a role's own variables override the job's (ps gets MAGIC=newnumber).
+  for (const RoleSpec& role : layout.roles) {
+    if (role.name != slot.role) continue;
+    for (const auto& [name, value] : role.env) Override(env, name, value);
+  }
+  return env;
+}
+
+}  // namespace dlaunch::envmap

@@ -1,0 +1,66 @@
+// Maps a job layout onto the variables one worker sees, in every dialect.
+//
+//   PyTorch (torchrun)          always
+//   TF_CONFIG                   when the layout has roles
+//   Open MPI (OMPI_COMM_WORLD_*) Flavors::ompi
+//   Azure ML (AZ_BATCH_*)        Flavors::azure
+//   Horovod (HOROVOD_*)          Flavors::horovod
+//
+// See shared/REFERENCE.md section 1 for each contract.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "envmap/layout.hpp"
+
+namespace dlaunch::envmap {
+
+enum class LocalRankArg {
+  kNone,        // torchrun: the worker's argv is exactly what the user wrote
+  kDash,        // torch.distributed.launch in PyTorch >= 2.0: --local-rank=N
+  kUnderscore,  // torch.distributed.launch in PyTorch 1.x: --local_rank=N
+};
+
+struct Flavors {
+  bool ompi = false;
+  bool azure = false;
+  bool horovod = false;
+  std::string azure_hostfile;   // path of the hostfile the launcher wrote (AZUREML_MPI_HOSTFILE)
+  std::string error_file;       // TORCHELASTIC_ERROR_FILE for this worker; empty: not set
+  LocalRankArg local_rank_arg = LocalRankArg::kNone;
+};
+
+// Master port the Azure ML dialect uses when none is given (seed 002's helper).
+inline constexpr int kAzureMasterPort = 6105;
+
+// The variables to set in `slot`'s worker on top of the inherited environment.
+// `inherited` is the launcher's environment: a variable torchrun leaves alone when
+// the user set it (OMP_NUM_THREADS, NCCL_ASYNC_ERROR_HANDLING,
+// TORCH_NCCL_ASYNC_ERROR_HANDLING) is left out of the result when present there.
+// Role-specific variables (RoleSpec::env) come last and win.
+EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
+                  const EnvMap& inherited);
+
+// Each dialect on its own (WorkerEnv is their concatenation).
+EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
+                 const EnvMap& inherited);
+EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot);
+EnvVars AzureEnv(const JobLayout& layout, const Flavors& flavors);
+EnvVars HorovodEnv(const JobLayout& layout, const WorkerSlot& slot);
+
+// TF_CONFIG for `slot`, as compact JSON:
+// {"cluster":{"chief":["h:p"],"worker":[...],"ps":[...]},"task":{"type":"worker","index":0},"environment":"cloud"}
+// Each task's address is its node's addr and its own port. The evaluator is left
+// out of "cluster" (as Kubeflow does) but gets its own "task". Roles absent from
+// the job are absent from "cluster".
+std::string TfConfig(const JobLayout& layout, const WorkerSlot& slot);
+
+// The MPI hostfile Azure ML jobs expect: one "addr slots=N" line per node.
+std::string AzureHostfile(const JobLayout& layout);
+
+// Arguments torch.distributed.launch appends after the user's: {"--local-rank=N"},
+// {"--local_rank=N"} or nothing.
+std::vector<std::string> LocalRankArgs(const WorkerSlot& slot, LocalRankArg style);
+
+}  // namespace dlaunch::envmap

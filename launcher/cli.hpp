@@ -1,0 +1,92 @@
+// The command line: torchrun's flags (both spellings), torch.distributed.launch's
+// legacy switches, and dlaunch's own.
+//
+// Parse() only reads argv and the environment snapshot it is given; checks that
+// need the system (is the log dir writable, is the port free, does the command
+// exist) happen in main, at the edge.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "envmap/layout.hpp"
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+enum class NprocKind { kNumber, kAuto, kGpu, kCpu };
+
+struct Options {
+  // --nproc-per-node. Default: 1 (torchrun); `auto` in entrypoint form.
+  NprocKind nproc_kind = NprocKind::kNumber;
+  int nproc = 1;
+  bool nproc_given = false;
+
+  // --nnodes N or MIN:MAX. Default: 1.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  // Default: a free port on a single node, else 29500.
+  std::string local_addr;
+
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id;  // Default: generated (TORCHELASTIC_RUN_ID).
+  std::string rdzv_conf;
+  bool standalone = false;
+
+  int max_restarts = 0;
+  std::string role = "default";
+  std::chrono::milliseconds shutdown_timeout{30000};  // Default: 30s
+  std::vector<int> signals_to_handle;  // Default: SIGTERM, SIGINT, SIGHUP, SIGQUIT
+
+  // How the command is run.
+  bool module = false;     // -m: python -m MODULE
+  bool no_python = false;  // run the command as given
+  bool run_path = false;   // runpy.run_path in the interpreter
+  bool after_dashdash = false;  // the command came after `--`: run as given
+  std::vector<std::string> command;
+
+  // torch.distributed.launch.
+  bool legacy_launch = false;
+  bool use_env = false;
+  bool local_rank_underscore = false;
+
+  // Output.
+  std::string log_dir;
+  std::string redirects = "0";  // torchrun Std: 0 none, 1 out, 2 err, 3 both, or "0:1,1:2"
+  std::string tee = "0";
+  std::vector<int> local_ranks_filter;  // empty: every local rank on the console
+  std::optional<std::string> tag_format;  // --tag-output[=FMT]
+  bool no_tag = false;
+
+  // Dialects.
+  bool env_ompi = false;
+  bool env_azure = false;
+  bool env_horovod = false;
+  std::vector<envmap::RoleSpec> roles;
+
+  // Placement.
+  std::string bind_to = "none";  // none | core | numa
+  bool pin_gpu = false;
+
+  bool help = false;
+  bool version = false;
+};
+
+// Parses argv (without argv[0]). `env` supplies torchrun's PET_<FLAG> defaults.
+// Returns InvalidArgument with one line naming the flag and the value, e.g.
+// "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"
+// or "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)".
+Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env);
+
+// Parses a torchrun Std value ("3", or "0:1,1:2") into the streams for `local_rank`:
+// bit 1 stdout, bit 2 stderr. Returns -1 when malformed.
+int StdFor(const std::string& spec, int local_rank);
+
+std::string UsageText();
+
+}  // namespace dlaunch::launcher

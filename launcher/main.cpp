@@ -1,0 +1,222 @@
+// dlaunch: a native launcher for distributed training.
+//
+// main() reads the outside world once (argv, environment, machine), decides the
+// job layout, and hands a RunPlan to the runner. It is the only place that turns
+// a failed Status into an exit code: 2 for bad input, 127 for a missing command.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "envmap/worker_env.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/command.hpp"
+#include "launcher/output.hpp"
+#include "launcher/process.hpp"
+#include "launcher/runner.hpp"
+#include "launcher/system.hpp"
+
+namespace fs = std::filesystem;
+using namespace dlaunch;
+using namespace dlaunch::launcher;
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitNotFound = 127;
+constexpr int kExitNotExecutable = 126;
+// torch.distributed.launch's default port for static multi-node jobs.
+constexpr int kDefaultMasterPort = 29500;
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "dlaunch: %s\n", message.c_str());
+  return code;
+}
+
+std::string RandomRunId() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
+}
+
+Result<int> ResolveNproc(const Options& o, const envmap::EnvMap& env) {
+  std::vector<std::string> gpus = VisibleGpus(env);
+  switch (o.nproc_kind) {
+    case NprocKind::kNumber: return o.nproc;
+    case NprocKind::kCpu: return CpuCount();
+    case NprocKind::kAuto: return gpus.empty() ? 1 : static_cast<int>(gpus.size());
+    case NprocKind::kGpu:
+      if (gpus.empty()) return Status::InvalidArgument("--nproc-per-node: 'gpu' given but no GPU is visible");
+      return static_cast<int>(gpus.size());
+  }
+  return 1;
+}
+
+// A writable, existing directory, or an error naming `flag` and the path.
+Status EnsureDirectory(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return Status::InvalidArgument(fmt::format("{} {}: cannot create ({})", flag, path, ec.message()));
+  if (access(path.c_str(), W_OK) != 0)
+    return Status::InvalidArgument(fmt::format("{} {}: not writable", flag, path));
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  envmap::EnvMap env = ReadEnvironment();
+  Result<Options> parsed = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
+  if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
+  const Options& o = *parsed;
+  if (o.help) {
+    std::fputs(UsageText().c_str(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::puts("dlaunch 0.1.0");
+    return 0;
+  }
+
+  // How many workers, and as what.
+  Result<int> nproc = ResolveNproc(o, env);
+  if (!nproc.ok()) return Fail(kExitUsage, nproc.status().message());
+  int n = *nproc;
+  if (!o.roles.empty()) {
+    int total = 0;
+    for (const envmap::RoleSpec& r : o.roles) total += r.count;
+    if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && o.nproc != total)
+      return Fail(kExitUsage, fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
+    n = total;
+  }
+  for (int r : o.local_ranks_filter)
+    if (r >= n)
+      return Fail(kExitUsage, fmt::format("--local-ranks-filter: local rank {} is outside this node (0-{})", r, n - 1));
+
+  // The command.
+  std::vector<std::string> worker_argv = WorkerArgv(o, env);
+  Result<std::string> exe = ResolveCommand(worker_argv[0]);
+  if (!exe.ok())
+    return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
+
+  // The layout. Static multi-node (torch.distributed.launch style) assumes every
+  // node runs the same number of workers, as that launcher does.
+  envmap::JobLayout layout;
+  layout.node_rank = o.node_rank;
+  layout.master_addr = o.master_addr;
+  layout.run_id = o.rdzv_id.empty() ? RandomRunId() : o.rdzv_id;
+  layout.max_restarts = o.max_restarts;
+  layout.role = o.role;
+  layout.roles = o.roles;
+  std::string host = HostName();
+  for (int i = 0; i < o.max_nodes; ++i) {
+    bool self = i == o.node_rank;
+    std::string addr = self ? (o.local_addr.empty() ? (o.max_nodes == 1 ? o.master_addr : host) : o.local_addr)
+                            : (i == 0 ? o.master_addr : fmt::format("node{}", i));
+    layout.nodes.push_back(envmap::Node{self ? host : addr, addr, n, {}});
+  }
+
+  // Ports. MASTER_PORT stays bound (SO_REUSEADDR, not listening) for the whole
+  // job: nothing else can be handed it, and torch's TCPStore, which sets
+  // SO_REUSEADDR too, still binds it. TF task ports are let go just before the
+  // workers start, since not every server sets SO_REUSEADDR.
+  PortReservation master_hold;
+  std::vector<PortReservation> task_holds;
+  bool hosts_master = o.node_rank == 0;
+  int default_port = o.env_azure ? envmap::kAzureMasterPort : 0;
+  if (o.master_port || default_port != 0) {
+    layout.master_port = o.master_port.value_or(default_port);
+    if (hosts_master) {
+      Result<PortReservation> r = PortReservation::Exactly(layout.master_port, fmt::format("--master-port {}", layout.master_port));
+      if (!r.ok()) return Fail(kExitUsage, r.status().message());
+      master_hold = std::move(*r);
+    }
+  } else if (o.max_nodes == 1) {
+    Result<PortReservation> r = PortReservation::AnyFree();
+    if (!r.ok()) return Fail(1, r.status().message());
+    layout.master_port = r->port();
+    master_hold = std::move(*r);
+  } else {
+    layout.master_port = kDefaultMasterPort;
+  }
+  if (!o.roles.empty()) {
+    for (int i = 0; i < n; ++i) {
+      Result<PortReservation> r = PortReservation::AnyFree();
+      if (!r.ok()) return Fail(1, r.status().message());
+      layout.nodes[static_cast<size_t>(o.node_rank)].task_ports.push_back(r->port());
+      task_holds.push_back(std::move(*r));
+    }
+  }
+  if (Status s = envmap::Validate(layout); !s.ok()) return Fail(kExitUsage, s.message());
+
+  // Where error files and logs go.
+  RunPlan plan;
+  plan.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
+  if (!o.log_dir.empty()) {
+    if (Status s = EnsureDirectory("--log-dir", o.log_dir); !s.ok()) return Fail(kExitUsage, s.message());
+    plan.work_dir = fmt::format("{}/{}", o.log_dir, layout.run_id);
+  } else {
+    char tmpl[] = "/tmp/dlaunch-XXXXXX";
+    const char* dir = mkdtemp(tmpl);
+    if (dir == nullptr) return Fail(1, fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
+    plan.work_dir = dir;
+  }
+
+  plan.flavors.ompi = o.env_ompi;
+  plan.flavors.azure = o.env_azure;
+  plan.flavors.horovod = o.env_horovod;
+  if (o.legacy_launch && !o.use_env)
+    plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
+  if (o.env_azure) {
+    plan.flavors.azure_hostfile = plan.work_dir + "/hostfile";
+    FILE* f = std::fopen(plan.flavors.azure_hostfile.c_str(), "w");
+    if (f == nullptr) return Fail(1, fmt::format("{}: cannot write ({})", plan.flavors.azure_hostfile, std::strerror(errno)));
+    std::fputs(envmap::AzureHostfile(layout).c_str(), f);
+    std::fclose(f);
+  }
+  if (n > 1 && env.find("OMP_NUM_THREADS") == env.end())
+    std::fprintf(stderr, "dlaunch: setting OMP_NUM_THREADS=1 for each of %d workers (export it to choose)\n", n);
+
+  plan.layout = layout;
+  plan.inherited = env;
+  plan.exe = *exe;
+  plan.argv = worker_argv;
+  plan.redirects = o.redirects;
+  plan.tee = o.tee;
+  plan.console_ranks = o.local_ranks_filter;
+  if (o.tag_format) plan.tag_format = o.tag_format;
+  else if (!o.no_tag && n > 1) plan.tag_format = "[{rank}]: ";
+  if (plan.tag_format) {
+    if (Result<std::string> t = RenderTag(*plan.tag_format, TagFields{}, 0); !t.ok())
+      return Fail(kExitUsage, t.status().message());
+  }
+  plan.cpus = CpuPlacement(o.bind_to, n);
+  plan.gpus = VisibleGpus(env);
+  plan.pin_gpu = o.pin_gpu;
+  plan.supervisor = SupervisorOptions{n, o.max_restarts, o.shutdown_timeout};
+  plan.stop_signals = o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}
+                                                  : o.signals_to_handle;
+
+  // Supervision: orphans of workers come to us, not to init, and a watchdog kills
+  // every worker group if we are killed outright.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGPIPE, SIG_IGN);
+  Watchdog watchdog;
+  if (Status s = watchdog.Start(); !s.ok()) return Fail(1, s.message());
+  task_holds.clear();  // the TF tasks bind their ports now
+
+  int code = RunJob(plan, watchdog);
+  watchdog.Stop();
+  if (!plan.write_logs) {
+    std::error_code ec;
+    fs::remove_all(plan.work_dir, ec);
+  } else if (o.log_dir.empty()) {
+    std::fprintf(stderr, "dlaunch: logs are in %s\n", plan.work_dir.c_str());
+  }
+  return code;
+}

@@ -1,0 +1,64 @@
+// Worker output: splitting a byte stream into whole lines and tagging each one.
+//
+// A LineTagger belongs to one stream of one worker. It never emits part of a
+// line, so two workers' lines cannot interleave mid-line however the reads fall;
+// a line longer than the cap is cut there (the rest continues on a new tagged
+// line) so that a worker without newlines cannot grow memory without bound.
+#pragma once
+
+#include <ctime>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+// Default: 1 MiB per line before it is cut.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
+class LineTagger {
+ public:
+  explicit LineTagger(size_t max_line = kMaxLineBytes) : max_line_(max_line) {}
+
+  // Appends every line completed by `data` to `out`, each behind `prefix`, and
+  // keeps the unfinished rest for the next call.
+  void Feed(std::string_view data, std::string_view prefix, std::string& out);
+  // Appends the unfinished rest, if any, as a final line with a newline added.
+  void Finish(std::string_view prefix, std::string& out);
+  bool has_partial() const { return !partial_.empty(); }
+
+ private:
+  size_t max_line_;
+  std::string partial_;
+};
+
+// The fields a tag format may use.
+struct TagFields {
+  int rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  std::string role;
+  std::string stream;  // "stdout" or "stderr"
+};
+
+// Renders `format` ("[{rank}]: ", "{node_rank}.{local_rank}|{time} ") for one
+// worker stream. {time} is the local time given. Returns InvalidArgument naming
+// the format when it does not parse, e.g. with an unknown field.
+Result<std::string> RenderTag(const std::string& format, const TagFields& fields, std::time_t now);
+
+// Keeps the last `max_bytes` of a stream, for the failure summary.
+class TailBuffer {
+ public:
+  explicit TailBuffer(size_t max_bytes = 4096) : max_(max_bytes) {}
+  void Append(std::string_view data);
+  // Up to `n` last lines, oldest first, without their newlines.
+  std::vector<std::string> LastLines(size_t n) const;
+
+ private:
+  size_t max_;
+  std::string buf_;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,135 @@
+#include "launcher/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <system_error>
+
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/search_path.hpp>
+#include <fmt/format.h>
+
+namespace dlaunch::launcher {
+
+namespace bp = boost::process;
+
+namespace {
+
+// Runs in the child between fork and exec, so only async-signal-safe calls.
+void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
+  if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
+  if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
+  if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
+  // The launcher ignores SIGPIPE; an ignored signal survives exec, so restore it.
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+}  // namespace
+
+Result<int> SpawnWorker(const SpawnSpec& spec) {
+  pid_t parent = getpid();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : spec.cpus) CPU_SET(c, &set);
+  const cpu_set_t* cpus = spec.cpus.empty() ? nullptr : &set;
+
+  bp::environment env;
+  for (const std::string& kv : spec.env) {
+    size_t eq = kv.find('=');
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::error_code ec;
+  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env,
+                  bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
+  if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));
+  int pid = child.id();
+  // The launcher reaps with waitpid(-1) (it is a subreaper); Boost must not.
+  child.detach();
+  return pid;
+}
+
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("pipe: {}", std::strerror(errno)));
+  return Pipe{fds[0], fds[1]};
+}
+
+Result<std::string> ResolveCommand(const std::string& name) {
+  if (name.find('/') == std::string::npos) {
+    boost::filesystem::path p = bp::search_path(name);
+    if (p.empty()) return Status::NotFound(fmt::format("{}: command not found", name));
+    return p.string();
+  }
+  if (access(name.c_str(), F_OK) != 0) return Status::NotFound(fmt::format("{}: no such file", name));
+  if (access(name.c_str(), X_OK) != 0) return Status::InvalidArgument(fmt::format("{}: not executable", name));
+  return name;
+}
+
+Watchdog::~Watchdog() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status Watchdog::Start() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    close(fds[1]);
+    // Terminal signals are for the launcher; the watchdog waits for its pipe.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
+    prctl(PR_SET_NAME, "dlaunch-watch");
+    // Hold none of the launcher's output: a reader of it must see EOF when it exits.
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
+    std::set<int> groups;
+    int value = 0;
+    for (;;) {
+      ssize_t n = read(fds[0], &value, sizeof value);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != static_cast<ssize_t>(sizeof value)) break;  // EOF: the launcher is gone
+      if (value == 0) _exit(0);                            // orderly exit
+      if (value > 0) groups.insert(value); else groups.erase(-value);
+    }
+    for (int g : groups) kill(-g, SIGKILL);
+    _exit(0);
+  }
+  close(fds[0]);
+  fd_ = fds[1];
+  pid_ = pid;
+  return Status::Ok();
+}
+
+void Watchdog::Send(int value) {
+  if (fd_ < 0) return;
+  // A 4-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
+  ssize_t ignored = write(fd_, &value, sizeof value);
+  (void)ignored;
+}
+
+void Watchdog::Add(int pgid) { Send(pgid); }
+void Watchdog::Remove(int pgid) { Send(-pgid); }
+
+void Watchdog::Stop() {
+  Send(0);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,58 @@
+// Real processes: spawning a worker in its own process group, pipes, resolving a
+// command, and the watchdog that outlives a killed launcher.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+struct SpawnSpec {
+  std::string exe;                // resolved path (ResolveCommand)
+  std::vector<std::string> args;  // argv[1..]
+  std::vector<std::string> env;   // the whole environment, "NAME=VALUE"
+  int stdout_fd = -1;             // child's stdout; -1: inherit
+  int stderr_fd = -1;
+  std::vector<int> cpus;          // CPU affinity; empty: inherit
+};
+
+// Starts a worker as the leader of a new process group, with PR_SET_PDEATHSIG
+// so that it dies with the launcher. Returns its pid, or Io naming the command.
+// Call from the main thread only: PDEATHSIG fires when the forking *thread* exits.
+Result<int> SpawnWorker(const SpawnSpec& spec);
+
+// A pipe whose both ends are close-on-exec, so no worker inherits another's.
+struct Pipe { int read_fd = -1; int write_fd = -1; };
+Result<Pipe> MakePipe();
+
+// Finds `name` the way execvp would (PATH, or as a path when it has a '/').
+// Returns NotFound "NAME: command not found" or InvalidArgument "NAME: not executable".
+Result<std::string> ResolveCommand(const std::string& name);
+
+// A forked helper that kills every registered process group with SIGKILL when
+// the launcher dies without saying goodbye (SIGKILL, OOM killer). PDEATHSIG
+// covers the workers themselves, but not their children (a dataloader, a shell's
+// background job); the watchdog covers those.
+class Watchdog {
+ public:
+  Watchdog() = default;
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog();
+
+  // Forks the watchdog. Call once, before any worker starts.
+  Status Start();
+  void Add(int pgid);
+  void Remove(int pgid);
+  // Normal exit: the watchdog leaves without killing anything.
+  void Stop();
+
+ private:
+  void Send(int value);
+  int fd_ = -1;
+  int pid_ = -1;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,39 @@
+// Runs one node's workers to the end: the Asio event loop that connects real
+// processes, pipes and signals to the Supervisor policy.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "envmap/worker_env.hpp"
+#include "launcher/process.hpp"
+#include "launcher/supervisor.hpp"
+
+namespace dlaunch::launcher {
+
+// Everything the runner needs, decided in main() from the flags and the machine.
+struct RunPlan {
+  envmap::JobLayout layout;
+  envmap::Flavors flavors;           // error_file is filled in per worker
+  envmap::EnvMap inherited;          // the launcher's environment
+  std::string exe;                   // resolved argv[0]
+  std::vector<std::string> argv;     // the worker's argv, argv[0] as typed
+  std::string work_dir;              // error files and, with write_logs, logs
+  bool write_logs = false;
+  std::string redirects = "0";       // torchrun Std specs
+  std::string tee = "0";
+  std::vector<int> console_ranks;    // local ranks shown on the console; empty: all
+  std::optional<std::string> tag_format;  // nullopt: lines are not tagged
+  std::vector<std::vector<int>> cpus;     // per local rank; empty: no binding
+  std::vector<std::string> gpus;          // visible GPU ids, for --pin-gpu
+  bool pin_gpu = false;
+  SupervisorOptions supervisor;
+  std::vector<int> stop_signals;     // signals that stop the job
+};
+
+// Runs the job and returns the launcher's exit code. Prints the failure summary
+// on stderr when the job fails. `watchdog` must already be started.
+int RunJob(const RunPlan& plan, Watchdog& watchdog);
+
+}  // namespace dlaunch::launcher

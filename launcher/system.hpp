@@ -1,0 +1,49 @@
+// What the launcher learns from the machine: free ports, CPUs, GPUs, hostname.
+// Each call is an outside effect; main() calls them once and passes plain values on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "envmap/layout.hpp"
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+// A port that the kernel confirmed free, held bound (not listening, with
+// SO_REUSEADDR) until Release() so that nothing else is handed it meanwhile.
+class PortReservation {
+ public:
+  PortReservation() = default;
+  PortReservation(PortReservation&& other) noexcept;
+  PortReservation& operator=(PortReservation&& other) noexcept;
+  ~PortReservation() { Release(); }
+  int port() const { return port_; }
+  void Release();
+
+  // Binds port 0 (any free port) on every interface.
+  static Result<PortReservation> AnyFree();
+  // Binds `port`. Fails with "--master-port 29500: address already in use" (the
+  // subject is `what`) when something listens there.
+  static Result<PortReservation> Exactly(int port, const std::string& what);
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// The environment, read once.
+envmap::EnvMap ReadEnvironment();
+std::string HostName();
+
+// GPUs this process may use: the NVIDIA driver's count, narrowed by
+// CUDA_VISIBLE_DEVICES. Returns their ids as CUDA_VISIBLE_DEVICES spells them.
+std::vector<std::string> VisibleGpus(const envmap::EnvMap& env);
+int CpuCount();
+
+// CPUs for each local rank under --bind-to core|numa: an equal share of the CPUs
+// this process may run on, or the CPUs of NUMA node (local_rank % nodes).
+// An empty result means "do not bind".
+std::vector<std::vector<int>> CpuPlacement(const std::string& bind_to, int nproc);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything dlaunch needs to build and test, from Debian packages only.
+# Idempotent: packages already present are left alone, and apt's lists are refreshed
+# only when something is missing.
+set -euo pipefail
+
+build_pkgs=(build-essential cmake pkg-config libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev)
+test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin time)
+want=("${build_pkgs[@]}")
+if [[ "${1:-}" != "--build-only" ]]; then
+  want+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,144 @@
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "envmap/worker_env.hpp"
+
+namespace dlaunch::envmap {
+namespace {
+
+// Nodes of 2, 3 and 1 processes: ranks 0-1 on a, 2-4 on b, 5 on c.
+JobLayout ThreeNodes(int node_rank) {
+  JobLayout layout;
+  layout.nodes = {{"host-a", "10.0.0.1", 2, {}}, {"host-b", "10.0.0.2", 3, {}}, {"host-c", "10.0.0.3", 1, {}}};
+  layout.node_rank = node_rank;
+  layout.master_addr = "10.0.0.1";
+  layout.master_port = 6105;
+  return layout;
+}
+
+JobLayout SingleNode(int nproc) {
+  JobLayout layout;
+  layout.nodes = {{"solo", "127.0.0.1", nproc, {}}};
+  layout.master_addr = "127.0.0.1";
+  layout.master_port = 54965;
+  return layout;
+}
+
+TEST_CASE("OmpiEnv per worker of a 2+3+1 job", "[envmap][ompi]") {
+  // OMPI_COMM_WORLD_NODE_RANK is Open MPI's local rank, not the node's index: on
+  // node 2 it is 0, on node 1 it runs 0..2.
+  static const struct {
+    int node_rank;
+    int local_rank;
+    EnvVars want;
+  } kCases[] = {
+      {0, 1,
+       {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_COMM_WORLD_NODE_RANK", "1"}, {"OMPI_UNIVERSE_SIZE", "6"}}},
+      {1, 0,
+       {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"OMPI_UNIVERSE_SIZE", "6"}}},
+      {1, 2,
+       {{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}, {"OMPI_COMM_WORLD_NODE_RANK", "2"}, {"OMPI_UNIVERSE_SIZE", "6"}}},
+      {2, 0,
+       {{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"OMPI_UNIVERSE_SIZE", "6"}}},
+  };
+  for (const auto& c : kCases) {
+    INFO("node " << c.node_rank << " local " << c.local_rank);
+    JobLayout layout = ThreeNodes(c.node_rank);
+    WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
+    CHECK(OmpiEnv(layout, slot) == c.want);
+  }
+}
+
+TEST_CASE("HorovodEnv per worker of a 2+3+1 job", "[envmap][horovod]") {
+  static const struct {
+    int node_rank;
+    int local_rank;
+    EnvVars want;
+  } kCases[] = {
+      {0, 0,
+       {{"HOROVOD_RANK", "0"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "0"}, {"HOROVOD_LOCAL_SIZE", "2"},
+        {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-a"}}},
+      {1, 1,
+       {{"HOROVOD_RANK", "3"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "1"}, {"HOROVOD_LOCAL_SIZE", "3"},
+        {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-b"}}},
+      {2, 0,
+       {{"HOROVOD_RANK", "5"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "0"}, {"HOROVOD_LOCAL_SIZE", "1"},
+        {"HOROVOD_CROSS_RANK", "2"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-c"}}},
+  };
+  for (const auto& c : kCases) {
+    INFO("node " << c.node_rank << " local " << c.local_rank);
+    JobLayout layout = ThreeNodes(c.node_rank);
+    WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
+    CHECK(HorovodEnv(layout, slot) == c.want);
+  }
+}
+
+TEST_CASE("AzureEnv: master node forms and the hostfile", "[envmap][azure]") {
+  static const struct {
+    const char* what;
+    bool multi_node;
+    const char* hostfile;
+    EnvVars want;
+  } kCases[] = {
+      {"single node", false, "", {{"AZ_BATCHAI_MPI_MASTER_NODE", "127.0.0.1"}}},
+      {"single node with hostfile", false, "/tmp/job/hostfile",
+       {{"AZ_BATCHAI_MPI_MASTER_NODE", "127.0.0.1"}, {"AZUREML_MPI_HOSTFILE", "/tmp/job/hostfile"}}},
+      {"multi node", true, "",
+       {{"AZ_BATCHAI_MPI_MASTER_NODE", "10.0.0.1"}, {"AZ_BATCH_MASTER_NODE", "10.0.0.1:6105"}}},
+      {"multi node with hostfile", true, "/tmp/job/hostfile",
+       {{"AZ_BATCHAI_MPI_MASTER_NODE", "10.0.0.1"},
+        {"AZ_BATCH_MASTER_NODE", "10.0.0.1:6105"},
+        {"AZUREML_MPI_HOSTFILE", "/tmp/job/hostfile"}}},
+  };
+  for (const auto& c : kCases) {
+    INFO(c.what);
+    JobLayout layout = c.multi_node ? ThreeNodes(1) : SingleNode(4);
+    Flavors flavors;
+    flavors.azure = true;
+    flavors.azure_hostfile = c.hostfile;
+    CHECK(AzureEnv(layout, flavors) == c.want);
+  }
+}
+
+TEST_CASE("AzureEnv brackets an IPv6 master in AZ_BATCH_MASTER_NODE", "[envmap][azure]") {
+  JobLayout layout = ThreeNodes(0);
+  layout.master_addr = "fd00::1";
+  EnvVars want = {{"AZ_BATCHAI_MPI_MASTER_NODE", "fd00::1"}, {"AZ_BATCH_MASTER_NODE", "[fd00::1]:6105"}};
+  CHECK(AzureEnv(layout, Flavors{}) == want);
+}
+
+TEST_CASE("AzureHostfile lists every node's addr and slots in node-rank order", "[envmap][azure]") {
+  CHECK(AzureHostfile(ThreeNodes(2)) == "10.0.0.1 slots=2\n10.0.0.2 slots=3\n10.0.0.3 slots=1\n");
+  CHECK(AzureHostfile(SingleNode(8)) == "127.0.0.1 slots=8\n");
+}
+
+TEST_CASE("LocalRankArgs spells torch.distributed.launch's argument", "[envmap][local_rank]") {
+  static const struct {
+    LocalRankArg style;
+    int local_rank;
+    std::vector<std::string> want;
+  } kCases[] = {
+      {LocalRankArg::kNone, 0, {}},
+      {LocalRankArg::kNone, 3, {}},
+      {LocalRankArg::kDash, 0, {"--local-rank=0"}},
+      {LocalRankArg::kDash, 3, {"--local-rank=3"}},
+      {LocalRankArg::kUnderscore, 0, {"--local_rank=0"}},
+      {LocalRankArg::kUnderscore, 12, {"--local_rank=12"}},
+  };
+  for (const auto& c : kCases) {
+    INFO("style " << static_cast<int>(c.style) << " local " << c.local_rank);
+    WorkerSlot slot;
+    slot.local_rank = c.local_rank;
+    slot.rank = c.local_rank + 100;  // must not leak into the argument
+    CHECK(LocalRankArgs(slot, c.style) == c.want);
+  }
+}
+
+}  // namespace
+}  // namespace dlaunch::envmap

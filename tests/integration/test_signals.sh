@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Signals to dlaunch itself. SIGTERM/SIGINT: forwarded, workers torn down,
+# exit 128+N. SIGKILL: dlaunch's watchdog still kills every worker process
+# group, grandchildren included.
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+
+# A worker with a grandchild, as data loaders and shell wrappers have.
+cat >"$TMP/worker.sh" <<EOF2
+"$TMP/bin/sleep" 300 &
+wait
+EOF2
+
+N=4
+# start_job: runs dlaunch in the background; sets TPID (its timeout wrapper)
+# and DLPID (dlaunch) once all N grandchildren are up.
+start_job() {
+  RUN_SEQ=$((RUN_SEQ + 1))
+  OUT=$TMP/run$RUN_SEQ.out
+  ERR=$TMP/run$RUN_SEQ.err
+  RC=""
+  ELAPSED=""
+  timeout -s KILL 40 "$DLAUNCH" --nproc-per-node "$N" --shutdown-timeout 3 -- bash "$TMP/worker.sh" >"$OUT" 2>"$ERR" </dev/null &
+  TPID=$!
+  grandchildren_up() { [[ $(count_marked "/bin/sleep 300") == "$N" ]]; }
+  wait_for 20 grandchildren_up || fail_run "the $N workers and their grandchildren did not start within 20s"
+  DLPID=$(pgrep -P "$TPID" | head -n 1)
+  [[ -n $DLPID ]] || fail_run "cannot find the dlaunch process under timeout (pid $TPID)"
+  [[ $(readlink "/proc/$DLPID/exe") == "$(readlink -f "$DLAUNCH")" ]] ||
+    fail "pid $DLPID is not dlaunch: $(readlink "/proc/$DLPID/exe")"
+}
+
+# signal_job SIG: sends SIG to dlaunch, waits for it (bounded by timeout -s KILL).
+signal_job() {
+  local t0=$EPOCHREALTIME
+  kill -s "$1" "$DLPID"
+  wait "$TPID"
+  RC=$?
+  ELAPSED=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.2f", b-a}')
+}
+
+for sig in TERM INT; do
+  start_job
+  signal_job "$sig"
+  code=$((128 + $(kill -l "$sig")))
+  expect_rc "$code" "SIG$sig to dlaunch"
+  [[ $(awk -v e="$ELAPSED" 'BEGIN{print (e < 10)}') == 1 ]] ||
+    fail_run "SIG$sig to dlaunch: it took ${ELAPSED}s to exit"
+  # dlaunch has exited: nothing it started may be left, not even briefly.
+  wait_for 2 no_marked_processes
+  assert_no_leftovers "after SIG$sig to dlaunch"
+done
+
+start_job
+kill -s KILL "$DLPID"
+wait_for 2 no_marked_processes
+assert_no_leftovers "2s after SIGKILL to dlaunch (its watchdog should kill every worker group)"
+wait "$TPID" 2>/dev/null
+
+pass

@@ -1,0 +1,161 @@
+#include "launcher/cli.hpp"
+
+#include <catch2/catch.hpp>
+
+using dlaunch::envmap::EnvMap;
+using dlaunch::launcher::NprocKind;
+using dlaunch::launcher::Options;
+using dlaunch::launcher::ParseCommandLine;
+using dlaunch::launcher::StdFor;
+
+namespace {
+Options MustParse(std::vector<std::string> args, const EnvMap& env = {}) {
+  auto r = ParseCommandLine(args, env);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+std::string Error(std::vector<std::string> args, const EnvMap& env = {}) {
+  auto r = ParseCommandLine(args, env);
+  REQUIRE_FALSE(r.ok());
+  return r.status().message();
+}
+}  // namespace
+
+TEST_CASE("both spellings and both value forms give the same flag", "[cli]") {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--nproc-per-node", "4", "train.py"},
+           {"--nproc_per_node", "4", "train.py"},
+           {"--nproc-per-node=4", "train.py"},
+           {"--nproc_per_node=4", "train.py"}}) {
+    Options o = MustParse(args);
+    CHECK(o.nproc == 4);
+    CHECK(o.nproc_kind == NprocKind::kNumber);
+    CHECK(o.command == std::vector<std::string>{"train.py"});
+    CHECK_FALSE(o.after_dashdash);
+  }
+}
+
+TEST_CASE("the first positional ends flag parsing; its args belong to the script", "[cli]") {
+  Options o = MustParse({"--nnodes=1", "train.py", "--nproc-per-node", "9", "--", "x"});
+  CHECK(o.nproc == 1);
+  CHECK(o.command == std::vector<std::string>{"train.py", "--nproc-per-node", "9", "--", "x"});
+}
+
+TEST_CASE("after -- the command runs as given", "[cli]") {
+  Options o = MustParse({"--nproc-per-node", "2", "--", "python", "-u", "t.py"});
+  CHECK(o.after_dashdash);
+  CHECK(o.command == std::vector<std::string>{"python", "-u", "t.py"});
+  CHECK(o.nproc_kind == NprocKind::kNumber);
+}
+
+TEST_CASE("entrypoint form sizes the node itself; flags keep torchrun's default of 1", "[cli]") {
+  CHECK(MustParse({"--", "python", "t.py"}).nproc_kind == NprocKind::kAuto);
+  CHECK(MustParse({"--standalone", "--", "python", "t.py"}).nproc_kind == NprocKind::kNumber);
+  CHECK(MustParse({"t.py"}).nproc_kind == NprocKind::kNumber);
+}
+
+TEST_CASE("nproc takes auto, gpu and cpu", "[cli]") {
+  CHECK(MustParse({"--nproc-per-node", "auto", "t.py"}).nproc_kind == NprocKind::kAuto);
+  CHECK(MustParse({"--nproc-per-node", "gpu", "t.py"}).nproc_kind == NprocKind::kGpu);
+  CHECK(MustParse({"--nproc-per-node", "cpu", "t.py"}).nproc_kind == NprocKind::kCpu);
+}
+
+TEST_CASE("PET_ variables are flag defaults, and flags win over them", "[cli]") {
+  EnvMap env = {{"PET_NPROC_PER_NODE", "3"}, {"PET_NNODES", "2"}, {"PET_STANDALONE", "1"}, {"PET_NODE_RANK", "1"}};
+  Options o = MustParse({"t.py"}, env);
+  CHECK(o.min_nodes == 2);
+  CHECK(o.max_nodes == 2);
+  CHECK(o.node_rank == 1);
+  CHECK(o.nproc == 3);
+  CHECK(o.standalone);
+  CHECK(MustParse({"--nproc_per_node=5", "t.py"}, env).nproc == 5);
+  CHECK(Error({"t.py"}, {{"PET_NPROC_PER_NODE", "x"}}) ==
+        "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got 'x' (from PET_NPROC_PER_NODE)");
+}
+
+TEST_CASE("python handling and legacy switches", "[cli]") {
+  Options o = MustParse({"--no_python", "--use_env", "--legacy-launch", "--run-path", "x"});
+  CHECK(o.no_python);
+  CHECK(o.use_env);
+  CHECK(o.legacy_launch);
+  CHECK(o.run_path);
+  CHECK(MustParse({"-m", "pkg.train"}).module);
+  CHECK(Error({"-m", "--no-python", "x"}) == "--module: cannot be combined with --no-python");
+}
+
+TEST_CASE("short flags take attached or separate values", "[cli]") {
+  Options o = MustParse({"-r", "3", "-t1", "--log-dir", "/tmp/x", "t.py"});
+  CHECK(o.redirects == "3");
+  CHECK(o.tee == "1");
+  CHECK(o.log_dir == "/tmp/x");
+}
+
+TEST_CASE("roles and role-env", "[cli]") {
+  Options o = MustParse({"--roles", "chief:1,worker:2,ps:1", "--role-env", "ps:MAGIC=new=number", "--", "t"});
+  REQUIRE(o.roles.size() == 3);
+  CHECK(o.roles[1].name == "worker");
+  CHECK(o.roles[1].count == 2);
+  REQUIRE(o.roles[2].env.size() == 1);
+  CHECK(o.roles[2].env[0].first == "MAGIC");
+  CHECK(o.roles[2].env[0].second == "new=number");
+}
+
+TEST_CASE("tag-output takes an optional =FORMAT", "[cli]") {
+  CHECK(*MustParse({"--tag-output", "t.py"}).tag_format == "[{node_rank},{rank}]<{stream}>: ");
+  CHECK(*MustParse({"--tag-output={rank}|", "t.py"}).tag_format == "{rank}|");
+  CHECK_FALSE(MustParse({"t.py"}).tag_format.has_value());
+}
+
+TEST_CASE("every bad input names the flag and the value", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--nproc-per-node", "0", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"},
+      {{"--nproc-per-node", "-3", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '-3'"},
+      {{"--nproc-per-node", "abc", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got 'abc'"},
+      {{"--nproc-per-node=4x", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '4x'"},
+      {{"--nproc-per-nod", "2", "t.py"}, "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)"},
+      {{"--nproc_per_nod=2", "t.py"}, "unknown flag '--nproc_per_nod' (did you mean '--nproc-per-node'?)"},
+      {{"--zzzzzzzzzz", "t.py"}, "unknown flag '--zzzzzzzzzz'"},
+      {{"-q", "t.py"}, "unknown flag '-q'"},
+      {{"--nproc-per-node"}, "--nproc-per-node: expects a value"},
+      {{"--nproc-per-node", "2"}, "no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])"},
+      {{"--nproc-per-node", "2", "--"}, "no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])"},
+      {{"--nnodes", "3:2", "t.py"}, "--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, got '3:2'"},
+      {{"--master-port", "70000", "t.py"}, "--master-port: expected a port from 1 to 65535, got '70000'"},
+      {{"--max-restarts", "-1", "t.py"}, "--max-restarts: expected a number >= 0, got '-1'"},
+      {{"--shutdown-timeout", "soon", "t.py"}, "--shutdown-timeout: expected a number of seconds >= 0, got 'soon'"},
+      {{"--tee", "7", "t.py"}, "--tee: expected 0-3 or a map like '0:1,1:2', got '7'"},
+      {{"--redirects", "0:x", "t.py"}, "--redirects: expected 0-3 or a map like '0:1,1:2', got '0:x'"},
+      {{"--local-ranks-filter", "0,a", "t.py"}, "--local-ranks-filter: expected local ranks like '0,2', got '0,a'"},
+      {{"--signals-to-handle", "SIGNOPE", "t.py"}, "--signals-to-handle: expected signal names like 'SIGTERM,SIGINT', got 'SIGNOPE'"},
+      {{"--env", "mpich", "t.py"}, "--env: expected a list of ompi, azure, horovod, got 'mpich'"},
+      {{"--roles", "chief:0", "t.py"}, "--roles: expected ROLE:COUNT pairs like 'chief:1,worker:2,ps:1', got 'chief:0'"},
+      {{"--role-env", "ps:MAGIC=1", "t.py"}, "--role-env: role 'ps' is not in --roles (give --roles first)"},
+      {{"--roles", "ps:1", "--role-env", "ps=1", "t.py"}, "--role-env: expected ROLE:NAME=VALUE, got 'ps=1'"},
+      {{"--bind-to", "socket", "t.py"}, "--bind-to: expected none, core or numa, got 'socket'"},
+      {{"--standalone=1", "t.py"}, "--standalone: takes no value, got '1'"},
+      {{"--legacy-launch", "--no-python", "x"}, "--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)"},
+      {{"--nnodes", "2", "--node-rank", "2", "t.py"}, "--node-rank: 2 is outside the job's 2 node(s)"},
+      {{"--nnodes", "2:4", "t.py"}, "--nnodes: elastic 2:4 needs the rendezvous, which this build lacks; give N"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "h:29400", "t.py"},
+       "--rdzv-endpoint h:29400: the rendezvous is not in this build; use --master-addr/--master-port with --node-rank"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0]);
+    CHECK(Error(c.args) == c.message);
+  }
+}
+
+TEST_CASE("Std specs: one value for all, or per local rank", "[cli]") {
+  CHECK(StdFor("3", 5) == 3);
+  CHECK(StdFor("0:1,1:2", 0) == 1);
+  CHECK(StdFor("0:1,1:2", 1) == 2);
+  CHECK(StdFor("0:1,1:2", 2) == 0);
+  CHECK(StdFor("4", 0) == -1);
+  CHECK(StdFor("0:", 0) == -1);
+}

@@ -1,0 +1,65 @@
+#include "launcher/output.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace dlaunch::launcher;
+
+TEST_CASE("lines are emitted whole however the reads fall", "[output]") {
+  const std::string input = "alpha\nbeta gamma\n\ndelta\n";
+  // Every way of cutting the input in two gives the same output.
+  for (size_t cut = 0; cut <= input.size(); ++cut) {
+    LineTagger t;
+    std::string out;
+    t.Feed(std::string_view(input).substr(0, cut), "[1]: ", out);
+    t.Feed(std::string_view(input).substr(cut), "[1]: ", out);
+    INFO(cut);
+    CHECK(out == "[1]: alpha\n[1]: beta gamma\n[1]: \n[1]: delta\n");
+    CHECK_FALSE(t.has_partial());
+  }
+}
+
+TEST_CASE("a partial line is held back until its newline arrives", "[output]") {
+  LineTagger t;
+  std::string out;
+  t.Feed("abc", "> ", out);
+  CHECK(out.empty());
+  t.Feed("def\ngh", "> ", out);
+  CHECK(out == "> abcdef\n");
+}
+
+TEST_CASE("a final line without a newline is kept", "[output]") {
+  LineTagger t;
+  std::string out;
+  t.Feed("one\ntwo", "", out);
+  t.Finish("", out);
+  CHECK(out == "one\ntwo\n");
+  out.clear();
+  t.Finish("", out);
+  CHECK(out.empty());
+}
+
+TEST_CASE("an over-long line is cut at the cap and continues tagged", "[output]") {
+  LineTagger t(4);
+  std::string out;
+  t.Feed("abcdefghij\n", "|", out);
+  CHECK(out == "|abcd\n|efgh\n|ij\n");
+}
+
+TEST_CASE("tag formats render every field", "[output]") {
+  TagFields f{7, 3, 1, "ps", "stderr"};
+  CHECK(*RenderTag("[{rank}]: ", f, 0) == "[7]: ");
+  CHECK(*RenderTag("{node_rank}.{local_rank} {role} {stream}|", f, 0) == "1.3 ps stderr|");
+  CHECK(RenderTag("{time}", f, 0)->size() == 19);  // 1970-01-01T00:00:00 in local time
+  auto bad = RenderTag("[{rnk}]", f, 0);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().rfind("--tag-output: bad format '[{rnk}]' (", 0) == 0);
+}
+
+TEST_CASE("the tail keeps the last lines of a stream", "[output]") {
+  TailBuffer tail(16);
+  tail.Append("first line\nsecond\n");
+  tail.Append("third\nfourth\n");
+  CHECK(tail.LastLines(2) == std::vector<std::string>{"third", "fourth"});
+  CHECK(tail.LastLines(10).back() == "fourth");
+  CHECK(tail.LastLines(10).size() <= 3);  // the cap dropped the oldest
+}
