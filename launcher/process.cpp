@@ -25,6 +25,8 @@ namespace bp = boost::process;
 
 namespace {
 
+constexpr int kPipeBytes = 1 << 20;
+
 // Runs in the child between fork and exec, so only async-signal-safe calls.
 void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   setpgid(0, 0);
@@ -67,6 +69,9 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
 Result<Pipe> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("pipe: {}", std::strerror(errno)));
+  // A larger pipe means fewer wake-ups for a worker that writes fast; the kernel
+  // caps it at /proc/sys/fs/pipe-max-size, and a refusal is harmless.
+  fcntl(fds[0], F_SETPIPE_SZ, kPipeBytes);
   return Pipe{fds[0], fds[1]};
 }
 

@@ -87,7 +87,7 @@ class Runner : public WorkerControl {
     int file_fd = -1;
     TailBuffer* tail = nullptr;
     bool open = true;
-    std::array<char, 1 << 16> buf;
+    std::array<char, 1 << 18> buf;
   };
 
   Status AddStream(int fd, int local_rank, int restart, bool is_err, const std::string& dir);

@@ -1,0 +1,58 @@
+#include "launcher/system.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+using namespace dlaunch::launcher;
+
+TEST_CASE("--bind-to core gives each rank an equal share of the allowed CPUs", "[system]") {
+  const int cpus = CpuCount();
+  for (int nproc : {1, 2, 3, 8}) {
+    auto placement = CpuPlacement("core", nproc);
+    REQUIRE(static_cast<int>(placement.size()) == nproc);
+    const size_t share = static_cast<size_t>(std::max(1, cpus / nproc));
+    std::set<int> used;
+    for (const auto& mine : placement) {
+      CHECK(mine.size() == share);
+      used.insert(mine.begin(), mine.end());
+    }
+    // Shares do not overlap while there are enough CPUs.
+    if (nproc <= cpus) CHECK(used.size() == share * static_cast<size_t>(nproc));
+  }
+  CHECK(CpuPlacement("none", 4).empty());
+}
+
+TEST_CASE("--bind-to numa gives every rank a non-empty set", "[system]") {
+  auto placement = CpuPlacement("numa", 3);
+  REQUIRE(placement.size() == 3);
+  for (const auto& mine : placement) CHECK_FALSE(mine.empty());
+}
+
+TEST_CASE("a port with a listener is refused, naming the flag", "[system]") {
+  auto free_port = PortReservation::AnyFree();
+  REQUIRE(free_port.ok());
+  const int port = free_port->port();
+  free_port->Release();
+
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+
+  auto taken = PortReservation::Exactly(port, "--master-port " + std::to_string(port));
+  REQUIRE_FALSE(taken.ok());
+  CHECK(taken.status().message() == "--master-port " + std::to_string(port) + ": Address already in use");
+  close(fd);
+  // Once the listener is gone the port can be reserved again.
+  CHECK(PortReservation::Exactly(port, "--master-port").ok());
+}
