@@ -4,16 +4,16 @@
 #include <catch2/catch.hpp>
 
 #include "envmap/worker_env.hpp"
+#include "tests/envmap/fixtures.hpp"
 
 namespace dlaunch::envmap {
 namespace {
 
-// Nodes of 2, 3 and 1 processes: ranks 0-1 on a, 2-4 on b, 5 on c.
+// The shared three-node layout, with host names distinct from addresses and
+// Azure's default port.
 JobLayout ThreeNodes(int node_rank) {
-  JobLayout layout;
-  layout.nodes = {{"host-a", "10.0.0.1", 2, {}}, {"host-b", "10.0.0.2", 3, {}}, {"host-c", "10.0.0.3", 1, {}}};
-  layout.node_rank = node_rank;
-  layout.master_addr = "10.0.0.1";
+  JobLayout layout = testing::ThreeNodes(node_rank);
+  for (Node& node : layout.nodes) node.host = "host-" + node.host;
   layout.master_port = 6105;
   return layout;
 }

@@ -2,18 +2,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/envmap/fixtures.hpp"
+
 namespace dlaunch::envmap {
 namespace {
 
-// Three nodes of 2, 3 and 1 processes: ranks 0-1 on a, 2-4 on b, 5 on c.
-JobLayout ThreeNodes(int node_rank) {
-  JobLayout layout;
-  layout.nodes = {{"a", "10.0.0.1", 2, {}}, {"b", "10.0.0.2", 3, {}}, {"c", "10.0.0.3", 1, {}}};
-  layout.node_rank = node_rank;
-  layout.master_addr = "10.0.0.1";
-  layout.master_port = 29500;
-  return layout;
-}
+using testing::ThreeNodes;
 
 // chief:1,worker:3,ps:1 over nodes of 2 and 3 processes, each task with its own port.
 JobLayout TfJob(int node_rank) {

@@ -3,17 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include "envmap/worker_env.hpp"
+#include "tests/envmap/fixtures.hpp"
 
 namespace dlaunch::envmap {
 namespace {
 
-// Nodes of 2, 3 and 1 processes: ranks 0-1 on a, 2-4 on b, 5 on c.
+// The shared three-node layout, with the elastic fields set.
 JobLayout ThreeNodes(int node_rank) {
-  JobLayout layout;
-  layout.nodes = {{"a", "10.0.0.1", 2, {}}, {"b", "10.0.0.2", 3, {}}, {"c", "10.0.0.3", 1, {}}};
-  layout.node_rank = node_rank;
-  layout.master_addr = "10.0.0.1";
-  layout.master_port = 29500;
+  JobLayout layout = testing::ThreeNodes(node_rank);
   layout.run_id = "job42";
   layout.restart_count = 1;
   layout.max_restarts = 3;
