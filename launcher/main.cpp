@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
   if (Status s = watchdog.Start(); !s.ok()) return Fail(1, s.message());
   task_holds.clear();  // the TF tasks bind their ports now
 
-  int code = RunJob(plan, watchdog);
+  boost::asio::io_context io;
+  int code = RunJob(plan, watchdog, io);
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;

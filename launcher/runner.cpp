@@ -54,9 +54,11 @@ void WriteAll(int fd, std::string_view data) {
 
 class Runner : public WorkerControl {
  public:
-  Runner(const RunPlan& plan, Watchdog& watchdog)
+  Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel)
       : plan_(plan),
         watchdog_(watchdog),
+        io_(io),
+        channel_(channel),
         signals_(io_),
         timer_(io_),
         drain_timer_(io_),
@@ -96,11 +98,13 @@ class Runner : public WorkerControl {
   void WaitSignals();
   void Reap();
   void AfterEvent();
+  void Finish();
   void PrintSummary();
 
   const RunPlan& plan_;
   Watchdog& watchdog_;
-  asio::io_context io_;
+  asio::io_context& io_;
+  JobChannel* channel_;
   asio::signal_set signals_;
   asio::steady_timer timer_;
   asio::steady_timer drain_timer_;
@@ -110,6 +114,9 @@ class Runner : public WorkerControl {
   std::list<std::unique_ptr<Stream>> streams_;
   std::string out_;  // scratch for tagged output
   bool draining_ = false;
+  bool failure_reported_ = false;
+  bool local_done_ = false;     // LocalDone was sent; waiting for the barrier
+  std::optional<int> final_code_;  // set when the run is over
 };
 
 std::string AttemptDir(const std::string& work_dir, int restart, int local_rank) {
@@ -251,18 +258,26 @@ void Runner::Reap() {
 }
 
 void Runner::AfterEvent() {
+  if (channel_ != nullptr && !failure_reported_) {
+    if (const WorkerRecord* root = supervisor_.root_cause()) {
+      failure_reported_ = true;
+      int rank = slots_[static_cast<size_t>(root->local_rank)].rank;
+      channel_->LocalFailure(rank, root->status.ShellCode(),
+                             fmt::format("rank {} {}", rank, Describe(root->status)));
+    }
+  }
   if (supervisor_.done()) {
     bool open = false;
     for (auto& s : streams_) open = open || s->open;
     if (!open) {
-      io_.stop();
+      Finish();
     } else if (!draining_) {
       draining_ = true;
       drain_timer_.expires_after(kDrainTimeout);
       drain_timer_.async_wait([this](boost::system::error_code ec) {
         if (ec) return;
         for (auto& s : streams_) CloseStream(s.get());
-        io_.stop();
+        Finish();
       });
     }
     return;
@@ -275,6 +290,17 @@ void Runner::AfterEvent() {
       AfterEvent();
     });
   }
+}
+
+void Runner::Finish() {
+  if (final_code_ || local_done_) return;
+  if (channel_ == nullptr) {
+    final_code_ = supervisor_.exit_code();
+    return;
+  }
+  // The exit barrier: this node is done, the job may not be.
+  local_done_ = true;
+  channel_->LocalDone(supervisor_.exit_code(), [this](int code) { final_code_ = code; });
 }
 
 void Runner::PrintSummary() {
@@ -307,22 +333,41 @@ int Runner::Run() {
   for (int sig : plan_.stop_signals) signals_.add(sig);
   for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
   WaitSignals();
+  if (channel_ != nullptr) {
+    channel_->Attach([this](int code, const std::string& reason) {
+      if (!supervisor_.done() && !reason.empty()) WriteAll(STDERR_FILENO, "dlaunch: " + reason + "\n");
+      supervisor_.Abort(code, Clock::now());
+      AfterEvent();
+    });
+  }
 
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
     WriteAll(STDERR_FILENO, "dlaunch: " + s.message() + "\n");
   AfterEvent();
-  io_.run();
+  // Run until this node's result is known; other work on `io_` (a rendezvous
+  // agent, a coordinator) runs alongside.
+  io_.restart();
+  while (!final_code_ && io_.run_one() > 0) {
+  }
+  // Let the cancelled handlers run while this runner (which they point into) lives.
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  timer_.cancel();
+  drain_timer_.cancel();
+  for (auto& s : streams_) CloseStream(s.get());
+  io_.restart();
+  io_.poll();
 
   int code = supervisor_.exit_code();
   if (code != 0 && supervisor_.root_cause() != nullptr) PrintSummary();
   else if (supervisor_.stop_signal() != 0) PrintSummary();
-  return code;
+  return final_code_.value_or(code);
 }
 
 }  // namespace
 
-int RunJob(const RunPlan& plan, Watchdog& watchdog) {
-  Runner runner(plan, watchdog);
+int RunJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel) {
+  Runner runner(plan, watchdog, io, channel);
   return runner.Run();
 }
 

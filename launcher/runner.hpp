@@ -2,9 +2,12 @@
 // processes, pipes and signals to the Supervisor policy.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "envmap/worker_env.hpp"
 #include "launcher/process.hpp"
@@ -32,8 +35,27 @@ struct RunPlan {
   std::vector<int> stop_signals;     // signals that stop the job
 };
 
-// Runs the job and returns the launcher's exit code. Prints the failure summary
-// on stderr when the job fails. `watchdog` must already be started.
-int RunJob(const RunPlan& plan, Watchdog& watchdog);
+// Connects this node's workers to the rest of a multi-node job (the rendezvous
+// agent implements it). Every call happens on the io_context's thread.
+class JobChannel {
+ public:
+  virtual ~JobChannel() = default;
+  // Called once, when the runner starts: `abort(code, reason)` stops this node's
+  // workers because of a failure elsewhere.
+  virtual void Attach(std::function<void(int code, const std::string& reason)> abort) = 0;
+  // The first local worker failure: global rank, its shell exit code, and a
+  // one-line description for the job-wide summary.
+  virtual void LocalFailure(int rank, int code, const std::string& reason) = 0;
+  // Every local worker has exited with node result `code`. The channel calls
+  // `finish(code)` once the job as a whole has ended (the exit barrier); the
+  // code it passes is what this node exits with.
+  virtual void LocalDone(int code, std::function<void(int code)> finish) = 0;
+};
+
+// Runs the job on `io` and returns the launcher's exit code. Prints the failure
+// summary on stderr when the job fails. `watchdog` must already be started.
+// `channel` is null for a single-node job.
+int RunJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
+           JobChannel* channel = nullptr);
 
 }  // namespace dlaunch::launcher
