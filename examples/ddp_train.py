@@ -2,7 +2,7 @@
 """A small PyTorch DDP training job over gloo (CPU) to run under dlaunch.
 
     dlaunch --nproc-per-node 4 -- /usr/bin/python3 examples/ddp_train.py --epochs 3
-    dlaunch --legacy-launch --nproc-per-node 2 examples/ddp_train.py
+    PYTHON_EXEC=/usr/bin/python3 dlaunch --legacy-launch --nproc-per-node 2 examples/ddp_train.py
 
 Every rank trains the same model on its own synthetic data (seeded per rank),
 DDP averages the gradients, and at the end every rank checks that its

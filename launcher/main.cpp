@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
-  if (Status s = watchdog.Start(); !s.ok()) return Fail(1, s.message());
+  if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
   task_holds.clear();  // the TF tasks bind their ports now
 
   boost::asio::io_context io;

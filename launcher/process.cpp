@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <system_error>
 
@@ -90,7 +91,7 @@ Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
 }
 
-Status Watchdog::Start() {
+Status Watchdog::Start(const std::string& cleanup_dir) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
   pid_t pid = fork();
@@ -113,6 +114,10 @@ Status Watchdog::Start() {
       if (value > 0) groups.insert(value); else groups.erase(-value);
     }
     for (int g : groups) kill(-g, SIGKILL);
+    if (!cleanup_dir.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(cleanup_dir, ignored);
+    }
     _exit(0);
   }
   close(fds[0]);

@@ -42,8 +42,9 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
 
-  // Forks the watchdog. Call once, before any worker starts.
-  Status Start();
+  // Forks the watchdog. Call once, before any worker starts. If the launcher
+  // dies, `cleanup_dir` (when not empty) is removed after the kill.
+  Status Start(const std::string& cleanup_dir);
   void Add(int pgid);
   void Remove(int pgid);
   // Normal exit: the watchdog leaves without killing anything.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the integration tests. Source it, then call `lib_init "$@"`.
 #
 # Contract of every test_*.sh: $1 is the dlaunch binary; DLAUNCH_SRC is the repo
@@ -86,6 +87,7 @@ track_pid() { LIB_EXTRA_PIDS="${LIB_EXTRA_PIDS:-} $1"; }
 
 lib_init() {
   local bin=${1:-}
+  # shellcheck disable=SC2034  # used by the tests
   SRC=${DLAUNCH_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
   [[ -n $bin ]] || { printf 'usage: %s PATH/TO/dlaunch\n' "$0" >&2; exit 2; }
   [[ -x $bin ]] || fail "dlaunch binary '$bin' does not exist or is not executable"
@@ -208,7 +210,7 @@ assert_no_leftovers() {
   [[ -n $orphans ]] && log "reparented to PID 1:$orphans"
   # shellcheck disable=SC2086
   kill -KILL $pids 2>/dev/null
-  fail "$what: $(echo $pids | wc -w) process(es) from this test survived"
+  fail "$what: $(echo "$pids" | wc -w) process(es) from this test survived"
 }
 
 # count_marked PATTERN: number of live processes whose command line matches

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad usage: exit 2 and exactly one stderr line, `dlaunch: ...`, naming the flag
 # and the value. A command that does not exist: exit 127, naming it.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
@@ -54,12 +55,17 @@ s.listen(1)
 print(s.getsockname()[1], flush=True)
 time.sleep(60)
 ' "$MARK" >"$TMP/port" &
-track_pid $!
+LISTENER=$!
+track_pid "$LISTENER"
+# shellcheck disable=SC2317  # called through wait_for
 port_ready() { [[ -s $TMP/port ]]; }
 wait_for 10 port_ready || fail "the port-holding listener did not start"
 port=$(cat "$TMP/port")
 usage_error "--master-port $port (in use)" --master-port "$port" -- \
   --nproc-per-node 2 --master-port "$port" "${W[@]}"
+
+kill -KILL "$LISTENER" 2>/dev/null
+wait "$LISTENER" 2>/dev/null
 
 # Command not found: 127, naming the command.
 missing=no-such-command-$RANDOM$RANDOM

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Four ranks of examples/ddp_train.py (real PyTorch DDP over gloo on CPU) under
 # dlaunch: the job exits 0 and every rank reports identical parameters.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_torch

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The variables every worker sees (torchrun parity), the user's own values left
 # alone, and the opt-in dialects: --env ompi, --env horovod, --env azure.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
@@ -144,7 +145,8 @@ for e in envs:
         want(e, "OMPI_COMM_WORLD_SIZE", str(n))
         want(e, "OMPI_COMM_WORLD_LOCAL_RANK", r)
         want(e, "OMPI_COMM_WORLD_LOCAL_SIZE", str(n))
-        want(e, "OMPI_COMM_WORLD_NODE_RANK", "0")
+        # As under mpirun: the rank among this job's processes on the node (not the node rank).
+        want(e, "OMPI_COMM_WORLD_NODE_RANK", e.get("LOCAL_RANK"))
         want(e, "OMPI_UNIVERSE_SIZE", str(n))
     if "horovod" in on:
         want(e, "HOROVOD_RANK", r)

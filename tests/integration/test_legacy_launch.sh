@@ -2,6 +2,7 @@
 # torch.distributed.launch compatibility: --legacy-launch appends --local-rank=N
 # (or --local_rank=N), --use-env turns that off, and without --legacy-launch a
 # worker's argv is exactly what the user wrote.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
@@ -71,7 +72,7 @@ check_case() {
   shift 4
   if (($#)); then printf '%s\0' "$@" >"$TMP/expected.$CASE"; else : >"$TMP/expected.$CASE"; fi
   local out
-  out=$(timeout 30 "$PY" "$TMP/check.py" "$ARGDUMP_DIR" "$n" "$appended" "$TMP/expected.$CASE" $exe 2>&1) || {
+  out=$(timeout 30 "$PY" "$TMP/check.py" "$ARGDUMP_DIR" "$n" "$appended" "$TMP/expected.$CASE" "$exe" 2>&1) || {
     show_run
     fail "$WHAT: $(echo "$out" | head -n 12)"
   }
@@ -104,6 +105,7 @@ for spelling in --use-env --use_env; do
 done
 
 # 4. No --legacy-launch: argv passes through untouched, with or without `--`.
+# shellcheck disable=SC2016  # literal $HOME on purpose
 tricky=("a b" "it's" '"double quoted"' "--local-rank=9" "" "--" '$HOME' '*' $'tab\there'
   $'two\nlines' "--nproc-per-node=5" "-m" "back\\slash" 'x;y|z&&w' "ünïcødé" "--local_rank" "7")
 new_case "argv pass-through after --"

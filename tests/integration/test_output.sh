@@ -3,6 +3,7 @@
 # chunks (plus some stderr). Every line must arrive whole, tagged `[R]: `, in
 # order within its rank, none lost or duplicated; a final line without a
 # newline is kept.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
@@ -105,7 +106,7 @@ def verify(path, stream, n):
     for r in range(n):
         rest = sum(1 for _ in want[r])
         if rest and len(problems) < 10:
-            problems.append(f"{stream}: rank {r}: {rest} line(s) missing (got {got_count[r]})")
+            problems.append(f"rank {r}: {rest} line(s) missing (got {got_count[r]})")
     for p in problems:
         print(f"{stream}: {p}")
     return not problems
@@ -129,6 +130,20 @@ out=$(timeout 100 "$PY" "$TMP/lines.py" verify "$OUT" "$ERR" "$N" 2>&1) || {
 # The unterminated last line of rank 7 is there, as a whole line of its own.
 grep -qx '\[7\]: 7:END:unterminated' "$OUT" ||
   fail "rank 7's final line without a newline is missing or not on a line of its own"
+
+# Tag variants: one worker is untagged, --no-tag turns tags off, a custom format.
+# shellcheck disable=SC2016  # $RANK expands in the worker
+hello=(bash -c 'echo "hello $RANK"; echo "oops $RANK" >&2' "$MARK")
+run_dl 30 --nproc-per-node 1 -- "${hello[@]}"
+expect_rc 0 "one worker"
+assert_eq "$(cat "$OUT")" "hello 0" "one worker's stdout (untagged)"
+run_dl 30 --nproc-per-node 2 --no-tag -- "${hello[@]}"
+expect_rc 0 "--no-tag"
+assert_eq "$(sort "$OUT" | tr '\n' ',')" "hello 0,hello 1," "stdout with --no-tag"
+assert_eq "$(grep -v '^dlaunch' "$ERR" | sort | tr '\n' ',')" "oops 0,oops 1," "stderr with --no-tag"
+run_dl 30 --nproc-per-node 2 '--tag-output={rank}|{local_rank}|' -- "${hello[@]}"
+expect_rc 0 "--tag-output={rank}|{local_rank}|"
+assert_eq "$(sort "$OUT" | tr '\n' ',')" "0|0|hello 0,1|1|hello 1," "stdout with --tag-output={rank}|{local_rank}|"
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the output test"

@@ -2,11 +2,13 @@
 # Signals to dlaunch itself. SIGTERM/SIGINT: forwarded, workers torn down,
 # exit 128+N. SIGKILL: dlaunch's watchdog still kills every worker process
 # group, grandchildren included.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 
 # A worker with a grandchild, as data loaders and shell wrappers have.
 cat >"$TMP/worker.sh" <<EOF2
+echo "\$TORCHELASTIC_ERROR_FILE" >"$TMP/errfile.\$RANK"
 "$TMP/bin/sleep" 300 &
 wait
 EOF2
@@ -22,6 +24,7 @@ start_job() {
   ELAPSED=""
   timeout -s KILL 40 "$DLAUNCH" --nproc-per-node "$N" --shutdown-timeout 3 -- bash "$TMP/worker.sh" >"$OUT" 2>"$ERR" </dev/null &
   TPID=$!
+  # shellcheck disable=SC2317  # called through wait_for
   grandchildren_up() { [[ $(count_marked "/bin/sleep 300") == "$N" ]]; }
   wait_for 20 grandchildren_up || fail_run "the $N workers and their grandchildren did not start within 20s"
   DLPID=$(pgrep -P "$TPID" | head -n 1)
@@ -53,8 +56,18 @@ done
 
 start_job
 kill -s KILL "$DLPID"
+wait "$TPID" 2>/dev/null
 wait_for 2 no_marked_processes
 assert_no_leftovers "2s after SIGKILL to dlaunch (its watchdog should kill every worker group)"
-wait "$TPID" 2>/dev/null
+
+# The watchdog also removes the per-job directory of error files
+# (.../dlaunch-XXXX/attempt_N/RANK/error.json) once it has killed the workers.
+errfile=$(cat "$TMP/errfile.0" 2>/dev/null)
+[[ -n $errfile ]] || fail "rank 0 never reported its TORCHELASTIC_ERROR_FILE"
+jobdir=$(dirname "$(dirname "$(dirname "$errfile")")")
+[[ $(basename "$jobdir") =~ ^dlaunch-[A-Za-z0-9]+$ ]] || fail "unexpected job directory shape: $jobdir"
+# shellcheck disable=SC2317  # called through wait_for
+jobdir_gone() { [[ ! -e $jobdir ]]; }
+wait_for 2 jobdir_gone || fail "$jobdir is still there 2s after SIGKILL to dlaunch"
 
 pass

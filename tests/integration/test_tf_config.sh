@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --roles gives each task a TF_CONFIG (Kubeflow's shape: evaluator left out of
 # the cluster, every task its own port) and --role-env adds variables to one role.
+# shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
