@@ -92,7 +92,7 @@ class Runner : public WorkerControl {
     std::array<char, 1 << 18> buf;
   };
 
-  Status AddStream(int fd, int local_rank, int restart, bool is_err, const std::string& dir);
+  Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
   void Read(Stream* s);
   void CloseStream(Stream* s);
   void WaitSignals();
@@ -164,12 +164,18 @@ Result<int> Runner::Start(int local_rank, int restart) {
     return pid;
   }
   watchdog_.Add(*pid);
-  if (Status s = AddStream(out->read_fd, local_rank, restart, false, dir); !s.ok()) return s;
-  if (Status s = AddStream(err->read_fd, local_rank, restart, true, dir); !s.ok()) return s;
+  Status s = AddStream(out->read_fd, local_rank, false, dir);
+  if (s.ok()) s = AddStream(err->read_fd, local_rank, true, dir);
+  if (!s.ok()) {
+    // The supervisor never learns this pid, so it must not outlive the failure.
+    Signal(*pid, SIGKILL);
+    watchdog_.Remove(*pid);
+    return s;
+  }
   return pid;
 }
 
-Status Runner::AddStream(int fd, int local_rank, int restart, bool is_err, const std::string& dir) {
+Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
   auto s = std::make_unique<Stream>(io_, fd);
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
   s->fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout"};
@@ -190,7 +196,6 @@ Status Runner::AddStream(int fd, int local_rank, int restart, bool is_err, const
     if (s->file_fd < 0) return Status::Io(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
   }
   if (is_err) s->tail = &tails_[static_cast<size_t>(local_rank)];
-  (void)restart;
   Stream* raw = s.get();
   streams_.push_back(std::move(s));
   Read(raw);
