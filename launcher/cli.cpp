@@ -167,18 +167,60 @@ Status SetBindTo(Options& o, const std::string& v) {
 
 Status Ignore(Options&, const std::string&) { return Status::Ok(); }
 
+Status SetRdzvConf(Options& o, const std::string& v) {
+  for (const std::string& pair : Split(v, ',')) {
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string key = pair.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (key == "is_host") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        return Bad("rdzv-conf", "is_host=0 or is_host=1", pair);
+      o.is_host = value == "1" || value == "true";
+      continue;
+    }
+    std::chrono::milliseconds* field = key == "join_timeout"        ? &o.join_timeout
+                                       : key == "last_call_timeout" ? &o.last_call_timeout
+                                       : key == "heartbeat_timeout" ? &o.heartbeat_timeout
+                                                                    : nullptr;
+    if (field == nullptr) {
+      // torchrun passes other keys to its backends (read_timeout, ...); so do we: none.
+      continue;
+    }
+    std::optional<double> secs = ParseDouble(value);
+    if (!secs || *secs <= 0) return Bad("rdzv-conf", key + "=SECONDS (positive)", pair);
+    *field = std::chrono::milliseconds(static_cast<long long>(*secs * 1000));
+  }
+  return Status::Ok();
+}
+
+Status SetNodes(Options& o, const std::string& v) {
+  o.nodes.clear();
+  for (const std::string& host : Split(v, ',')) {
+    if (host.empty()) return Bad("nodes", "a list of hosts like 'n1,n2'", v);
+    o.nodes.push_back(host);
+  }
+  return Status::Ok();
+}
+
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
       {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)"},
       {"nnodes", 0, Arity::kValue, SetNnodes, "nodes: N or MIN:MAX (default 1)"},
-      {"node-rank", 0, Arity::kValue, IntFlag("node-rank", 0, &Options::node_rank), "this node's rank (static multi-node)"},
+      {"node-rank", 0, Arity::kValue,
+       [](Options& o, const std::string& v) { o.node_rank_given = true; return IntFlag("node-rank", 0, &Options::node_rank)(o, v); },
+       "this node's rank"},
       {"master-addr", 0, Arity::kValue, StringFlag(&Options::master_addr), "address of node rank 0 (default 127.0.0.1)"},
       {"master-port", 0, Arity::kValue, SetMasterPort, "port on node rank 0 (default: a free port)"},
       {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address"},
       {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility"},
       {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT"},
       {"rdzv-id", 0, Arity::kValue, StringFlag(&Options::rdzv_id), "job id (TORCHELASTIC_RUN_ID)"},
-      {"rdzv-conf", 0, Arity::kValue, StringFlag(&Options::rdzv_conf), "rendezvous settings k=v,..."},
+      {"rdzv-conf", 0, Arity::kValue, SetRdzvConf, "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)"},
+      {"rdzv-token", 0, Arity::kValue, StringFlag(&Options::rdzv_token), "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)"},
+      {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)"},
+      {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position"},
+      {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position"},
       {"standalone", 0, Arity::kSwitch, SwitchFlag(&Options::standalone), "single node, local rendezvous"},
       {"max-restarts", 0, Arity::kValue, IntFlag("max-restarts", 0, &Options::max_restarts), "restarts of the worker group on failure (default 0)"},
       {"monitor-interval", 0, Arity::kValue, Ignore, "accepted; dlaunch reacts to exits at once"},
@@ -334,14 +376,10 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     return Status::InvalidArgument("--module: cannot be combined with --no-python");
   if (o.node_rank >= o.max_nodes)
     return Status::InvalidArgument(fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
-  // Until the TCP rendezvous lands, multi-node means torch.distributed.launch's
-  // static form. Refuse what needs a rendezvous rather than run a wrong job.
-  if (o.min_nodes != o.max_nodes)
-    return Status::InvalidArgument(fmt::format("--nnodes: elastic {}:{} needs the rendezvous, which this build lacks; give N", o.min_nodes, o.max_nodes));
-  if (!o.rdzv_endpoint.empty() && o.max_nodes > 1 && !o.standalone)
-    return Status::InvalidArgument(fmt::format("--rdzv-endpoint {}: the rendezvous is not in this build; use --master-addr/--master-port with --node-rank", o.rdzv_endpoint));
+  if (o.min_nodes != o.max_nodes && o.rdzv_endpoint.empty())
+    return Status::InvalidArgument(fmt::format("--nnodes: elastic {}:{} needs --rdzv-endpoint", o.min_nodes, o.max_nodes));
   if (!o.roles.empty() && o.max_nodes > 1)
-    return Status::InvalidArgument("--roles: multi-node roles need the rendezvous (not available yet); use one node");
+    return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
   return o;
 }
 

@@ -28,6 +28,7 @@ struct Options {
   int min_nodes = 1;
   int max_nodes = 1;
   int node_rank = 0;
+  bool node_rank_given = false;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;  // Default: a free port on a single node, else 29500.
   std::string local_addr;
@@ -35,8 +36,17 @@ struct Options {
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string rdzv_id;  // Default: generated (TORCHELASTIC_RUN_ID).
-  std::string rdzv_conf;
   bool standalone = false;
+  // --rdzv-conf k=v,...: is_host=0|1, join_timeout, last_call_timeout,
+  // heartbeat_timeout (seconds).
+  std::optional<bool> is_host;  // Default: the node whose address is the endpoint's
+  std::chrono::milliseconds join_timeout{600000};      // Default: 600s
+  std::chrono::milliseconds last_call_timeout{30000};  // Default: 30s
+  std::chrono::milliseconds heartbeat_timeout{15000};  // Default: 15s
+  std::string rdzv_token;       // --rdzv-token
+  std::string rdzv_token_file;  // --rdzv-token-file
+  std::vector<std::string> nodes;  // --nodes a,b,c: node rank = position
+  std::string hostfile;            // --hostfile F: the same, from a file
 
   int max_restarts = 0;
   std::string role = "default";

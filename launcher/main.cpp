@@ -17,6 +17,7 @@
 #include "envmap/worker_env.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
+#include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
 #include "launcher/runner.hpp"
@@ -67,52 +68,13 @@ Status EnsureDirectory(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  envmap::EnvMap env = ReadEnvironment();
-  Result<Options> parsed = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
-  if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
-  const Options& o = *parsed;
-  if (o.help) {
-    std::fputs(UsageText().c_str(), stdout);
-    return 0;
-  }
-  if (o.version) {
-    std::puts("dlaunch 0.1.0");
-    return 0;
-  }
-
-  // How many workers, and as what.
-  Result<int> nproc = ResolveNproc(o, env);
-  if (!nproc.ok()) return Fail(kExitUsage, nproc.status().message());
-  int n = *nproc;
-  if (!o.roles.empty()) {
-    int total = 0;
-    for (const envmap::RoleSpec& r : o.roles) total += r.count;
-    if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && o.nproc != total)
-      return Fail(kExitUsage, fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
-    n = total;
-  }
-  for (int r : o.local_ranks_filter)
-    if (r >= n)
-      return Fail(kExitUsage, fmt::format("--local-ranks-filter: local rank {} is outside this node (0-{})", r, n - 1));
-
-  // The command.
-  std::vector<std::string> worker_argv = WorkerArgv(o, env);
-  Result<std::string> exe = ResolveCommand(worker_argv[0]);
-  if (!exe.ok())
-    return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
-
-  // The layout. Static multi-node (torch.distributed.launch style) assumes every
-  // node runs the same number of workers, as that launcher does.
-  envmap::JobLayout layout;
+// torch.distributed.launch's static multi-node form (and every single-node job):
+// the layout comes from the flags alone. Every node is assumed to run as many
+// workers as this one, as that launcher assumes.
+int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io) {
+  envmap::JobLayout& layout = plan.layout;
   layout.node_rank = o.node_rank;
   layout.master_addr = o.master_addr;
-  layout.run_id = o.rdzv_id.empty() ? RandomRunId() : o.rdzv_id;
-  layout.max_restarts = o.max_restarts;
-  layout.role = o.role;
-  layout.roles = o.roles;
   std::string host = HostName();
   for (int i = 0; i < o.max_nodes; ++i) {
     bool self = i == o.node_rank;
@@ -154,12 +116,59 @@ int main(int argc, char** argv) {
   }
   if (Status s = envmap::Validate(layout); !s.ok()) return Fail(kExitUsage, s.message());
 
-  // Where error files and logs go.
+  task_holds.clear();  // the TF tasks bind their ports now
+  PrintNotices(plan);
+  return RunJob(plan, watchdog, io);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  envmap::EnvMap env = ReadEnvironment();
+  Result<Options> parsed = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
+  if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
+  const Options& o = *parsed;
+  if (o.help) {
+    std::fputs(UsageText().c_str(), stdout);
+    return 0;
+  }
+  if (o.version) {
+    std::puts("dlaunch 0.1.0");
+    return 0;
+  }
+
+  // How many workers, and as what.
+  Result<int> nproc = ResolveNproc(o, env);
+  if (!nproc.ok()) return Fail(kExitUsage, nproc.status().message());
+  int n = *nproc;
+  if (!o.roles.empty()) {
+    int total = 0;
+    for (const envmap::RoleSpec& r : o.roles) total += r.count;
+    if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && o.nproc != total)
+      return Fail(kExitUsage, fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
+    n = total;
+  }
+  for (int r : o.local_ranks_filter)
+    if (r >= n)
+      return Fail(kExitUsage, fmt::format("--local-ranks-filter: local rank {} is outside this node (0-{})", r, n - 1));
+
+  // The command.
+  std::vector<std::string> worker_argv = WorkerArgv(o, env);
+  Result<std::string> exe = ResolveCommand(worker_argv[0]);
+  if (!exe.ok())
+    return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
+
   RunPlan plan;
+  plan.layout.run_id = o.rdzv_id.empty() ? RandomRunId() : o.rdzv_id;
+  plan.layout.max_restarts = o.max_restarts;
+  plan.layout.role = o.role;
+  plan.layout.roles = o.roles;
+
+  // Where error files and logs go.
   plan.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
   if (!o.log_dir.empty()) {
     if (Status s = EnsureDirectory("--log-dir", o.log_dir); !s.ok()) return Fail(kExitUsage, s.message());
-    plan.work_dir = fmt::format("{}/{}", o.log_dir, layout.run_id);
+    plan.work_dir = fmt::format("{}/{}", o.log_dir, plan.layout.run_id);
   } else {
     char tmpl[] = "/tmp/dlaunch-XXXXXX";
     const char* dir = mkdtemp(tmpl);
@@ -170,19 +179,9 @@ int main(int argc, char** argv) {
   plan.flavors.ompi = o.env_ompi;
   plan.flavors.azure = o.env_azure;
   plan.flavors.horovod = o.env_horovod;
+  if (o.env_azure) plan.flavors.azure_hostfile = plan.work_dir + "/hostfile";
   if (o.legacy_launch && !o.use_env)
     plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
-  if (o.env_azure) {
-    plan.flavors.azure_hostfile = plan.work_dir + "/hostfile";
-    FILE* f = std::fopen(plan.flavors.azure_hostfile.c_str(), "w");
-    if (f == nullptr) return Fail(1, fmt::format("{}: cannot write ({})", plan.flavors.azure_hostfile, std::strerror(errno)));
-    std::fputs(envmap::AzureHostfile(layout).c_str(), f);
-    std::fclose(f);
-  }
-  if (n > 1 && env.find("OMP_NUM_THREADS") == env.end())
-    std::fprintf(stderr, "dlaunch: setting OMP_NUM_THREADS=1 for each of %d workers (export it to choose)\n", n);
-
-  plan.layout = layout;
   plan.inherited = env;
   plan.exe = *exe;
   plan.argv = worker_argv;
@@ -190,7 +189,7 @@ int main(int argc, char** argv) {
   plan.tee = o.tee;
   plan.console_ranks = o.local_ranks_filter;
   if (o.tag_format) plan.tag_format = o.tag_format;
-  else if (!o.no_tag && n > 1) plan.tag_format = "[{rank}]: ";
+  else if (!o.no_tag && (n > 1 || o.max_nodes > 1)) plan.tag_format = "[{rank}]: ";
   if (plan.tag_format) {
     if (Result<std::string> t = RenderTag(*plan.tag_format, TagFields{}, 0); !t.ok())
       return Fail(kExitUsage, t.status().message());
@@ -208,10 +207,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
   if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
-  task_holds.clear();  // the TF tasks bind their ports now
 
   boost::asio::io_context io;
-  int code = RunJob(plan, watchdog, io);
+  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, io) : RunStatic(o, n, plan, watchdog, io);
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;

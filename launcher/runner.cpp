@@ -267,8 +267,7 @@ void Runner::AfterEvent() {
     if (const WorkerRecord* root = supervisor_.root_cause()) {
       failure_reported_ = true;
       int rank = slots_[static_cast<size_t>(root->local_rank)].rank;
-      channel_->LocalFailure(rank, root->status.ShellCode(),
-                             fmt::format("rank {} {}", rank, Describe(root->status)));
+      channel_->LocalFailure(rank, root->status.ShellCode(), Describe(root->status));
     }
   }
   if (supervisor_.done()) {
@@ -371,7 +370,22 @@ int Runner::Run() {
 
 }  // namespace
 
+void PrintNotices(const RunPlan& plan) {
+  int n = plan.supervisor.nproc;
+  if (n > 1 && !plan.inherited.contains("OMP_NUM_THREADS"))
+    WriteAll(STDERR_FILENO,
+             fmt::format("dlaunch: setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)\n", n));
+}
+
 int RunJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel) {
+  if (!plan.flavors.azure_hostfile.empty()) {
+    std::ofstream f(plan.flavors.azure_hostfile);
+    f << envmap::AzureHostfile(plan.layout);
+    if (!f) {
+      WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: cannot write\n", plan.flavors.azure_hostfile));
+      return 1;
+    }
+  }
   Runner runner(plan, watchdog, io, channel);
   return runner.Run();
 }

@@ -52,6 +52,9 @@ class JobChannel {
   virtual void LocalDone(int code, std::function<void(int code)> finish) = 0;
 };
 
+// One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.
+void PrintNotices(const RunPlan& plan);
+
 // Runs the job on `io` and returns the launcher's exit code. Prints the failure
 // summary on stderr when the job fails. `watchdog` must already be started.
 // `channel` is null for a single-node job.

@@ -141,14 +141,26 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--standalone=1", "t.py"}, "--standalone: takes no value, got '1'"},
       {{"--legacy-launch", "--no-python", "x"}, "--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)"},
       {{"--nnodes", "2", "--node-rank", "2", "t.py"}, "--node-rank: 2 is outside the job's 2 node(s)"},
-      {{"--nnodes", "2:4", "t.py"}, "--nnodes: elastic 2:4 needs the rendezvous, which this build lacks; give N"},
-      {{"--nnodes", "2", "--rdzv-endpoint", "h:29400", "t.py"},
-       "--rdzv-endpoint h:29400: the rendezvous is not in this build; use --master-addr/--master-port with --node-rank"},
+      {{"--nnodes", "2:4", "t.py"}, "--nnodes: elastic 2:4 needs --rdzv-endpoint"},
+      {{"--rdzv-conf", "is_host=2", "t.py"}, "--rdzv-conf: expected is_host=0 or is_host=1, got 'is_host=2'"},
+      {{"--rdzv-conf", "join_timeout=-1", "t.py"}, "--rdzv-conf: expected join_timeout=SECONDS (positive), got 'join_timeout=-1'"},
+      {{"--nodes", "a,,b", "t.py"}, "--nodes: expected a list of hosts like 'n1,n2', got 'a,,b'"},
   };
   for (const Case& c : cases) {
     INFO(c.args[0]);
     CHECK(Error(c.args) == c.message);
   }
+}
+
+TEST_CASE("rdzv-conf keys set the rendezvous timeouts", "[cli]") {
+  Options o = MustParse({"--nnodes", "2:3", "--rdzv-endpoint", "h:1", "--rdzv_conf",
+                         "is_host=1,join_timeout=5,last_call_timeout=0.5,heartbeat_timeout=2,read_timeout=9", "t.py"});
+  CHECK(o.is_host == std::optional<bool>(true));
+  CHECK(o.join_timeout == std::chrono::milliseconds(5000));
+  CHECK(o.last_call_timeout == std::chrono::milliseconds(500));
+  CHECK(o.heartbeat_timeout == std::chrono::milliseconds(2000));
+  CHECK(o.min_nodes == 2);
+  CHECK(o.max_nodes == 3);
 }
 
 TEST_CASE("Std specs: one value for all, or per local rank", "[cli]") {

@@ -1,0 +1,205 @@
+#include "launcher/multinode.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <fmt/format.h>
+
+#include "launcher/agent.hpp"
+#include "launcher/system.hpp"
+#include "launcher/text.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
+
+namespace dlaunch::launcher {
+
+namespace asio = boost::asio;
+namespace rdzv = dlaunch::rendezvous;
+
+namespace {
+
+constexpr int kDefaultRdzvPort = 29400;  // torchrun's
+constexpr int kExitUsage = 2;
+// How long the host keeps serving after its own exit barrier, so the other
+// agents receive their last message.
+constexpr std::chrono::seconds kHostDrain{2};
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "dlaunch: %s\n", message.c_str());
+  return code;
+}
+
+// True when `host` names an address of this machine: binding to it succeeds.
+bool IsLocalAddress(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "0", ec);
+  if (ec) return false;
+  for (const auto& entry : results) {
+    asio::ip::tcp::socket probe(io);
+    probe.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    probe.bind(entry.endpoint(), ec);
+    if (!ec) return true;
+  }
+  return false;
+}
+
+bool IsLoopback(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "0", ec);
+  if (ec || results.empty()) return false;
+  for (const auto& entry : results)
+    if (!entry.endpoint().address().is_loopback()) return false;
+  return true;
+}
+
+// The job's hosts from --nodes or --hostfile ("host", "host slots=N" or
+// "host:N" lines; '#' starts a comment).
+Result<std::vector<std::string>> NodeList(const Options& o) {
+  if (o.hostfile.empty()) return o.nodes;
+  std::ifstream f(o.hostfile);
+  if (!f) return Status::InvalidArgument(fmt::format("--hostfile {}: cannot read", o.hostfile));
+  std::vector<std::string> hosts;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    line = line.substr(0, line.find('#'));
+    size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos) continue;
+    std::string host = line.substr(start, line.find_first_of(" \t\r", start) - start);
+    std::string rest = line.substr(start + host.size());
+    if (size_t colon = host.find(':'); colon != std::string::npos) {
+      if (!ParseInt(host.substr(colon + 1))) return Status::InvalidArgument(fmt::format("hostfile {}:{}: expected HOST:SLOTS, got '{}'", o.hostfile, n, host));
+      host.resize(colon);
+    }
+    size_t extra = rest.find_first_not_of(" \t\r");
+    if (extra != std::string::npos && rest.compare(extra, 6, "slots=") != 0 && rest.compare(extra, 10, "max_slots=") != 0)
+      return Status::InvalidArgument(fmt::format("hostfile {}:{}: expected 'slots=N', got '{}'", o.hostfile, n, rest.substr(extra)));
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) return Status::InvalidArgument(fmt::format("--hostfile {}: no hosts", o.hostfile));
+  return hosts;
+}
+
+}  // namespace
+
+bool UsesRendezvous(const Options& o) { return !o.rdzv_endpoint.empty() && !o.standalone; }
+
+int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
+                 asio::io_context& io) {
+  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
+  if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
+
+  rdzv::TokenSources sources;
+  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
+  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
+  if (!o.rdzv_token_file.empty()) {
+    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o.rdzv_token_file);
+    if (!file.ok()) return Fail(kExitUsage, file.status().message());
+    sources.file = *file;
+  }
+  Result<std::string> token = rdzv::ChooseToken(sources);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+
+  Result<std::vector<std::string>> node_list = NodeList(o);
+  if (!node_list.ok()) return Fail(kExitUsage, node_list.status().message());
+  int min_nodes = o.min_nodes, max_nodes = o.max_nodes;
+  if (!node_list->empty()) min_nodes = max_nodes = static_cast<int>(node_list->size());
+
+  std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
+  plan.layout.run_id = run_id;
+  if (token->empty() && !IsLoopback(io, endpoint->host))
+    std::fprintf(stderr, "dlaunch: rendezvous %s: no token, so anyone who reaches it can join "
+                 "(set %s or --rdzv-token-file)\n", endpoint->ToString().c_str(), rdzv::kTokenEnvVar);
+
+  // Host the coordinator when the endpoint is ours. With several agents on one
+  // machine (loopback tests) each would qualify; the first to bind hosts it.
+  std::unique_ptr<rdzv::CoordinatorServer> server;
+  bool want_host = o.is_host.value_or(IsLocalAddress(io, endpoint->host));
+  if (want_host) {
+    rdzv::CoordinatorOptions copts;
+    copts.endpoint = endpoint->ToString();
+    copts.run_id = run_id;
+    copts.min_nodes = min_nodes;
+    copts.max_nodes = max_nodes;
+    copts.join_timeout = o.join_timeout;
+    copts.last_call_timeout = o.last_call_timeout;
+    copts.heartbeat_timeout = o.heartbeat_timeout;
+    copts.max_restarts = o.max_restarts;
+    copts.token = *token;
+    copts.node_list = *node_list;
+    copts.master_port = o.master_port.value_or(0);
+    auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint", copts,
+                                                  [](const std::string& line) { std::fprintf(stderr, "dlaunch: %s\n", line.c_str()); });
+    if (started.ok()) {
+      server = std::move(*started);
+    } else if (o.is_host.value_or(false)) {
+      return Fail(kExitUsage, started.status().message());
+    }
+  }
+
+  // A port free here, offered as MASTER_PORT in case this node becomes rank 0.
+  Result<PortReservation> master_hold = o.master_port ? Result<PortReservation>(PortReservation())
+                                                      : PortReservation::AnyFree();
+  if (!master_hold.ok()) return Fail(1, master_hold.status().message());
+
+  AgentOptions aopts;
+  aopts.endpoint = *endpoint;
+  aopts.token = *token;
+  aopts.join.run_id = run_id;
+  aopts.join.host = HostName();
+  if (!o.local_addr.empty()) aopts.join.addrs.push_back(o.local_addr);
+  aopts.join.nproc = plan.supervisor.nproc;
+  aopts.join.gpus = static_cast<int>(plan.gpus.size());
+  aopts.join.requested_node_rank = o.node_rank_given ? o.node_rank : -1;
+  aopts.join.master_port_hint = master_hold->port();
+  aopts.join_timeout = o.join_timeout;
+  aopts.heartbeat_timeout = o.heartbeat_timeout;
+  aopts.heartbeat_interval = o.heartbeat_timeout / 3;
+  aopts.quiet_abort = server != nullptr;
+  Agent agent(io, aopts);
+
+  // The coordinator drives restarts across nodes; locally each generation runs once.
+  plan.supervisor.max_restarts = 0;
+  PrintNotices(plan);
+  int code = 1;
+  for (;;) {
+    Result<rdzv::Assignment> a = agent.WaitAssignment();
+    if (!a.ok()) {
+      code = Fail(1, a.status().message());
+      break;
+    }
+    envmap::JobLayout& layout = plan.layout;
+    layout.nodes = a->nodes;
+    layout.node_rank = a->node_rank;
+    layout.master_addr = a->master_addr;
+    layout.master_port = a->master_port;
+    layout.run_id = a->run_id;
+    layout.restart_count = a->restart_count;
+    if (Status s = envmap::Validate(layout); !s.ok()) {
+      code = Fail(1, fmt::format("{}: bad assignment ({})", o.rdzv_endpoint, s.message()));
+      break;
+    }
+    code = RunJob(plan, watchdog, io, &agent);
+    if (!agent.restart_pending()) break;
+  }
+
+  if (server) {
+    // Serve until the coordinator has ended the job and told every agent.
+    auto deadline = std::chrono::steady_clock::now() + kHostDrain;
+    io.restart();
+    while (!server->Flushed() && std::chrono::steady_clock::now() < deadline)
+      io.run_one_for(std::chrono::milliseconds(50));
+    if (server->ended() && server->ended()->exit_code != 0)
+      std::fprintf(stderr, "dlaunch: job: %s\n", server->ended()->summary.c_str());
+  }
+  return code;
+}
+
+}  // namespace dlaunch::launcher

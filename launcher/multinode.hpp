@@ -1,0 +1,24 @@
+// A job across nodes through the TCP rendezvous: host the coordinator when this
+// node is the endpoint, join it, and run every generation it assigns.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include "envmap/layout.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/process.hpp"
+#include "launcher/runner.hpp"
+
+namespace dlaunch::launcher {
+
+// True when the flags ask for the rendezvous: --rdzv-endpoint without --standalone.
+bool UsesRendezvous(const Options& options);
+
+// Runs this node's part of the job and returns its exit code: 0 only when every
+// rank on every node finished with 0. `plan` is complete but for its layout,
+// which comes from the coordinator. Bad rendezvous flags print one line and
+// return 2; a join that fails prints the coordinator's reason and returns 1.
+int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
+                 boost::asio::io_context& io);
+
+}  // namespace dlaunch::launcher

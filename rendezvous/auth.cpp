@@ -1,0 +1,140 @@
+#include "rendezvous/auth.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+namespace dlaunch::rendezvous {
+namespace {
+
+// Changing this label (or the layout below) is a protocol change: bump
+// kProtocolVersion with it.
+constexpr std::string_view kProofLabel = "dlaunch-rdzv-v1 agent proof";
+constexpr std::size_t kMaxTokenFile = 64 * 1024;
+
+void AppendField(std::string& out, std::string_view field) {
+  std::uint32_t n = static_cast<std::uint32_t>(field.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>(n >> shift & 0xff);
+  out.append(field);
+}
+
+std::string OpenSslError() {
+  unsigned long err = ERR_get_error();
+  if (err == 0) return "no OpenSSL error queued";
+  char buf[256];
+  ERR_error_string_n(err, buf, sizeof buf);
+  return buf;
+}
+
+}  // namespace
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  // HMAC() with SHA-256 fails only when OpenSSL cannot allocate; that is not
+  // something a caller can handle, so it is treated like any other out-of-memory.
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len) == nullptr) {
+    throw std::bad_alloc();
+  }
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
+std::string ProofFor(std::string_view token, std::string_view nonce_agent,
+                     std::string_view nonce_coordinator, std::string_view run_id) {
+  std::string data(kProofLabel);
+  AppendField(data, nonce_agent);
+  AppendField(data, nonce_coordinator);
+  AppendField(data, run_id);
+  return HmacSha256(token, data);
+}
+
+bool Verify(std::string_view token, std::string_view nonce_agent,
+            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof) {
+  if (proof.size() != kProofSize) return false;
+  std::string expected = ProofFor(token, nonce_agent, nonce_coordinator, run_id);
+  return CRYPTO_memcmp(expected.data(), proof.data(), kProofSize) == 0;
+}
+
+Result<std::string> RandomNonce() {
+  std::string nonce(kNonceSize, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) != 1) {
+    return Status::Io(fmt::format("rendezvous: no random nonce (RAND_bytes: {})", OpenSslError()));
+  }
+  return nonce;
+}
+
+Result<std::string> ChooseToken(const TokenSources& sources) {
+  if (sources.flag) {
+    if (sources.flag->empty()) return Status::InvalidArgument("--rdzv-token: empty token");
+    return *sources.flag;
+  }
+  if (sources.env) {
+    if (sources.env->empty()) {
+      return Status::InvalidArgument(fmt::format("{}: empty token", kTokenEnvVar));
+    }
+    return *sources.env;
+  }
+  if (!sources.file) return std::string();
+  const TokenFile& file = *sources.file;
+  // Checked before the contents, so a leaked file is reported even when empty.
+  if ((file.mode & 077) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("token file {}: mode {:04o} lets group or others read it (chmod 600 {})",
+                    file.path, file.mode, file.path));
+  }
+  std::string token = file.contents;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) return Status::InvalidArgument(fmt::format("token file {}: empty token", file.path));
+  return token;
+}
+
+Result<TokenFile> ReadTokenFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    std::string msg = fmt::format("token file {}: {}", path, std::strerror(err));
+    return err == ENOENT ? Status::NotFound(msg) : Status::Io(msg);
+  }
+  TokenFile file;
+  file.path = path;
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::Io(fmt::format("token file {}: {}", path, std::strerror(err)));
+  }
+  file.mode = st.st_mode & 07777;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return Status::Io(fmt::format("token file {}: {}", path, std::strerror(err)));
+    }
+    if (n == 0) break;
+    file.contents.append(buf, static_cast<std::size_t>(n));
+    if (file.contents.size() > kMaxTokenFile) {
+      close(fd);
+      return Status::InvalidArgument(
+          fmt::format("token file {}: over {} bytes (is this the right file?)", path, kMaxTokenFile));
+    }
+  }
+  close(fd);
+  return file;
+}
+
+}  // namespace dlaunch::rendezvous

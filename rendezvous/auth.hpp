@@ -1,0 +1,66 @@
+// Authentication of agents: a shared token and an HMAC-SHA256 challenge/response.
+//
+// The agent sends a nonce in Hello, the coordinator answers with its own nonce in
+// Challenge, and the agent proves it holds the token with
+// ProofFor(token, agent nonce, coordinator nonce, run id). Both nonces are fresh,
+// so a recorded proof cannot be replayed, and the run id is bound in, so a proof
+// for one job is worthless for another. The token itself never crosses the wire.
+//
+// Everything here is thread-safe (OpenSSL 3 needs no locking set-up).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::rendezvous {
+
+inline constexpr std::size_t kNonceSize = 32;
+inline constexpr std::size_t kProofSize = 32;  // SHA-256
+inline constexpr const char* kTokenEnvVar = "DLAUNCH_RDZV_TOKEN";
+
+// HMAC-SHA256 of `data` under `key`: 32 raw bytes.
+std::string HmacSha256(std::string_view key, std::string_view data);
+
+// The agent's proof: HMAC-SHA256 under the token of a domain label and the three
+// values, each length-prefixed so that no two inputs share an encoding.
+std::string ProofFor(std::string_view token, std::string_view nonce_agent,
+                     std::string_view nonce_coordinator, std::string_view run_id);
+
+// True when `proof` is ProofFor(...) of the same values. Compares in constant
+// time (CRYPTO_memcmp); a proof of the wrong length is simply false.
+bool Verify(std::string_view token, std::string_view nonce_agent,
+            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof);
+
+// kNonceSize bytes from OpenSSL's CSPRNG, or Io when RAND_bytes fails.
+Result<std::string> RandomNonce();
+
+// A token file as read from disk, before any check.
+struct TokenFile {
+  std::string path;
+  std::string contents;
+  unsigned mode = 0600;  // permission bits (st_mode & 07777)
+};
+
+// Where a token may come from, read at the edge. Unset sources are nullopt.
+struct TokenSources {
+  std::optional<std::string> flag;  // --rdzv-token VALUE
+  std::optional<std::string> env;   // DLAUNCH_RDZV_TOKEN
+  std::optional<TokenFile> file;    // the token file
+};
+
+// The token to use: the flag, else the environment, else the file (with trailing
+// newlines trimmed); "" when no source is set (no authentication). Fails with
+// InvalidArgument for a source that gives an empty token, e.g.
+// "DLAUNCH_RDZV_TOKEN: empty token", or for a file open to group or others:
+// "token file /x/tok: mode 0644 lets group or others read it (chmod 600 /x/tok)".
+Result<std::string> ChooseToken(const TokenSources& sources);
+
+// Reads a token file (at most 64 KiB) and its permission bits. NotFound when it is
+// missing, Io for any other failure, each naming the file.
+Result<TokenFile> ReadTokenFile(const std::string& path);
+
+}  // namespace dlaunch::rendezvous

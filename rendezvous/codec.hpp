@@ -1,0 +1,167 @@
+// The rendezvous wire format: framed, versioned binary messages.
+//
+// A frame is a 12-byte header and a payload:
+//
+//   magic "DLRV" (4) | version u8 | type u8 | reserved u16 (0) | payload length u32 | payload
+//
+// Integers are big-endian; ints are signed 32-bit. A string is a u32 length and its
+// bytes, a list a u32 count and its items. Every field has a name, which rejection
+// reasons quote. Nothing here touches a socket or allocates more than the hard caps
+// allow: the payload is capped at kMaxPayload and a header announcing more is
+// refused before any of its payload is buffered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "envmap/layout.hpp"
+#include "envmap/status.hpp"
+
+namespace dlaunch::rendezvous {
+
+inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
+inline constexpr std::uint8_t kProtocolVersion = 1;
+inline constexpr std::size_t kHeaderSize = 12;
+inline constexpr std::uint32_t kMaxPayload = 1u << 20;  // 1 MiB: a 10,000-node table fits
+inline constexpr std::uint32_t kMaxString = 4096;       // bytes in one string field
+inline constexpr std::uint32_t kMaxListItems = 65536;   // items in one list field
+
+// Agent -> coordinator, first: the protocol it speaks, the job it wants and a fresh
+// nonce (kNonceSize random bytes when the coordinator has a token).
+struct Hello {
+  int version = kProtocolVersion;
+  std::string run_id;
+  std::string nonce;
+
+  bool operator==(const Hello&) const = default;
+};
+// Coordinator -> agent: its own nonce. Empty: no token is set, send Join directly.
+struct Challenge {
+  std::string nonce;
+
+  bool operator==(const Challenge&) const = default;
+};
+// Agent -> coordinator: ProofFor(token, hello nonce, challenge nonce, run id).
+struct Proof {
+  std::string mac;
+
+  bool operator==(const Proof&) const = default;
+};
+// Agent -> coordinator: what this node is and which rank it asks for.
+struct Join {
+  std::string run_id;
+  std::string host;                // a name for people; not unique (namespaces share one)
+  std::vector<std::string> addrs;  // where others reach it, preferred first; never empty
+  int nproc = 1;
+  int gpus = 0;
+  int requested_node_rank = -1;    // --node-rank, -1 none
+  int list_position = -1;          // its position in --nodes/--hostfile, -1 none
+  int master_port_hint = 0;        // a port free on this node for MASTER_PORT, 0 none
+  std::vector<int> task_ports;     // one free port per local worker (TF_CONFIG), or empty
+
+  bool operator==(const Join&) const = default;
+};
+// Coordinator -> agent: one generation of the job, with the full node table
+// (index = node rank) so every node can write TF_CONFIG and hostfiles.
+struct Assignment {
+  int generation = 0;
+  int node_rank = 0;
+  std::vector<envmap::Node> nodes;
+  std::string master_addr;
+  int master_port = 0;
+  std::string run_id;
+  int restart_count = 0;
+};
+// Both ways while joined: agent -> coordinator keeps it alive; the coordinator
+// answers each one, so an agent notices a lost coordinator within its own timeout.
+struct Heartbeat {
+  bool operator==(const Heartbeat&) const = default;
+};
+// Agent -> coordinator: a worker of `generation` failed. `code` is the shell code
+// (128+N for signal N); `reason` says how, e.g. "exited with code 3".
+struct WorkerFailed {
+  int generation = 0;
+  int node_rank = 0;
+  int rank = 0;
+  int code = 1;
+  std::string reason;
+
+  bool operator==(const WorkerFailed&) const = default;
+};
+// Coordinator -> agent: tear down and exit with `code`; `reason` is the job's root cause.
+struct Abort {
+  std::string reason;
+  int code = 1;
+
+  bool operator==(const Abort&) const = default;
+};
+// Agent -> coordinator: every local worker of `generation` finished. Coordinator ->
+// agent: the exit barrier passed, exit with `exit_code` (node_rank -1: the job
+// finished without this late node).
+struct Done {
+  int generation = 0;
+  int node_rank = 0;
+  int exit_code = 0;
+
+  bool operator==(const Done&) const = default;
+};
+// Agent -> coordinator: this node is going away on purpose.
+struct Leave {
+  int node_rank = -1;
+
+  bool operator==(const Leave&) const = default;
+};
+// Coordinator -> agent, then it closes: why the agent was not accepted.
+struct Refused {
+  std::string reason;
+
+  bool operator==(const Refused&) const = default;
+};
+
+// The wire type of each message is its index in this variant plus one.
+using Message = std::variant<Hello, Challenge, Proof, Join, Assignment, Heartbeat, WorkerFailed,
+                             Abort, Done, Leave, Refused>;
+
+// envmap::Node has no operator==, so Assignment spells its own out.
+bool operator==(const Assignment& a, const Assignment& b);
+
+// The wire type (1..11) and its name ("hello", "worker-failed", ...).
+std::uint8_t TypeOf(const Message& message);
+std::string_view TypeName(const Message& message);
+
+// The bytes of the payload alone, without encoding it.
+std::size_t PayloadSize(const Message& message);
+
+// One whole frame. A string longer than kMaxString is cut to its first kMaxString
+// bytes (only free-text reasons can get that long). A payload over kMaxPayload is a
+// programmer error and throws std::length_error; check PayloadSize first when a
+// message grows with the job (Assignment).
+std::string Encode(const Message& message);
+
+// Splits a byte stream into messages, for one connection. Feed bytes as they
+// arrive, then call Next() until it returns nullopt (need more bytes) or an error.
+// A header is checked as soon as its bytes are there, so garbage and an oversized
+// length are refused without waiting for (or buffering) a payload; a caller that
+// feeds at most N bytes between Next() calls buffers at most one header, one
+// payload under the cap and N. The first error is final: the stream cannot be
+// resynchronised and Next() keeps returning it. Errors are InvalidArgument, e.g.
+// "frame: bad magic 0x47455420 (expected 0x444c5256)". Not thread-safe.
+class FrameDecoder {
+ public:
+  void Feed(std::string_view bytes);
+  Result<std::optional<Message>> Next();
+  // Bytes fed and not yet consumed.
+  std::size_t buffered() const { return buffer_.size() - pos_; }
+
+ private:
+  std::string buffer_;
+  std::size_t pos_ = 0;
+  Status error_;
+};
+
+}  // namespace dlaunch::rendezvous

@@ -1,0 +1,189 @@
+#include "rendezvous/connection.hpp"
+
+#include <optional>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+namespace dlaunch::rendezvous {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+std::string HostPort::ToString() const {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
+Result<HostPort> ParseHostPort(const std::string& text, int default_port, const std::string& what) {
+  auto bad = [&] { return Status::InvalidArgument(fmt::format("{} {}: expected HOST:PORT", what, text)); };
+  HostPort hp;
+  std::string port_text;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos) return bad();
+    hp.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return bad();
+      port_text = text.substr(close + 2);
+    }
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon != std::string::npos && text.find(':') != colon) colon = std::string::npos;  // bare IPv6
+    hp.host = text.substr(0, colon);
+    if (colon != std::string::npos) port_text = text.substr(colon + 1);
+  }
+  if (hp.host.empty()) return bad();
+  hp.port = default_port;
+  if (!port_text.empty() || text.back() == ':') {
+    try {
+      size_t used = 0;
+      hp.port = std::stoi(port_text, &used);
+      if (used != port_text.size()) return bad();
+    } catch (const std::exception&) {
+      return bad();
+    }
+  }
+  if (hp.port < 1 || hp.port > 65535) return bad();
+  return hp;
+}
+
+Connection::Connection(tcp::socket socket) : socket_(std::move(socket)) {
+  boost::system::error_code ec;
+  tcp::endpoint ep = socket_.remote_endpoint(ec);
+  peer_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+void Connection::Start(MessageHandler on_message, CloseHandler on_close) {
+  on_message_ = std::move(on_message);
+  on_close_ = std::move(on_close);
+  ReadSome();
+}
+
+void Connection::ReadSome() {
+  socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+    if (!self->open_ || self->closing_) return;
+    if (ec) {
+      self->Fail(Status::PeerLost(ec == asio::error::eof ? "closed by the peer" : ec.message()));
+      return;
+    }
+    self->decoder_.Feed(std::string_view(self->buf_.data(), n));
+    for (;;) {
+      Result<std::optional<Message>> next = self->decoder_.Next();
+      if (!next.ok()) {
+        self->Fail(next.status());
+        return;
+      }
+      if (!next->has_value()) break;
+      self->on_message_(std::move(**next));
+      if (!self->open_ || self->closing_) return;  // the handler closed us
+    }
+    self->ReadSome();
+  });
+}
+
+void Connection::Send(const Message& message) {
+  if (!open_ || closing_) return;
+  queue_.push_back(Encode(message));
+  if (!writing_) WriteNext();
+}
+
+void Connection::WriteNext() {
+  if (queue_.empty()) {
+    writing_ = false;
+    if (closing_) {
+      boost::system::error_code ignored;
+      socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      socket_.close(ignored);
+      open_ = false;
+    }
+    return;
+  }
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+    if (!self->open_) return;
+    if (ec) {
+      self->queue_.clear();
+      if (self->closing_) {
+        self->writing_ = false;
+        self->WriteNext();
+      } else {
+        self->Fail(Status::PeerLost(ec.message()));
+      }
+      return;
+    }
+    self->queue_.pop_front();
+    self->WriteNext();
+  });
+}
+
+void Connection::Close() {
+  if (!open_ || closing_) return;
+  closing_ = true;
+  if (!writing_) WriteNext();
+}
+
+void Connection::Fail(const Status& why) {
+  if (!open_) return;
+  open_ = false;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  queue_.clear();
+  if (on_close_) {
+    CloseHandler handler = std::move(on_close_);
+    handler(why);
+  }
+}
+
+std::string Connection::LocalAddress() const {
+  boost::system::error_code ec;
+  tcp::endpoint ep = socket_.local_endpoint(ec);
+  return ec ? "" : ep.address().to_string();
+}
+
+Result<tcp::socket> ConnectWithRetry(asio::io_context& io, const HostPort& target, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  tcp::resolver resolver(io);
+  std::string last_error = "timed out";
+  for (;;) {
+    boost::system::error_code ec;
+    auto endpoints = resolver.resolve(target.host, std::to_string(target.port), ec);
+    if (ec) return Status::InvalidArgument(fmt::format("rendezvous {}: cannot resolve ({})", target.ToString(), ec.message()));
+    tcp::socket socket(io);
+    std::optional<boost::system::error_code> result;
+    asio::steady_timer timer(io);
+    timer.expires_at(deadline);
+    asio::async_connect(socket, endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
+      result = e;
+      timer.cancel();
+    });
+    timer.async_wait([&](boost::system::error_code e) {
+      if (!e) socket.close();
+    });
+    // Other work on `io` (this node's own coordinator, say) runs meanwhile.
+    // The timer closes the socket at the deadline, which ends the connect too.
+    io.restart();
+    while (!result && io.run_one() > 0) {
+    }
+    if (result && !*result) {
+      io.poll();  // let the cancelled timer's handler run while it lives
+      return socket;
+    }
+    if (result && *result != asio::error::operation_aborted) last_error = result->message();
+    io.poll();
+    if (std::chrono::steady_clock::now() >= deadline)
+      return Status::Timeout(fmt::format("rendezvous {}: cannot connect within {}s ({})", target.ToString(),
+                                         std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), last_error));
+    // Refused: the coordinator is not up yet. Try again shortly.
+    asio::steady_timer pause(io);
+    pause.expires_after(std::chrono::milliseconds(100));
+    bool waited = false;
+    pause.async_wait([&](boost::system::error_code) { waited = true; });
+    while (!waited && io.run_one() > 0) {
+    }
+  }
+}
+
+}  // namespace dlaunch::rendezvous

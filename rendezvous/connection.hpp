@@ -1,0 +1,78 @@
+// The thin Boost.Asio layer of the rendezvous: one TCP connection carrying
+// framed messages. It moves bytes and nothing else; what a message means is the
+// coordinator's or the agent's business.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "envmap/status.hpp"
+#include "rendezvous/codec.hpp"
+
+namespace dlaunch::rendezvous {
+
+// "host:port", "[v6::addr]:port" or "host" (then `default_port`). Returns
+// InvalidArgument naming `what` and the text when it does not parse.
+struct HostPort {
+  std::string host;
+  int port = 0;
+  std::string ToString() const;
+};
+Result<HostPort> ParseHostPort(const std::string& text, int default_port, const std::string& what);
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using MessageHandler = std::function<void(Message)>;
+  // InvalidArgument: the peer sent a bad frame; PeerLost: it closed or failed.
+  using CloseHandler = std::function<void(const Status& why)>;
+
+  explicit Connection(boost::asio::ip::tcp::socket socket);
+
+  // Starts reading. `on_message` gets each whole message in order; `on_close`
+  // is called once when the connection ends, with why: a bad frame
+  // (InvalidArgument "frame: bad magic ..."), or the peer closed or failed
+  // (PeerLost). It is not called after Close().
+  // Both run on the io_context's thread.
+  void Start(MessageHandler on_message, CloseHandler on_close);
+  // Queues a message; messages leave in the order sent.
+  void Send(const Message& message);
+  // Sends what is queued, then closes. Handlers are not called after this.
+  void Close();
+  bool open() const { return open_; }
+  // The peer's address, "10.0.0.2:51234", for log lines.
+  const std::string& peer() const { return peer_; }
+  // This end's address ("10.0.0.1"): what the peer reaches this host at.
+  std::string local_address() const { return LocalAddress(); }
+
+ private:
+  void ReadSome();
+  void WriteNext();
+  void Fail(const Status& why);
+  std::string LocalAddress() const;
+
+  boost::asio::ip::tcp::socket socket_;
+  std::string peer_;
+  FrameDecoder decoder_;
+  std::array<char, 16384> buf_;
+  std::deque<std::string> queue_;
+  bool writing_ = false;
+  bool open_ = true;
+  bool closing_ = false;
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+};
+
+// Connects to `target`, retrying refused connections until `timeout` (the
+// coordinator may not be listening yet). Runs `io` until done, so call it before
+// anything else needs the loop... or while only this connect is pending.
+Result<boost::asio::ip::tcp::socket> ConnectWithRetry(boost::asio::io_context& io, const HostPort& target,
+                                                       std::chrono::milliseconds timeout);
+
+}  // namespace dlaunch::rendezvous

@@ -1,0 +1,420 @@
+#include "rendezvous/coordinator.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rendezvous/auth.hpp"
+#include "rendezvous/ranks.hpp"
+
+namespace dlaunch::rendezvous {
+namespace {
+
+std::string JoinProblem(const Join& join, const std::string& run_id) {
+  if (join.run_id != run_id) return fmt::format("run id '{}' is not this job's ('{}')", join.run_id, run_id);
+  if (join.host.empty()) return "join without a host name";
+  if (join.host.size() > kMaxHostLength) {
+    return fmt::format("join: host name of {} bytes (at most {})", join.host.size(), kMaxHostLength);
+  }
+  std::string from = fmt::format("join from host '{}'", join.host);
+  if (join.addrs.empty()) return from + ": no address";
+  for (const std::string& addr : join.addrs) {
+    if (addr.empty() || addr.size() > kMaxHostLength) {
+      return fmt::format("{}: address of {} bytes (expected 1 to {})", from, addr.size(), kMaxHostLength);
+    }
+  }
+  if (join.nproc < 1) return fmt::format("{}: nproc {} is below 1", from, join.nproc);
+  if (join.gpus < 0) return fmt::format("{}: gpus {} is negative", from, join.gpus);
+  if (join.master_port_hint < 0 || join.master_port_hint > 65535) {
+    return fmt::format("{}: master port hint {} is outside 0..65535", from, join.master_port_hint);
+  }
+  if (!join.task_ports.empty() && join.task_ports.size() != static_cast<std::size_t>(join.nproc)) {
+    return fmt::format("{}: {} task ports for {} processes", from, join.task_ports.size(), join.nproc);
+  }
+  for (int port : join.task_ports) {
+    if (port < 1 || port > 65535) return fmt::format("{}: task port {} is outside 1..65535", from, port);
+  }
+  return "";
+}
+
+}  // namespace
+
+Status Validate(const CoordinatorOptions& o) {
+  auto bad = [](std::string msg) { return Status::InvalidArgument(std::move(msg)); };
+  if (o.run_id.empty()) return bad("--rdzv-id: empty run id");
+  if (o.min_nodes < 1) return bad(fmt::format("--nnodes: minimum {} is below 1", o.min_nodes));
+  if (o.max_nodes < o.min_nodes) {
+    return bad(fmt::format("--nnodes: minimum {} is above maximum {}", o.min_nodes, o.max_nodes));
+  }
+  for (auto [name, d] : {std::pair{"join_timeout", o.join_timeout},
+                         {"last_call_timeout", o.last_call_timeout},
+                         {"heartbeat_timeout", o.heartbeat_timeout},
+                         {"handshake_timeout", o.handshake_timeout}}) {
+    if (d.count() <= 0) return bad(fmt::format("--rdzv-conf {}: {} is not positive", name, FormatDuration(d)));
+  }
+  if (o.max_restarts < 0) return bad(fmt::format("--max-restarts: {} is negative", o.max_restarts));
+  if (o.master_port < 0 || o.master_port > 65535) {
+    return bad(fmt::format("--master-port: {} is outside 0..65535", o.master_port));
+  }
+  if (!o.node_list.empty() && o.node_list.size() != static_cast<std::size_t>(o.max_nodes)) {
+    return bad(fmt::format("--nodes: {} hosts, but --nnodes allows {}", o.node_list.size(), o.max_nodes));
+  }
+  return Status::Ok();
+}
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{}s", d.count() / 1000);
+  return fmt::format("{}ms", d.count());
+}
+
+Coordinator::Coordinator(CoordinatorOptions options) : options_(std::move(options)) {
+  if (!options_.nonce_source) options_.nonce_source = RandomNonce;
+}
+
+std::string Coordinator::Subject() const {
+  return options_.endpoint.empty() ? "rendezvous" : "rendezvous " + options_.endpoint;
+}
+
+std::string Coordinator::NodeName(const Agent& agent) const {
+  if (agent.node_rank >= 0) return fmt::format("node {} ({})", agent.node_rank, agent.join.host);
+  return fmt::format("host '{}'", agent.join.host);
+}
+
+int Coordinator::Waiting() const {
+  return static_cast<int>(std::count_if(agents_.begin(), agents_.end(),
+                                        [](const auto& kv) { return kv.second.phase == Phase::kWaiting; }));
+}
+
+std::vector<Action> Coordinator::OnConnect(ConnId conn, std::string peer, Clock::time_point now) {
+  if (state_ == State::kEnded) {
+    std::string problem = fmt::format("job '{}' has ended", options_.run_id);
+    Emit(Send{conn, Refused{Subject() + ": " + problem}});
+    Emit(Close{conn, problem});
+    Emit(Log{fmt::format("{}: closed {}: {}", Subject(), peer, problem)});
+    return Flush();
+  }
+  Agent& agent = agents_[conn];
+  agent.peer = std::move(peer);
+  agent.connected = now;
+  agent.last_seen = now;
+  return Flush();
+}
+
+std::vector<Action> Coordinator::OnMessage(ConnId conn, const Message& message, Clock::time_point now) {
+  auto it = agents_.find(conn);
+  if (it == agents_.end()) return Flush();  // already closed by us, or the job ended
+  Agent& agent = it->second;
+  agent.last_seen = now;
+  const Phase phase = agent.phase;
+  bool joined = phase == Phase::kWaiting || phase == Phase::kAssigned;
+
+  if (auto* m = std::get_if<Hello>(&message); m && phase == Phase::kHello) {
+    OnHello(conn, agent, *m, now);
+  } else if (auto* m = std::get_if<Proof>(&message); m && phase == Phase::kProof) {
+    OnProof(conn, agent, *m, now);
+  } else if (auto* m = std::get_if<Join>(&message); m && phase == Phase::kJoin) {
+    OnJoin(conn, agent, *m, now);
+  } else if (std::holds_alternative<Heartbeat>(message) && joined) {
+    Emit(Send{conn, Heartbeat{}});
+  } else if (std::holds_alternative<Leave>(message) && joined) {
+    CloseConn(conn, "left");
+    Remove(conn, "left", now);
+  } else if (auto* m = std::get_if<WorkerFailed>(&message); m && phase == Phase::kAssigned) {
+    OnWorkerFailed(agent, *m);
+  } else if (auto* m = std::get_if<Done>(&message); m && phase == Phase::kAssigned) {
+    OnDone(agent, *m);
+  } else {
+    static constexpr const char* kWhere[] = {"before the hello", "before the proof", "before the join",
+                                             "while waiting for an assignment", "from an assigned node"};
+    bool coordinator_only = std::holds_alternative<Challenge>(message) ||
+                            std::holds_alternative<Assignment>(message) ||
+                            std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message);
+    std::string problem = fmt::format("unexpected {} {}", TypeName(message),
+                                      coordinator_only ? "from an agent" : kWhere[static_cast<int>(phase)]);
+    Refuse(conn, problem, now);
+  }
+  return Flush();
+}
+
+void Coordinator::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now) {
+  if (hello.version != kProtocolVersion) {
+    return Refuse(conn, fmt::format("protocol version {} is not supported (this coordinator speaks {})",
+                                    hello.version, kProtocolVersion), now);
+  }
+  if (hello.run_id != options_.run_id) {
+    return Refuse(conn, fmt::format("run id '{}' is not this job's ('{}')", hello.run_id, options_.run_id), now);
+  }
+  if (options_.token.empty()) {
+    agent.phase = Phase::kJoin;
+    Emit(Send{conn, Challenge{}});
+    return;
+  }
+  if (hello.nonce.size() != kNonceSize) {
+    return Refuse(conn, fmt::format("hello nonce of {} bytes (expected {})", hello.nonce.size(), kNonceSize), now);
+  }
+  Result<std::string> nonce = options_.nonce_source();
+  if (!nonce.ok()) return Refuse(conn, nonce.status().message(), now);
+  agent.nonce_agent = hello.nonce;
+  agent.nonce_coordinator = *nonce;
+  agent.phase = Phase::kProof;
+  Emit(Send{conn, Challenge{*nonce}});
+}
+
+void Coordinator::OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now) {
+  if (!Verify(options_.token, agent.nonce_agent, agent.nonce_coordinator, options_.run_id, proof.mac)) {
+    return Refuse(conn, "wrong token (proof does not match)", now);
+  }
+  agent.phase = Phase::kJoin;
+}
+
+void Coordinator::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::time_point now) {
+  if (std::string problem = JoinProblem(join, options_.run_id); !problem.empty()) {
+    return Refuse(conn, problem, now);
+  }
+  if (state_ == State::kRunning && options_.min_nodes == options_.max_nodes) {
+    return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
+                                    table_.size(), options_.max_nodes), now);
+  }
+  std::map<int, std::string> taken;
+  for (const auto& [id, other] : agents_) {
+    if (other.slot >= 0 && (other.phase == Phase::kWaiting || other.phase == Phase::kAssigned)) {
+      taken[other.slot] = other.join.host;
+    }
+  }
+  Result<int> slot = ClaimSlot(join, options_.node_list, options_.max_nodes, taken);
+  if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
+
+  agent.join = join;
+  agent.slot = *slot;
+  agent.arrival = arrivals_++;
+  agent.phase = Phase::kWaiting;
+  if (state_ == State::kRunning) {
+    Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host)});
+    return;
+  }
+  if (!join_deadline_) join_deadline_ = now + options_.join_timeout;
+  UpdateGathering(now);
+}
+
+void Coordinator::UpdateGathering(Clock::time_point now) {
+  if (state_ != State::kGathering) return;
+  int waiting = Waiting();
+  if (waiting == 0) {
+    join_deadline_.reset();
+    last_call_deadline_.reset();
+  } else if (waiting >= options_.max_nodes) {
+    Assign();
+  } else if (waiting < options_.min_nodes) {
+    last_call_deadline_.reset();
+  } else if (!last_call_deadline_) {
+    last_call_deadline_ = now + options_.last_call_timeout;
+    Emit(Log{fmt::format("{}: {} of {}..{} nodes joined; last call for {}", Subject(), waiting,
+                         options_.min_nodes, options_.max_nodes, FormatDuration(options_.last_call_timeout))});
+  }
+}
+
+void Coordinator::Assign() {
+  // The nodes of the last generation still here keep their place ahead of late
+  // joiners; within each group, arrival order.
+  std::vector<std::pair<ConnId, const Agent*>> members;
+  for (Phase phase : {Phase::kAssigned, Phase::kWaiting}) {
+    std::size_t first = members.size();
+    for (const auto& [id, agent] : agents_)
+      if (agent.phase == phase) members.emplace_back(id, &agent);
+    std::sort(members.begin() + static_cast<std::ptrdiff_t>(first), members.end(),
+              [](const auto& a, const auto& b) { return a.second->arrival < b.second->arrival; });
+  }
+  if (members.size() > static_cast<std::size_t>(options_.max_nodes)) {
+    members.resize(static_cast<std::size_t>(options_.max_nodes));
+  }
+  if (members.empty()) return;
+
+  std::vector<RankClaim> claims;
+  for (const auto& [id, agent] : members) claims.push_back({agent->slot, agent->arrival});
+  std::vector<int> ranks = NodeRanks(claims);
+
+  table_.assign(members.size(), envmap::Node{});
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const Join& join = members[i].second->join;
+    table_[static_cast<std::size_t>(ranks[i])] = envmap::Node{join.host, join.addrs.front(), join.nproc, join.task_ports};
+  }
+  const Agent* first = members[static_cast<std::size_t>(
+      std::find(ranks.begin(), ranks.end(), 0) - ranks.begin())].second;
+  Assignment assignment;
+  assignment.generation = ++generation_;
+  assignment.nodes = table_;
+  assignment.master_addr = table_.front().addr;
+  assignment.master_port = options_.master_port     ? options_.master_port
+                           : first->join.master_port_hint ? first->join.master_port_hint
+                                                          : kDefaultMasterPort;
+  assignment.run_id = options_.run_id;
+  assignment.restart_count = restart_count_;
+  if (std::size_t size = PayloadSize(assignment); size > kMaxPayload) {
+    std::string why = fmt::format("{}: the node table of {} nodes takes {} bytes, over the frame cap of {}",
+                                  Subject(), table_.size(), size, kMaxPayload);
+    return End(1, why, [&](const Agent&) { return Message(Abort{why, 1}); });
+  }
+
+  state_ = State::kRunning;
+  join_deadline_.reset();
+  last_call_deadline_.reset();
+  int workers = 0;
+  for (const envmap::Node& node : table_) workers += node.nproc;
+  Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
+                       generation_, table_.size(), workers, assignment.master_addr, assignment.master_port,
+                       restart_count_, options_.max_restarts)});
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    Agent& agent = agents_.at(members[i].first);
+    agent.phase = Phase::kAssigned;
+    agent.node_rank = ranks[i];
+    agent.done = false;
+    assignment.node_rank = ranks[i];
+    Emit(Send{members[i].first, assignment});
+  }
+}
+
+void Coordinator::OnWorkerFailed(Agent& agent, const WorkerFailed& failed) {
+  if (failed.generation != generation_) {
+    Emit(Log{fmt::format("{}: ignoring a worker failure of generation {} from {} (now {})", Subject(),
+                         failed.generation, NodeName(agent), generation_)});
+    return;
+  }
+  std::string how = failed.reason.empty() ? fmt::format("failed with code {}", failed.code) : failed.reason;
+  Fail(fmt::format("{} rank {} {}", NodeName(agent), failed.rank, how), failed.code != 0 ? failed.code : 1,
+       false);
+}
+
+void Coordinator::OnDone(Agent& agent, const Done& done) {
+  if (done.generation != generation_) {
+    Emit(Log{fmt::format("{}: ignoring done of generation {} from {} (now {})", Subject(), done.generation,
+                         NodeName(agent), generation_)});
+    return;
+  }
+  if (done.exit_code != 0) {
+    return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), done.exit_code), done.exit_code,
+                false);
+  }
+  agent.done = true;
+  for (const auto& [id, other] : agents_)
+    if (other.phase == Phase::kAssigned && !other.done) return;
+  int workers = 0;
+  for (const envmap::Node& node : table_) workers += node.nproc;
+  std::string summary = fmt::format("{}: job '{}' finished on {} nodes ({} workers, generation {})", Subject(),
+                                    options_.run_id, table_.size(), workers, generation_);
+  int generation = generation_;
+  End(0, summary, [generation](const Agent& a) { return Message(Done{generation, a.node_rank, 0}); });
+}
+
+void Coordinator::Fail(const std::string& cause, int code, bool node_lost) {
+  std::string reason = Subject() + ": " + cause;
+  int remaining = 0;
+  for (const auto& [id, agent] : agents_)
+    remaining += agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting ? 1 : 0;
+  remaining = std::min(remaining, options_.max_nodes);
+  bool elastic = options_.min_nodes < options_.max_nodes;
+  if (restart_count_ < options_.max_restarts && (!node_lost || elastic) && remaining >= options_.min_nodes) {
+    ++restart_count_;
+    Emit(Log{fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts)});
+    return Assign();
+  }
+  End(code, reason, [&](const Agent&) { return Message(Abort{reason, code}); });
+}
+
+void Coordinator::End(int code, const std::string& summary,
+                      const std::function<Message(const Agent&)>& last) {
+  for (const auto& [id, agent] : agents_) {
+    if (agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned) Emit(Send{id, last(agent)});
+    Emit(Close{id, "job ended"});
+  }
+  agents_.clear();
+  state_ = State::kEnded;
+  join_deadline_.reset();
+  last_call_deadline_.reset();
+  Emit(Log{summary});
+  Emit(JobEnded{code, summary});
+}
+
+void Coordinator::Refuse(ConnId conn, const std::string& problem, Clock::time_point now) {
+  Emit(Send{conn, Refused{Subject() + ": " + problem}});
+  CloseConn(conn, problem);
+  Remove(conn, fmt::format("lost ({})", problem), now);
+}
+
+void Coordinator::CloseConn(ConnId conn, const std::string& problem) {
+  Emit(Close{conn, problem});
+  Emit(Log{fmt::format("{}: closed {}: {}", Subject(), agents_.at(conn).peer, problem)});
+}
+
+void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point now) {
+  auto it = agents_.find(conn);
+  if (it == agents_.end()) return;
+  Agent agent = std::move(it->second);
+  agents_.erase(it);
+  if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
+    Fail(fmt::format("{} {}", NodeName(agent), what), 1, true);
+  } else if (agent.phase == Phase::kWaiting) {
+    UpdateGathering(now);
+  }
+}
+
+std::vector<Action> Coordinator::OnDisconnect(ConnId conn, Clock::time_point now) {
+  Remove(conn, "lost (connection closed)", now);
+  return Flush();
+}
+
+std::vector<Action> Coordinator::OnProtocolError(ConnId conn, const Status& error, Clock::time_point now) {
+  if (!agents_.count(conn)) return Flush();
+  CloseConn(conn, error.message());
+  Remove(conn, fmt::format("lost ({})", error.message()), now);
+  return Flush();
+}
+
+std::vector<Action> Coordinator::OnTick(Clock::time_point now) {
+  std::vector<std::pair<ConnId, std::string>> expired;
+  for (const auto& [id, agent] : agents_) {
+    bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
+    if (!joined && now - agent.connected >= options_.handshake_timeout) {
+      expired.emplace_back(id, fmt::format("no join within {}", FormatDuration(options_.handshake_timeout)));
+    } else if (joined && now - agent.last_seen >= options_.heartbeat_timeout) {
+      expired.emplace_back(id, fmt::format("no heartbeat for {}", FormatDuration(options_.heartbeat_timeout)));
+    }
+  }
+  for (const auto& [id, problem] : expired) {
+    if (!agents_.count(id)) continue;  // the job ended on an earlier one
+    CloseConn(id, problem);
+    Remove(id, fmt::format("lost ({})", problem), now);
+  }
+  if (state_ != State::kGathering) return Flush();
+  if (last_call_deadline_ && now >= *last_call_deadline_) {
+    Assign();
+  } else if (join_deadline_ && now >= *join_deadline_) {
+    std::vector<std::string> hosts;
+    std::vector<const Agent*> waiting;
+    for (const auto& [id, agent] : agents_)
+      if (agent.phase == Phase::kWaiting) waiting.push_back(&agent);
+    std::sort(waiting.begin(), waiting.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
+    for (const Agent* agent : waiting) hosts.push_back(agent->join.host);
+    std::string reason = fmt::format("{}: timed out after {} waiting for {} of {} nodes (joined: {})", Subject(),
+                                     FormatDuration(options_.join_timeout),
+                                     options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
+                                     NameList(hosts));
+    End(1, reason, [&](const Agent&) { return Message(Abort{reason, 1}); });
+  }
+  return Flush();
+}
+
+std::optional<Clock::time_point> Coordinator::NextDeadline() const {
+  std::optional<Clock::time_point> next;
+  auto consider = [&next](std::optional<Clock::time_point> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  consider(last_call_deadline_);
+  consider(join_deadline_);
+  for (const auto& [id, agent] : agents_) {
+    bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
+    consider(joined ? agent.last_seen + options_.heartbeat_timeout : agent.connected + options_.handshake_timeout);
+  }
+  return next;
+}
+
+}  // namespace dlaunch::rendezvous

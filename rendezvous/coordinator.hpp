@@ -1,0 +1,181 @@
+// The coordinator of one job, as a state machine with no sockets and no clock.
+//
+// The session layer (Asio) owns the connections. It reports what happens (a peer
+// connected, a message arrived, a peer went away, time passed) and carries out the
+// actions each call returns, in order. A multi-job daemon keeps one Coordinator per
+// run id, chosen by Hello::run_id. All methods are called from one thread.
+//
+// A job goes through:
+//   gathering: agents shake hands (Hello, Challenge, Proof when a token is set) and
+//     Join. Once min_nodes have joined, a last call of last_call_timeout starts;
+//     the job is assigned when max_nodes have joined or the last call ends. Fewer
+//     than min_nodes after join_timeout (from the first Join) aborts every agent.
+//   running: every node got an Assignment of this generation. A failed worker, or
+//     a lost node (closed, silent for heartbeat_timeout, or Leave), aborts the job,
+//     unless restarts are left: then a new generation is assigned to the agents
+//     still there and the late joiners (up to max_nodes). A lost node only allows a
+//     restart when the job is elastic (min < max) and min_nodes remain. Done from
+//     every node is the exit barrier: each gets Done back and the job ends with 0.
+//   ended: JobEnded was returned; every connection was closed and new ones are
+//     refused.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "envmap/status.hpp"
+#include "rendezvous/codec.hpp"
+
+namespace dlaunch::rendezvous {
+
+using Clock = std::chrono::steady_clock;
+using ConnId = std::uint64_t;
+
+inline constexpr int kDefaultMasterPort = 29500;  // torchrun's --master-port
+inline constexpr int kMaxHostLength = 255;        // a DNS name is at most 253
+
+// Write `message` to `conn`.
+struct Send {
+  ConnId conn = 0;
+  Message message;
+};
+// Write what is queued for `conn`, then close it. The coordinator has already
+// forgotten it, so a later OnDisconnect(conn) is ignored. A Log line with the same
+// reason always comes with it.
+struct Close {
+  ConnId conn = 0;
+  std::string reason;
+};
+// A line for the coordinator's log ("subject: problem (cause)").
+struct Log {
+  std::string line;
+};
+// The job is over: the exit code for the hosting dlaunch, and the one-line
+// summary (the root cause when it failed).
+struct JobEnded {
+  int exit_code = 0;
+  std::string summary;
+};
+using Action = std::variant<Send, Close, Log, JobEnded>;
+
+struct CoordinatorOptions {
+  std::string endpoint;  // "head:29400", for messages only
+  std::string run_id;    // --rdzv-id; Hello and Join must carry it
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // From the first Join until min_nodes have joined. Default: 600s (torchrun's
+  // join_timeout), since the last node may still be pulling its container.
+  std::chrono::milliseconds join_timeout{600'000};
+  // From min_nodes joined until assignment, for more nodes up to max_nodes.
+  // Default: 30s (torchrun's last_call_timeout).
+  std::chrono::milliseconds last_call_timeout{30'000};
+  // A joined agent silent this long is lost. Default: 15s (torchrun's keep-alive:
+  // 3 missed beats of 5s). Agents should beat every heartbeat_timeout / 3.
+  std::chrono::milliseconds heartbeat_timeout{15'000};
+  // A connection must Join within this. Default: 10s.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  int max_restarts = 0;    // --max-restarts, across the whole job
+  std::string token;       // "" = no authentication
+  // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.
+  std::vector<std::string> node_list;
+  int master_port = 0;     // 0: node rank 0's master_port_hint, else kDefaultMasterPort
+  // Where Challenge nonces come from. Default: RandomNonce().
+  std::function<Result<std::string>()> nonce_source;
+};
+
+// InvalidArgument naming the first bad option, e.g.
+// "--nnodes: minimum 3 is above maximum 2".
+Status Validate(const CoordinatorOptions& options);
+
+// "30s" for whole seconds, else "1500ms".
+std::string FormatDuration(std::chrono::milliseconds d);
+
+class Coordinator {
+ public:
+  enum class State { kGathering, kRunning, kEnded };
+
+  // `options` must pass Validate().
+  explicit Coordinator(CoordinatorOptions options);
+
+  // `peer` names the connection in log lines ("10.0.0.2:51234").
+  std::vector<Action> OnConnect(ConnId conn, std::string peer, Clock::time_point now);
+  std::vector<Action> OnMessage(ConnId conn, const Message& message, Clock::time_point now);
+  // The peer closed, or the connection failed.
+  std::vector<Action> OnDisconnect(ConnId conn, Clock::time_point now);
+  // The decoder refused the peer's bytes (FrameDecoder::Next's error): drop it.
+  std::vector<Action> OnProtocolError(ConnId conn, const Status& error, Clock::time_point now);
+  // Time passed: deadlines of the handshake, join, last call and heartbeats.
+  std::vector<Action> OnTick(Clock::time_point now);
+
+  // The earliest deadline OnTick acts on; nullopt when none. Linear in the number
+  // of connections: a session layer with many agents may tick on a fixed period.
+  std::optional<Clock::time_point> NextDeadline() const;
+
+  State state() const { return state_; }
+  int generation() const { return generation_; }
+  int restart_count() const { return restart_count_; }
+  // The node table of the current generation (empty before the first).
+  const std::vector<envmap::Node>& nodes() const { return table_; }
+
+ private:
+  enum class Phase { kHello, kProof, kJoin, kWaiting, kAssigned };
+  struct Agent {
+    std::string peer;
+    Phase phase = Phase::kHello;
+    Clock::time_point connected;
+    Clock::time_point last_seen;
+    std::string nonce_agent;
+    std::string nonce_coordinator;
+    Join join;
+    std::uint64_t arrival = 0;  // sequence number of its Join
+    int slot = -1;              // fixed slot claimed at Join (ranks.hpp)
+    int node_rank = -1;         // in the current generation; -1 while waiting
+    bool done = false;          // sent Done for the current generation
+  };
+
+  void OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now);
+  void OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now);
+  void OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::time_point now);
+  void OnWorkerFailed(Agent& agent, const WorkerFailed& failed);
+  void OnDone(Agent& agent, const Done& done);
+
+  // Sends Refused, closes and forgets the connection (a node of the running
+  // generation is then lost).
+  void Refuse(ConnId conn, const std::string& problem, Clock::time_point now);
+  // Closes a connection with a log line; Remove must follow.
+  void CloseConn(ConnId conn, const std::string& problem);
+  // Forgets a connection; a node of the running generation that had not finished
+  // is lost, and `what` ("left", "lost (connection closed)") says how.
+  void Remove(ConnId conn, const std::string& what, Clock::time_point now);
+  void UpdateGathering(Clock::time_point now);
+  void Assign();
+  // A failure in the running generation: restart or abort.
+  void Fail(const std::string& cause, int code, bool node_lost);
+  // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
+  void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
+
+  int Waiting() const;
+  std::string Subject() const;
+  std::string NodeName(const Agent& agent) const;
+  void Emit(Action action) { out_.push_back(std::move(action)); }
+  std::vector<Action> Flush() { return std::exchange(out_, {}); }
+
+  CoordinatorOptions options_;
+  State state_ = State::kGathering;
+  std::map<ConnId, Agent> agents_;
+  std::uint64_t arrivals_ = 0;
+  int generation_ = 0;
+  int restart_count_ = 0;
+  std::vector<envmap::Node> table_;
+  std::optional<Clock::time_point> join_deadline_;
+  std::optional<Clock::time_point> last_call_deadline_;
+  std::vector<Action> out_;
+};
+
+}  // namespace dlaunch::rendezvous

@@ -1,0 +1,124 @@
+// A driver for the coordinator state machine: fake connections, a fake clock, and
+// a record of every action, per connection, like ninja's FakeCommandRunner.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "rendezvous/auth.hpp"
+#include "rendezvous/coordinator.hpp"
+
+namespace dlaunch::rendezvous::testing {
+
+inline CoordinatorOptions Opts(int min_nodes, int max_nodes) {
+  CoordinatorOptions o;
+  o.endpoint = "head:29400";
+  o.run_id = "job42";
+  o.min_nodes = min_nodes;
+  o.max_nodes = max_nodes;
+  return o;
+}
+
+// A Join from `host` with one address derived from it ("a" -> "10.1.a").
+inline Join MakeJoin(const std::string& host, int nproc = 1) {
+  Join j;
+  j.run_id = "job42";
+  j.host = host;
+  j.addrs = {"10.1." + host};
+  j.nproc = nproc;
+  return j;
+}
+
+class Harness {
+ public:
+  explicit Harness(CoordinatorOptions options) : token_(options.token), c(std::move(options)) {}
+
+  void Apply(std::vector<Action> actions) {
+    for (Action& action : actions) {
+      if (auto* s = std::get_if<Send>(&action)) {
+        inbox[s->conn].push_back(std::move(s->message));
+      } else if (auto* x = std::get_if<Close>(&action)) {
+        CHECK_FALSE(closed.count(x->conn));  // never closed twice
+        closed[x->conn] = x->reason;
+      } else if (auto* l = std::get_if<Log>(&action)) {
+        logs.push_back(l->line);
+      } else {
+        CHECK_FALSE(ended.has_value());  // the job ends once
+        ended = std::get<JobEnded>(action);
+      }
+    }
+  }
+
+  ConnId Connect() {
+    ConnId id = next_++;
+    Apply(c.OnConnect(id, "10.0.0." + std::to_string(id) + ":5000", now));
+    return id;
+  }
+  void Send(ConnId conn, const Message& m) { Apply(c.OnMessage(conn, m, now)); }
+  void Disconnect(ConnId conn) { Apply(c.OnDisconnect(conn, now)); }
+  void TickAt(Clock::duration since_t0) {
+    now = t0 + since_t0;
+    Apply(c.OnTick(now));
+  }
+
+  // Connects and shakes hands, proving `token` when the coordinator wants a proof.
+  ConnId Handshake(const std::string& token) {
+    ConnId id = Connect();
+    std::string nonce(kNonceSize, static_cast<char>('A' + id));
+    Send(id, Hello{kProtocolVersion, "job42", nonce});
+    if (closed.count(id)) return id;
+    const Challenge& challenge = std::get<Challenge>(inbox[id].back());
+    if (!challenge.nonce.empty()) Send(id, Proof{ProofFor(token, nonce, challenge.nonce, "job42")});
+    return id;
+  }
+  ConnId JoinAs(const Join& join) {
+    ConnId id = Handshake(token_);
+    if (!closed.count(id)) Send(id, join);
+    return id;
+  }
+
+  std::vector<Assignment> AssignmentsOf(ConnId conn) {
+    std::vector<Assignment> out;
+    for (const Message& m : inbox[conn])
+      if (auto* a = std::get_if<Assignment>(&m)) out.push_back(*a);
+    return out;
+  }
+  Assignment LastAssignment(ConnId conn) {
+    std::vector<Assignment> all = AssignmentsOf(conn);
+    REQUIRE_FALSE(all.empty());
+    return all.back();
+  }
+  // The node rank each connection got in its latest Assignment, by host.
+  std::map<std::string, int> RanksByHost(const std::vector<ConnId>& conns) {
+    std::map<std::string, int> out;
+    for (ConnId id : conns) {
+      Assignment a = LastAssignment(id);
+      out[a.nodes.at(static_cast<std::size_t>(a.node_rank)).host] = a.node_rank;
+    }
+    return out;
+  }
+  bool HasLog(const std::string& line) const {
+    return std::find(logs.begin(), logs.end(), line) != logs.end();
+  }
+
+  const Clock::time_point t0{};
+  Clock::time_point now = t0;
+  std::map<ConnId, std::vector<Message>> inbox;
+  std::map<ConnId, std::string> closed;
+  std::vector<std::string> logs;
+  std::optional<JobEnded> ended;
+
+ private:
+  std::string token_;
+  ConnId next_ = 1;
+
+ public:
+  Coordinator c;
+};
+
+}  // namespace dlaunch::rendezvous::testing
