@@ -131,7 +131,7 @@ Result<int> Runner::Start(int local_rank, int restart) {
   if (ec) return Status::Io(fmt::format("{}: cannot create ({})", dir, ec.message()));
 
   envmap::JobLayout layout = plan_.layout;
-  layout.restart_count = restart;
+  layout.restart_count = plan_.layout.restart_count + restart;  // the generation's, plus local restarts
   envmap::Flavors flavors = plan_.flavors;
   flavors.error_file = dir + "/error.json";
   fs::remove(flavors.error_file, ec);
