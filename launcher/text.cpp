@@ -10,21 +10,20 @@
 
 namespace dlaunch::launcher {
 
-std::optional<int> ParseInt(std::string_view s) {
-  int v = 0;
+namespace {
+// The whole of `s` as a T: from_chars, and nothing left over.
+template <typename T>
+std::optional<T> ParseWhole(std::string_view s) {
+  T v{};
   const char* end = s.data() + s.size();
   auto [ptr, ec] = std::from_chars(s.data(), end, v);
   if (s.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return v;
 }
+}  // namespace
 
-std::optional<double> ParseDouble(std::string_view s) {
-  double v = 0;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, v);
-  if (s.empty() || ec != std::errc() || ptr != end) return std::nullopt;
-  return v;
-}
+std::optional<int> ParseInt(std::string_view s) { return ParseWhole<int>(s); }
+std::optional<double> ParseDouble(std::string_view s) { return ParseWhole<double>(s); }
 
 std::vector<std::string> Split(std::string_view s, char sep) {
   std::vector<std::string> out;
