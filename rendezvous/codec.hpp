@@ -67,7 +67,8 @@ struct Join {
   bool operator==(const Join&) const = default;
 };
 // Coordinator -> agent: one generation of the job, with the full node table
-// (index = node rank) so every node can write TF_CONFIG and hostfiles.
+// (index = node rank) so every node can write TF_CONFIG and hostfiles. One with a
+// newer generation while workers run means: tear them down and run this one.
 struct Assignment {
   int generation = 0;
   int node_rank = 0;

@@ -80,11 +80,6 @@ std::string Coordinator::NodeName(const Agent& agent) const {
   return fmt::format("host '{}'", agent.join.host);
 }
 
-int Coordinator::Waiting() const {
-  return static_cast<int>(std::count_if(agents_.begin(), agents_.end(),
-                                        [](const auto& kv) { return kv.second.phase == Phase::kWaiting; }));
-}
-
 std::vector<Action> Coordinator::OnConnect(ConnId conn, std::string peer, Clock::time_point now) {
   if (state_ == State::kEnded) {
     std::string problem = fmt::format("job '{}' has ended", options_.run_id);
@@ -175,19 +170,15 @@ void Coordinator::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::tim
     return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
                                     table_.size(), options_.max_nodes), now);
   }
-  std::map<int, std::string> taken;
-  for (const auto& [id, other] : agents_) {
-    if (other.slot >= 0 && (other.phase == Phase::kWaiting || other.phase == Phase::kAssigned)) {
-      taken[other.slot] = other.join.host;
-    }
-  }
-  Result<int> slot = ClaimSlot(join, options_.node_list, options_.max_nodes, taken);
+  Result<int> slot = ClaimSlot(join, options_.node_list, options_.max_nodes, slots_);
   if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
 
   agent.join = join;
   agent.slot = *slot;
   agent.arrival = arrivals_++;
   agent.phase = Phase::kWaiting;
+  ++waiting_;
+  if (agent.slot >= 0) slots_[agent.slot] = join.host;
   if (state_ == State::kRunning) {
     Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host)});
     return;
@@ -198,7 +189,7 @@ void Coordinator::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::tim
 
 void Coordinator::UpdateGathering(Clock::time_point now) {
   if (state_ != State::kGathering) return;
-  int waiting = Waiting();
+  int waiting = waiting_;
   if (waiting == 0) {
     join_deadline_.reset();
     last_call_deadline_.reset();
@@ -234,19 +225,20 @@ void Coordinator::Assign() {
   std::vector<int> ranks = NodeRanks(claims);
 
   table_.assign(members.size(), envmap::Node{});
+  const Agent* node0 = nullptr;
   for (std::size_t i = 0; i < members.size(); ++i) {
     const Join& join = members[i].second->join;
-    table_[static_cast<std::size_t>(ranks[i])] = envmap::Node{join.host, join.addrs.front(), join.nproc, join.task_ports};
+    table_[static_cast<std::size_t>(ranks[i])] =
+        envmap::Node{join.host, join.addrs.front(), join.nproc, join.task_ports};
+    if (ranks[i] == 0) node0 = members[i].second;
   }
-  const Agent* first = members[static_cast<std::size_t>(
-      std::find(ranks.begin(), ranks.end(), 0) - ranks.begin())].second;
   Assignment assignment;
   assignment.generation = ++generation_;
   assignment.nodes = table_;
   assignment.master_addr = table_.front().addr;
-  assignment.master_port = options_.master_port     ? options_.master_port
-                           : first->join.master_port_hint ? first->join.master_port_hint
-                                                          : kDefaultMasterPort;
+  assignment.master_port = options_.master_port;
+  if (assignment.master_port == 0) assignment.master_port = node0->join.master_port_hint;
+  if (assignment.master_port == 0) assignment.master_port = kDefaultMasterPort;
   assignment.run_id = options_.run_id;
   assignment.restart_count = restart_count_;
   if (std::size_t size = PayloadSize(assignment); size > kMaxPayload) {
@@ -265,6 +257,7 @@ void Coordinator::Assign() {
                        restart_count_, options_.max_restarts)});
   for (std::size_t i = 0; i < members.size(); ++i) {
     Agent& agent = agents_.at(members[i].first);
+    if (agent.phase == Phase::kWaiting) --waiting_;
     agent.phase = Phase::kAssigned;
     agent.node_rank = ranks[i];
     agent.done = false;
@@ -327,6 +320,8 @@ void Coordinator::End(int code, const std::string& summary,
     Emit(Close{id, "job ended"});
   }
   agents_.clear();
+  slots_.clear();
+  waiting_ = 0;
   state_ = State::kEnded;
   join_deadline_.reset();
   last_call_deadline_.reset();
@@ -350,6 +345,8 @@ void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point
   if (it == agents_.end()) return;
   Agent agent = std::move(it->second);
   agents_.erase(it);
+  if (agent.phase == Phase::kWaiting) --waiting_;
+  if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
     Fail(fmt::format("{} {}", NodeName(agent), what), 1, true);
   } else if (agent.phase == Phase::kWaiting) {

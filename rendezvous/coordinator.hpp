@@ -18,6 +18,12 @@
 //     every node is the exit barrier: each gets Done back and the job ends with 0.
 //   ended: JobEnded was returned; every connection was closed and new ones are
 //     refused.
+//
+// Every joined agent, waiting or assigned, must send a Heartbeat at least every
+// heartbeat_timeout (a third of it is a good period); each one is answered, so the
+// agent can tell a lost coordinator by the missing answers. Each agent's Send holds
+// its own copy of the node table: n agents cost O(n^2) bytes in actions and on the
+// wire (about 30 MB at 1024 nodes).
 #pragma once
 
 #include <chrono>
@@ -46,8 +52,8 @@ struct Send {
   Message message;
 };
 // Write what is queued for `conn`, then close it. The coordinator has already
-// forgotten it, so a later OnDisconnect(conn) is ignored. A Log line with the same
-// reason always comes with it.
+// forgotten it, so a later OnDisconnect(conn) is ignored. `reason` is for a debug
+// log: the coordinator emits its own Log line for every close that matters.
 struct Close {
   ConnId conn = 0;
   std::string reason;
@@ -160,7 +166,6 @@ class Coordinator {
   // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
   void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
 
-  int Waiting() const;
   std::string Subject() const;
   std::string NodeName(const Agent& agent) const;
   void Emit(Action action) { out_.push_back(std::move(action)); }
@@ -169,6 +174,8 @@ class Coordinator {
   CoordinatorOptions options_;
   State state_ = State::kGathering;
   std::map<ConnId, Agent> agents_;
+  int waiting_ = 0;                      // agents in Phase::kWaiting
+  std::map<int, std::string> slots_;     // fixed slots held by joined agents -> host
   std::uint64_t arrivals_ = 0;
   int generation_ = 0;
   int restart_count_ = 0;

@@ -40,12 +40,12 @@ class Harness {
 
   void Apply(std::vector<Action> actions) {
     for (Action& action : actions) {
-      if (auto* s = std::get_if<Send>(&action)) {
+      if (auto* s = std::get_if<rendezvous::Send>(&action)) {
         inbox[s->conn].push_back(std::move(s->message));
-      } else if (auto* x = std::get_if<Close>(&action)) {
+      } else if (auto* x = std::get_if<rendezvous::Close>(&action)) {
         CHECK_FALSE(closed.count(x->conn));  // never closed twice
         closed[x->conn] = x->reason;
-      } else if (auto* l = std::get_if<Log>(&action)) {
+      } else if (auto* l = std::get_if<rendezvous::Log>(&action)) {
         logs.push_back(l->line);
       } else {
         CHECK_FALSE(ended.has_value());  // the job ends once
