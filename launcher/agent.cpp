@@ -30,7 +30,8 @@ Result<rdzv::Assignment> Agent::WaitAssignment() {
       if (!nonce.ok()) return nonce.status();
       nonce_ = *nonce;
     }
-    conn_->Send(rdzv::Hello{rdzv::kProtocolVersion, options_.join.run_id, nonce_});
+    conn_->Send(rdzv::Hello{rdzv::kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes,
+                            options_.max_nodes, options_.max_restarts});
     last_heard_ = Clock::now();
     ArmHeartbeat();
   }

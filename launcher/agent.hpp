@@ -23,6 +23,9 @@ struct AgentOptions {
   rendezvous::HostPort endpoint;
   std::string token;  // empty: no authentication
   rendezvous::Join join;
+  int min_nodes = 1;  // the job's spec, for a stand-alone coordinator
+  int max_nodes = 1;
+  int max_restarts = 0;
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};     // Default: 600s, as torchrun
   std::chrono::milliseconds heartbeat_interval{std::chrono::seconds(1)};  // Default: 1s
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};   // Default: 5s

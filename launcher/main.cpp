@@ -17,6 +17,7 @@
 #include "envmap/worker_env.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
+#include "launcher/daemon.hpp"
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
@@ -125,6 +126,8 @@ int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost:
 
 int main(int argc, char** argv) {
   envmap::EnvMap env = ReadEnvironment();
+  if (argc > 1 && std::string_view(argv[1]) == "coordinator")
+    return RunCoordinatorDaemon(std::vector<std::string>(argv + 2, argv + argc), env);
   Result<Options> parsed = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
   const Options& o = *parsed;

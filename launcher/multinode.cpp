@@ -34,6 +34,8 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+void PrintLog(const std::string& line) { std::fprintf(stderr, "dlaunch: %s\n", line.c_str()); }
+
 // True when `host` names an address of this machine: binding to it succeeds.
 bool IsLocalAddress(asio::io_context& io, const std::string& host) {
   boost::system::error_code ec;
@@ -135,8 +137,9 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
     copts.token = *token;
     copts.node_list = *node_list;
     copts.master_port = o.master_port.value_or(0);
-    auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint", copts,
-                                                  [](const std::string& line) { std::fprintf(stderr, "dlaunch: %s\n", line.c_str()); });
+    if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
+    auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
+                                                  rdzv::CoordinatorServer::OneJob(copts), PrintLog);
     if (started.ok()) {
       server = std::move(*started);
     } else if (o.is_host.value_or(false)) {
@@ -153,6 +156,9 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   aopts.endpoint = *endpoint;
   aopts.token = *token;
   aopts.join.run_id = run_id;
+  aopts.min_nodes = min_nodes;
+  aopts.max_nodes = max_nodes;
+  aopts.max_restarts = o.max_restarts;
   aopts.join.host = HostName();
   if (!o.local_addr.empty()) aopts.join.addrs.push_back(o.local_addr);
   aopts.join.nproc = plan.supervisor.nproc;

@@ -45,6 +45,9 @@ template <typename V, Is<Hello> M> void Fields(V& v, M& m) {
   v.Int("version", m.version);
   v.Str("run_id", m.run_id);
   v.Str("nonce", m.nonce);
+  v.Int("min_nodes", m.min_nodes);
+  v.Int("max_nodes", m.max_nodes);
+  v.Int("max_restarts", m.max_restarts);
 }
 template <typename V, Is<Challenge> M> void Fields(V& v, M& m) { v.Str("nonce", m.nonce); }
 template <typename V, Is<Proof> M> void Fields(V& v, M& m) { v.Str("mac", m.mac); }

@@ -37,6 +37,12 @@ struct Hello {
   int version = kProtocolVersion;
   std::string run_id;
   std::string nonce;
+  // The job as this agent was told it (--nnodes, --max-restarts). A stand-alone
+  // coordinator creates the job from the first Hello of a run id and refuses an
+  // agent whose spec differs.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
 
   bool operator==(const Hello&) const = default;
 };

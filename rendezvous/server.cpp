@@ -7,8 +7,8 @@ namespace dlaunch::rendezvous {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-CoordinatorServer::CoordinatorServer(asio::io_context& io, CoordinatorOptions options, LogSink log)
-    : io_(io), acceptor_(io), ticker_(io), coordinator_(std::move(options)), log_(std::move(log)) {}
+CoordinatorServer::CoordinatorServer(asio::io_context& io, JobFactory factory, LogSink log)
+    : io_(io), acceptor_(io), ticker_(io), factory_(std::move(factory)), log_(std::move(log)) {}
 
 CoordinatorServer::~CoordinatorServer() {
   *alive_ = false;
@@ -18,11 +18,19 @@ CoordinatorServer::~CoordinatorServer() {
   for (auto& [id, conn] : conns_) conn->Close();
 }
 
+CoordinatorServer::JobFactory CoordinatorServer::OneJob(CoordinatorOptions options) {
+  return [options](const Hello& hello) -> Result<CoordinatorOptions> {
+    if (hello.run_id != options.run_id)
+      return Status::InvalidArgument(
+          fmt::format("this coordinator serves job '{}', not '{}' (check --rdzv-id)", options.run_id, hello.run_id));
+    return options;
+  };
+}
+
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(asio::io_context& io, const HostPort& listen,
-                                                                     const std::string& what,
-                                                                     CoordinatorOptions options, LogSink log) {
-  if (Status s = Validate(options); !s.ok()) return s;
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(io, std::move(options), std::move(log)));
+                                                                     const std::string& what, JobFactory factory,
+                                                                     LogSink log) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(io, std::move(factory), std::move(log)));
   boost::system::error_code ec;
   tcp::resolver resolver(io);
   auto results = resolver.resolve(listen.host, std::to_string(listen.port), ec);
@@ -63,27 +71,72 @@ void CoordinatorServer::Accept() {
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
+    unrouted_[id] = Clock::now();
     std::erase_if(all_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
     all_.push_back(conn);
-    Apply(coordinator_.OnConnect(id, conn->peer(), Clock::now()));
     conn->Start(
         [this, id, alive](Message m) {
-          if (*alive) Apply(coordinator_.OnMessage(id, m, Clock::now()));
+          if (!*alive) return;
+          auto route = route_.find(id);
+          if (route == route_.end()) return OnFirstMessage(id, std::move(m));
+          auto job = jobs_.find(route->second);
+          if (job != jobs_.end()) Apply(route->second, job->second->OnMessage(id, m, Clock::now()));
         },
         [this, id, alive](const Status& why) {
-          if (!*alive) return;
-          conns_.erase(id);
-          if (why.code() == Code::kInvalidArgument) {
-            Apply(coordinator_.OnProtocolError(id, why, Clock::now()));
-          } else {
-            Apply(coordinator_.OnDisconnect(id, Clock::now()));
-          }
+          if (*alive) OnClosed(id, why);
         });
     Accept();
   });
 }
 
-void CoordinatorServer::Apply(std::vector<Action> actions) {
+// The first message picks the job: it must be a Hello.
+void CoordinatorServer::OnFirstMessage(ConnId id, Message message) {
+  auto conn = conns_.at(id);
+  unrouted_.erase(id);
+  auto* hello = std::get_if<Hello>(&message);
+  auto refuse = [&](const std::string& why) {
+    if (log_) log_(fmt::format("rendezvous: refused {} ({})", conn->peer(), why));
+    conn->Send(Refused{why});
+    conn->Close();
+    conns_.erase(id);
+  };
+  if (hello == nullptr) return refuse(fmt::format("expected hello first, got {}", TypeName(message)));
+  auto job = jobs_.find(hello->run_id);
+  if (job == jobs_.end()) {
+    Result<CoordinatorOptions> options = factory_(*hello);
+    if (!options.ok()) return refuse(options.status().message());
+    if (Status s = Validate(*options); !s.ok()) return refuse(s.message());
+    job = jobs_.emplace(hello->run_id, std::make_unique<Coordinator>(std::move(*options))).first;
+  }
+  route_[id] = hello->run_id;
+  std::string run_id = hello->run_id;
+  Apply(run_id, job->second->OnConnect(id, conn->peer(), Clock::now()));
+  auto again = jobs_.find(run_id);
+  if (again != jobs_.end()) Apply(run_id, again->second->OnMessage(id, message, Clock::now()));
+}
+
+void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
+  auto conn = conns_.find(id);
+  std::string peer = conn != conns_.end() ? conn->second->peer() : "a peer";
+  if (conn != conns_.end()) conns_.erase(conn);
+  unrouted_.erase(id);
+  auto route = route_.find(id);
+  if (route == route_.end()) {
+    // It never said Hello, so no job hears of it; a bad frame is still worth a line.
+    if (why.code() == Code::kInvalidArgument && log_)
+      log_(fmt::format("rendezvous: dropped {} ({})", peer, why.message()));
+    return;
+  }
+  std::string run_id = route->second;
+  route_.erase(route);
+  auto job = jobs_.find(run_id);
+  if (job == jobs_.end()) return;
+  Clock::time_point now = Clock::now();
+  Apply(run_id, why.code() == Code::kInvalidArgument ? job->second->OnProtocolError(id, why, now)
+                                                     : job->second->OnDisconnect(id, now));
+}
+
+void CoordinatorServer::Apply(const std::string& run_id, std::vector<Action> actions) {
   for (Action& action : actions) {
     if (auto* send = std::get_if<Send>(&action)) {
       auto it = conns_.find(send->conn);
@@ -94,10 +147,15 @@ void CoordinatorServer::Apply(std::vector<Action> actions) {
         it->second->Close();
         conns_.erase(it);
       }
+      route_.erase(close->conn);
     } else if (auto* log = std::get_if<Log>(&action)) {
       if (log_) log_(log->line);
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       ended_ = *ended;
+      // Its connections are closed; forget the job so the run id can be used again.
+      std::erase_if(route_, [&](const auto& r) { return r.second == run_id; });
+      jobs_.erase(run_id);
+      return;  // the coordinator is gone: its remaining actions went out above
     }
   }
 }
@@ -106,7 +164,28 @@ void CoordinatorServer::Tick() {
   ticker_.expires_after(kTickPeriod);
   ticker_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
-    Apply(coordinator_.OnTick(Clock::now()));
+    Clock::time_point now = Clock::now();
+    // A connection that never says Hello belongs to no job; drop it here.
+    for (auto it = unrouted_.begin(); it != unrouted_.end();) {
+      if (now - it->second < hello_timeout_) {
+        ++it;
+        continue;
+      }
+      auto conn = conns_.find(it->first);
+      if (conn != conns_.end()) {
+        if (log_) log_(fmt::format("rendezvous: dropped {} (no hello within {}s)", conn->second->peer(),
+                                   std::chrono::duration_cast<std::chrono::seconds>(hello_timeout_).count()));
+        conn->second->Close();
+        conns_.erase(conn);
+      }
+      it = unrouted_.erase(it);
+    }
+    std::vector<std::string> ids;
+    for (auto& [run_id, job] : jobs_) ids.push_back(run_id);
+    for (const std::string& run_id : ids) {
+      auto job = jobs_.find(run_id);
+      if (job != jobs_.end()) Apply(run_id, job->second->OnTick(now));
+    }
     Tick();
   });
 }

@@ -28,7 +28,7 @@ std::vector<Message> EveryMessage() {
   assignment.run_id = "job42";
   assignment.restart_count = 2;
   return {
-      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9)},
+      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3},
       Challenge{std::string(32, '\x7f')},
       Challenge{""},
       Proof{std::string(32, '\0')},

@@ -1,0 +1,116 @@
+#include "launcher/daemon.hpp"
+
+#include <csignal>
+#include <cstdio>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+
+#include "launcher/cli.hpp"
+#include "launcher/text.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
+
+namespace dlaunch::launcher {
+
+namespace rdzv = dlaunch::rendezvous;
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "dlaunch coordinator: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::EnvMap& env) {
+  // The daemon's flags are a few of the launcher's (--rdzv-token, --rdzv-token-file,
+  // --rdzv-conf) plus --listen: parse those with the launcher's parser, so spelling,
+  // PET_ defaults and messages are the same, and refuse the rest.
+  std::vector<std::string> rest;
+  std::string listen;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg.substr(0, arg.find('='));
+    if (name == "--listen") {
+      if (arg.size() > name.size()) listen = arg.substr(name.size() + 1);
+      else if (i + 1 < args.size()) listen = args[++i];
+      else return Fail(kExitUsage, "--listen: expects a value");
+      continue;
+    }
+    if (name == "-h" || name == "--help") {
+      std::puts("usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
+                "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]");
+      return 0;
+    }
+    std::string dashed = name;
+    for (char& c : dashed) if (c == '_') c = '-';
+    if (dashed != "--rdzv-token" && dashed != "--rdzv-token-file" && dashed != "--rdzv-conf")
+      return Fail(kExitUsage, fmt::format("'{}' is not a coordinator flag (--listen, --rdzv-token, "
+                                          "--rdzv-token-file, --rdzv-conf)", name));
+    rest.push_back(arg);
+    if (arg.find('=') == std::string::npos && i + 1 < args.size()) rest.push_back(args[++i]);
+  }
+  if (listen.empty()) return Fail(kExitUsage, "--listen: required (ADDR:PORT)");
+  rest.push_back("--");
+  rest.push_back("coordinator");
+  Result<Options> o = ParseCommandLine(rest, env);
+  if (!o.ok()) return Fail(kExitUsage, o.status().message());
+  Result<rdzv::HostPort> at = rdzv::ParseHostPort(listen, 29400, "--listen");
+  if (!at.ok()) return Fail(kExitUsage, at.status().message());
+
+  rdzv::TokenSources sources;
+  if (!o->rdzv_token.empty()) sources.flag = o->rdzv_token;
+  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
+  if (!o->rdzv_token_file.empty()) {
+    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o->rdzv_token_file);
+    if (!file.ok()) return Fail(kExitUsage, file.status().message());
+    sources.file = *file;
+  }
+  Result<std::string> token = rdzv::ChooseToken(sources);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+  if (token->empty() && !at->host.starts_with("127.") && at->host != "localhost" && at->host != "::1")
+    std::fprintf(stderr, "dlaunch coordinator: %s: no token, so anyone who reaches it can join\n",
+                 at->ToString().c_str());
+
+  // Each job is made from the first Hello of its run id: its size and restarts
+  // come from the agents' own flags, the timeouts and token from ours.
+  std::string endpoint = at->ToString();
+  auto factory = [&, token = *token](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
+    rdzv::CoordinatorOptions c;
+    c.endpoint = endpoint;
+    c.run_id = hello.run_id;
+    c.min_nodes = hello.min_nodes;
+    c.max_nodes = hello.max_nodes;
+    c.max_restarts = hello.max_restarts;
+    c.join_timeout = o->join_timeout;
+    c.last_call_timeout = o->last_call_timeout;
+    c.heartbeat_timeout = o->heartbeat_timeout;
+    c.token = token;
+    return c;
+  };
+  boost::asio::io_context io;
+  auto server = rdzv::CoordinatorServer::Start(io, *at, "--listen", factory, [](const std::string& line) {
+    std::fprintf(stderr, "dlaunch coordinator: %s\n", line.c_str());
+  });
+  if (!server.ok()) return Fail(kExitUsage, server.status().message());
+  std::fprintf(stderr, "dlaunch coordinator: listening on %s\n", endpoint.c_str());
+
+  boost::asio::signal_set stop(io, SIGINT, SIGTERM);
+  int code = 0;
+  stop.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    std::fprintf(stderr, "dlaunch coordinator: stopping on %s with %zu job(s) open\n", SignalName(sig).c_str(),
+                 (*server)->jobs());
+    code = 0;
+    io.stop();
+  });
+  io.run();
+  return code;
+}
+
+}  // namespace dlaunch::launcher
