@@ -76,6 +76,10 @@ lib_cleanup() {
     # shellcheck disable=SC2086
     kill -KILL $LIB_EXTRA_PIDS 2>/dev/null
   fi
+  local cmd
+  for cmd in "${LIB_AT_EXIT[@]}"; do
+    eval "$cmd"
+  done
   if [[ -n ${TMP:-} && -d $TMP && -z ${KEEP_TMP:-} ]]; then
     rm -rf -- "$TMP"
   fi
@@ -216,3 +220,78 @@ assert_no_leftovers() {
 # count_marked PATTERN: number of live processes whose command line matches
 # "$MARK.*PATTERN" (pgrep -f ERE).
 count_marked() { pgrep -fc -- "$MARK$1" 2>/dev/null || true; }
+
+# --- Background dlaunch runs (multi-node tests) -------------------------------
+
+# free_port: prints a TCP port that is free on 127.0.0.1 right now.
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Commands run by lib_cleanup after the marked processes are killed (e.g.
+# removing network namespaces), in the order given.
+LIB_AT_EXIT=()
+at_exit() { LIB_AT_EXIT+=("$1"); }
+
+declare -A BG_PID=() BG_T0=()
+# start_dl NAME SECONDS ARGS...: runs dlaunch ARGS in the background under
+# `timeout`, stdout/stderr to $TMP/NAME.out and $TMP/NAME.err. The environment
+# of the call reaches dlaunch (VAR=x start_dl ... does not work for functions;
+# export it or use `env` through start_dl_wrapped).
+start_dl() {
+  local name=$1 secs=$2
+  shift 2
+  start_dl_wrapped "$name" "$secs" "" "$@"
+}
+
+# start_dl_wrapped NAME SECONDS WRAPPER ARGS...: like start_dl with dlaunch run
+# as `WRAPPER timeout ... dlaunch ARGS` (WRAPPER is word-split; e.g.
+# "ip netns exec NS" or "env DLAUNCH_RDZV_TOKEN=x"). BG_PID[NAME] is the pid of
+# the wrapper-or-timeout process; `dl_pid NAME` finds dlaunch itself.
+start_dl_wrapped() {
+  local name=$1 secs=$2 wrapper=$3
+  shift 3
+  BG_T0[$name]=$EPOCHREALTIME
+  # shellcheck disable=SC2086
+  $wrapper timeout -k 5 "$secs" "$DLAUNCH" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
+  BG_PID[$name]=$!
+  track_pid "$!"
+}
+
+# dl_pid NAME: the pid of the dlaunch process started as NAME (the child of
+# `timeout`, found through any exec-ing wrapper such as `ip netns exec` or `env`).
+dl_pid() {
+  local top=${BG_PID[$1]} pid comm
+  for pid in $top $(pgrep -P "$top" 2>/dev/null); do
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null)
+    if [[ $comm == dlaunch ]]; then echo "$pid"; return 0; fi
+    if [[ $comm == timeout ]]; then
+      pgrep -P "$pid" -x dlaunch 2>/dev/null | head -n 1
+      return 0
+    fi
+  done
+  return 1
+}
+
+# wait_dl NAME: waits for it; sets RC, ELAPSED (since its start), OUT and ERR
+# (so that show_run and fail_run describe it).
+wait_dl() {
+  local name=$1
+  wait "${BG_PID[$name]}"
+  RC=$?
+  ELAPSED=$(awk -v a="${BG_T0[$name]}" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.2f", b-a}')
+  OUT=$TMP/$name.out
+  ERR=$TMP/$name.err
+}
+
+# bg_running NAME: true while the background run NAME has not exited.
+bg_running() { kill -0 "${BG_PID[$1]}" 2>/dev/null && [[ $(awk '{print $3}' "/proc/${BG_PID[$1]}/stat" 2>/dev/null) != Z ]]; }
+
+# since T0: seconds (float) from the $EPOCHREALTIME value T0 to now.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.2f", b-a}'; }
+
+# le A B: true when the number A <= B.
+le() { [[ $(awk -v a="$1" -v b="$2" 'BEGIN{print (a <= b)}') == 1 ]]; }
+
+# file_has FILE ERE: for wait_for.
+file_has() { grep -Eq -- "$2" "$1" 2>/dev/null; }
