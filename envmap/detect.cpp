@@ -1,0 +1,306 @@
+#include "envmap/detect.hpp"
+
+#include <charconv>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+namespace dlaunch::envmap {
+
+namespace {
+
+const std::string* Get(const EnvMap& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// The variable as a number >= `min`, nullopt when absent; an error when malformed.
+Result<std::optional<int>> Int(const EnvMap& env, const char* name, int min = 0) {
+  const std::string* v = Get(env, name);
+  if (v == nullptr) return std::optional<int>();
+  int n = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (v->empty() || ec != std::errc() || ptr != v->data() + v->size() || n < min)
+    return Status::InvalidArgument(fmt::format("{}: expected a number >= {}, got '{}'", name, min, *v));
+  return std::optional<int>(n);
+}
+
+// Reads a required-or-optional number into `out`, noting where it came from.
+#define DLAUNCH_READ(var, name, min)                          \
+  auto var##_r = Int(env, name, min);                         \
+  if (!var##_r.ok()) return var##_r.status();                 \
+  std::optional<int> var = *var##_r
+
+// "addr:port" (the port optional) into the master fields.
+Status SetMaster(Detected& d, const std::string& name, const std::string& value) {
+  size_t colon = value.rfind(':');
+  if (colon == std::string::npos || value.find(':') != colon) {
+    d.master_addr = value;
+    return Status::Ok();
+  }
+  int port = 0;
+  std::string_view p = std::string_view(value).substr(colon + 1);
+  auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (p.empty() || ec != std::errc() || ptr != p.data() + p.size() || port < 1 || port > 65535)
+    return Status::InvalidArgument(fmt::format("{}: expected ADDR:PORT, got '{}'", name, value));
+  d.master_addr = value.substr(0, colon);
+  d.master_port = port;
+  return Status::Ok();
+}
+
+Result<Detected> Kubeflow(const EnvMap& env) {
+  Detected d;
+  d.source = Source::kKubeflow;
+  if (const std::string* nnodes = Get(env, "PET_NNODES")) {
+    // "N" or "MIN:MAX": the node count is the maximum.
+    size_t colon = nnodes->find(':');
+    EnvMap max = {{"PET_NNODES", colon == std::string::npos ? *nnodes : nnodes->substr(colon + 1)}};
+    auto n = Int(max, "PET_NNODES", 1);
+    if (!n.ok() || !*n) return Status::InvalidArgument(fmt::format("PET_NNODES: expected N or MIN:MAX, got '{}'", *nnodes));
+    d.nnodes = **n;
+    d.evidence.push_back(fmt::format("{} nodes from PET_NNODES={}", d.nnodes, *nnodes));
+  }
+  DLAUNCH_READ(node_rank, "PET_NODE_RANK", 0);
+  if (node_rank) {
+    d.node_rank = *node_rank;
+    d.evidence.push_back(fmt::format("node rank {} from PET_NODE_RANK", d.node_rank));
+  }
+  DLAUNCH_READ(nproc, "PET_NPROC_PER_NODE", 1);
+  d.nproc = nproc;
+  const std::string* addr = Get(env, "PET_MASTER_ADDR");
+  if (addr == nullptr) addr = Get(env, "MASTER_ADDR");
+  if (addr != nullptr) d.master_addr = *addr;
+  DLAUNCH_READ(port, "PET_MASTER_PORT", 1);
+  if (!port) {
+    DLAUNCH_READ(plain, "MASTER_PORT", 1);
+    port = plain;
+  }
+  d.master_port = port;
+  if (const std::string* ep = Get(env, "PET_RDZV_ENDPOINT")) d.rdzv_endpoint = *ep;
+  if (const std::string* id = Get(env, "PET_RDZV_ID")) d.run_id = *id;
+  if (!d.master_addr.empty()) d.evidence.push_back(fmt::format("master {} from PET_MASTER_ADDR/MASTER_ADDR", d.master_addr));
+  return d;
+}
+
+Result<Detected> Slurm(const EnvMap& env) {
+  Detected d;
+  d.source = Source::kSlurm;
+  DLAUNCH_READ(node, "SLURM_NODEID", 0);
+  DLAUNCH_READ(nnodes, "SLURM_NNODES", 1);
+  if (!nnodes) {
+    DLAUNCH_READ(job_nodes, "SLURM_JOB_NUM_NODES", 1);
+    nnodes = job_nodes;
+  }
+  d.node_rank = node.value_or(0);
+  d.nnodes = nnodes.value_or(1);
+  d.run_id = *Get(env, "SLURM_JOB_ID");
+  d.evidence.push_back(fmt::format("Slurm job {}: node {} of {} from SLURM_NODEID/SLURM_NNODES", d.run_id,
+                                   d.node_rank, d.nnodes));
+  const std::string* list = Get(env, "SLURM_JOB_NODELIST");
+  if (list == nullptr) list = Get(env, "SLURM_NODELIST");
+  if (list != nullptr) {
+    Result<std::vector<std::string>> hosts = ExpandHostlist(*list);
+    if (!hosts.ok()) return Status::InvalidArgument(fmt::format("SLURM_JOB_NODELIST: {}", hosts.status().message()));
+    d.hosts = *hosts;
+    if (!d.hosts.empty()) {
+      d.master_addr = d.hosts[0];
+      d.evidence.push_back(fmt::format("master {}: the first host of SLURM_JOB_NODELIST={}", d.master_addr, *list));
+    }
+  }
+  DLAUNCH_READ(procid, "SLURM_PROCID", 0);
+  DLAUNCH_READ(ntasks, "SLURM_NTASKS", 1);
+  DLAUNCH_READ(localid, "SLURM_LOCALID", 0);
+  DLAUNCH_READ(per_node, "SLURM_NTASKS_PER_NODE", 1);
+  if (procid && ntasks && localid) {
+    d.has_process_view = true;
+    d.rank = *procid;
+    d.world_size = *ntasks;
+    d.local_rank = *localid;
+    d.local_size = per_node.value_or(std::max(1, *ntasks / std::max(1, d.nnodes)));
+  }
+  return d;
+}
+
+Result<Detected> OpenMpi(const EnvMap& env) {
+  Detected d;
+  d.source = Source::kOpenMpi;
+  DLAUNCH_READ(rank, "OMPI_COMM_WORLD_RANK", 0);
+  DLAUNCH_READ(size, "OMPI_COMM_WORLD_SIZE", 1);
+  DLAUNCH_READ(local_rank, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  DLAUNCH_READ(local_size, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  if (!size) return Status::InvalidArgument("OMPI_COMM_WORLD_SIZE: missing beside OMPI_COMM_WORLD_RANK");
+  // One dlaunch per node: the MPI rank is the node rank. OMPI_COMM_WORLD_NODE_RANK
+  // is not (it counts processes on a node).
+  d.node_rank = rank.value_or(0);
+  d.nnodes = *size;
+  d.evidence.push_back(fmt::format("node rank {} of {} from OMPI_COMM_WORLD_RANK/SIZE", d.node_rank, d.nnodes));
+  d.has_process_view = true;
+  d.rank = d.node_rank;
+  d.world_size = d.nnodes;
+  d.local_rank = local_rank.value_or(0);
+  d.local_size = local_size.value_or(1);
+  if (const std::string* m = Get(env, "AZ_BATCH_MASTER_NODE")) {
+    if (Status s = SetMaster(d, "AZ_BATCH_MASTER_NODE", *m); !s.ok()) return s;
+    d.evidence.push_back(fmt::format("master {} from AZ_BATCH_MASTER_NODE", *m));
+  }
+  return d;
+}
+
+Result<Detected> Azure(const EnvMap& env) {
+  Detected d;
+  d.source = Source::kAzure;
+  if (const std::string* m = Get(env, "AZ_BATCH_MASTER_NODE")) {
+    if (Status s = SetMaster(d, "AZ_BATCH_MASTER_NODE", *m); !s.ok()) return s;
+    d.evidence.push_back(fmt::format("master {} from AZ_BATCH_MASTER_NODE (multi-node)", *m));
+  } else if (const std::string* a = Get(env, "AZ_BATCHAI_MPI_MASTER_NODE")) {
+    d.master_addr = *a;
+    d.evidence.push_back(fmt::format("master {} from AZ_BATCHAI_MPI_MASTER_NODE (single node)", *a));
+  }
+  DLAUNCH_READ(node_rank, "NODE_RANK", 0);
+  if (node_rank) {
+    d.node_rank = *node_rank;
+    d.evidence.push_back(fmt::format("node rank {} from NODE_RANK", d.node_rank));
+  }
+  return d;
+}
+
+Result<Detected> TfConfig(const EnvMap& env) {
+  const std::string& text = *Get(env, "TF_CONFIG");
+  auto bad = [&](const char* what) {
+    return Status::InvalidArgument(fmt::format("TF_CONFIG: {} in '{}'", what, text.substr(0, 200)));
+  };
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_object()) return bad("not a JSON object");
+  const auto* cluster = v.as_object().if_contains("cluster");
+  const auto* task = v.as_object().if_contains("task");
+  if (cluster == nullptr || !cluster->is_object() || task == nullptr || !task->is_object()) return bad("no cluster or task");
+  const auto* type = task->as_object().if_contains("type");
+  const auto* index = task->as_object().if_contains("index");
+  if (type == nullptr || !type->is_string() || index == nullptr || !index->is_int64()) return bad("task without type and index");
+  Detected d;
+  d.source = Source::kTfConfig;
+  // Nodes in TensorFlow's order: chief, workers, ps; this task's position is its node rank.
+  int position = 0;
+  bool found = false;
+  for (const char* role : {"chief", "worker", "ps"}) {
+    const auto* tasks = cluster->as_object().if_contains(role);
+    if (tasks == nullptr) continue;
+    if (!tasks->is_array()) return bad("a cluster role that is not a list");
+    for (size_t i = 0; i < tasks->as_array().size(); ++i) {
+      const auto& t = tasks->as_array()[i];
+      if (!t.is_string()) return bad("a task address that is not a string");
+      std::string addr(t.as_string());
+      d.hosts.push_back(addr.substr(0, addr.rfind(':')));
+      if (type->as_string() == role && static_cast<int64_t>(i) == index->as_int64()) {
+        d.node_rank = position;
+        found = true;
+      }
+      ++position;
+    }
+  }
+  if (!found && type->as_string() != "evaluator") return bad("a task that is not in the cluster");
+  d.nnodes = position;
+  if (!d.hosts.empty()) d.master_addr = d.hosts[0];
+  d.evidence.push_back(fmt::format("task {} {}: node {} of {} from TF_CONFIG", std::string(type->as_string()),
+                                   index->as_int64(), d.node_rank, d.nnodes));
+  return d;
+}
+
+#undef DLAUNCH_READ
+
+}  // namespace
+
+std::string_view SourceName(Source source) {
+  switch (source) {
+    case Source::kKubeflow: return "kubeflow";
+    case Source::kSlurm: return "slurm";
+    case Source::kOpenMpi: return "openmpi";
+    case Source::kAzure: return "azure";
+    case Source::kTfConfig: return "tfconfig";
+    case Source::kLocal: return "local";
+  }
+  return "local";
+}
+
+Result<Detected> Detect(const EnvMap& env) {
+  for (const char* v : {"PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_RDZV_ENDPOINT"})
+    if (env.contains(v)) return Kubeflow(env);
+  if (env.contains("SLURM_JOB_ID") && env.contains("SLURM_NODEID")) return Slurm(env);
+  if (env.contains("OMPI_COMM_WORLD_RANK")) return OpenMpi(env);
+  if (env.contains("AZ_BATCH_MASTER_NODE") || env.contains("AZ_BATCHAI_MPI_MASTER_NODE")) return Azure(env);
+  if (env.contains("TF_CONFIG")) return TfConfig(env);
+  Detected d;
+  d.evidence.push_back("no launcher variables: a single node");
+  return d;
+}
+
+namespace {
+// Expands one host pattern with any number of [..] groups.
+Status ExpandOne(std::string_view pattern, const std::string& prefix, std::vector<std::string>& out,
+                 std::string_view whole) {
+  size_t open = pattern.find('[');
+  if (open == std::string_view::npos) {
+    if (pattern.find(']') != std::string_view::npos)
+      return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", whole));
+    out.push_back(prefix + std::string(pattern));
+    return Status::Ok();
+  }
+  size_t close = pattern.find(']', open);
+  if (close == std::string_view::npos) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", whole));
+  std::string head = prefix + std::string(pattern.substr(0, open));
+  std::string_view body = pattern.substr(open + 1, close - open - 1);
+  std::string_view tail = pattern.substr(close + 1);
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t comma = body.find(',', start);
+    std::string_view range = body.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    size_t dash = range.find('-');
+    std::string_view lo = range.substr(0, dash);
+    std::string_view hi = dash == std::string_view::npos ? lo : range.substr(dash + 1);
+    unsigned a = 0, b = 0;
+    auto ra = std::from_chars(lo.data(), lo.data() + lo.size(), a);
+    auto rb = std::from_chars(hi.data(), hi.data() + hi.size(), b);
+    if (lo.empty() || hi.empty() || ra.ptr != lo.data() + lo.size() || rb.ptr != hi.data() + hi.size() || b < a ||
+        b - a > 100000)
+      return Status::InvalidArgument(fmt::format("bad range '{}' in '{}'", range, whole));
+    // Zero padding is kept: "[09-10]" gives "09" and "10".
+    size_t width = lo.size();
+    for (unsigned n = a; n <= b; ++n)
+      if (Status s = ExpandOne(tail, head + fmt::format("{:0{}}", n, width), out, whole); !s.ok()) return s;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Result<std::vector<std::string>> ExpandHostlist(std::string_view list) {
+  std::vector<std::string> hosts;
+  // Split on commas outside brackets.
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    if (i < list.size() && list[i] == '[') ++depth;
+    if (i < list.size() && list[i] == ']') --depth;
+    if (depth < 0) return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", list));
+    if (i == list.size() || (list[i] == ',' && depth == 0)) {
+      std::string_view one = list.substr(start, i - start);
+      if (one.empty()) return Status::InvalidArgument(fmt::format("empty host in '{}'", list));
+      if (Status s = ExpandOne(one, "", hosts, list); !s.ok()) return s;
+      start = i + 1;
+    }
+  }
+  if (depth != 0) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", list));
+  return hosts;
+}
+
+bool IsLauncherPrivate(std::string_view name) {
+  for (std::string_view prefix : {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_APP_CTX_", "OMPI_NUM_APP_CTX",
+                                  "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_MCA_ess_", "OMPI_MCA_orte_",
+                                  "OMPI_MCA_pmix", "PMIX_"})
+    if (name.starts_with(prefix)) return true;
+  return false;
+}
+
+}  // namespace dlaunch::envmap

@@ -1,0 +1,131 @@
+#include "envmap/detect.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace dlaunch::envmap {
+namespace {
+
+Detected MustDetect(const EnvMap& env) {
+  auto d = Detect(env);
+  INFO(d.status().message());
+  REQUIRE(d.ok());
+  return *d;
+}
+
+TEST_CASE("hostlists expand with zero padding, several prefixes and groups", "[detect]") {
+  struct Case {
+    const char* list;
+    std::vector<std::string> hosts;
+  };
+  std::vector<Case> cases = {
+      {"node1", {"node1"}},
+      {"gpu[001-004,007],cpu01", {"gpu001", "gpu002", "gpu003", "gpu004", "gpu007", "cpu01"}},
+      {"b04-[09-10]", {"b04-09", "b04-10"}},
+      {"a[1-2],b[8-10]", {"a1", "a2", "b8", "b9", "b10"}},
+      {"r[1-2]n[1-2]", {"r1n1", "r1n2", "r2n1", "r2n2"}},
+      {"h[7]", {"h7"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.list);
+    auto hosts = ExpandHostlist(c.list);
+    REQUIRE(hosts.ok());
+    CHECK(*hosts == c.hosts);
+  }
+  CHECK(ExpandHostlist("gpu[1-").status().message() == "unbalanced '[' in 'gpu[1-'");
+  CHECK(ExpandHostlist("gpu1]").status().message() == "unbalanced ']' in 'gpu1]'");
+  CHECK(ExpandHostlist("gpu[4-2]").status().message() == "bad range '4-2' in 'gpu[4-2]'");
+  CHECK(ExpandHostlist("a,,b").status().message() == "empty host in 'a,,b'");
+}
+
+TEST_CASE("each source, from recorded variables", "[detect]") {
+  struct Case {
+    const char* name;
+    EnvMap env;
+    Source source;
+    int node_rank;
+    int nnodes;
+    std::string master;
+  };
+  std::vector<Case> cases = {
+      {"kubeflow", {{"PET_NNODES", "2:4"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "job-master-0"},
+                    {"PET_MASTER_PORT", "23456"}, {"SLURM_JOB_ID", "9"}, {"SLURM_NODEID", "0"}},
+       Source::kKubeflow, 1, 4, "job-master-0"},
+      {"slurm", {{"SLURM_JOB_ID", "77"}, {"SLURM_NODEID", "2"}, {"SLURM_NNODES", "3"},
+                 {"SLURM_JOB_NODELIST", "gpu[007-009]"}, {"OMPI_COMM_WORLD_RANK", "0"}},
+       Source::kSlurm, 2, 3, "gpu007"},
+      {"openmpi", {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"},
+                   {"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}},
+       Source::kOpenMpi, 1, 2, "10.0.0.4"},
+      {"azure multi-node", {{"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"NODE_RANK", "3"}},
+       Source::kAzure, 3, 1, "10.0.0.4"},
+      {"azure single node", {{"AZ_BATCHAI_MPI_MASTER_NODE", "10.0.0.5"}}, Source::kAzure, 0, 1, "10.0.0.5"},
+      {"tf_config", {{"TF_CONFIG", R"({"cluster":{"worker":["w0:2222","w1:2222"],"chief":["c0:2222"],"ps":["p0:1"]},)"
+                                   R"("task":{"type":"worker","index":1},"environment":"cloud"})"}},
+       Source::kTfConfig, 2, 4, "c0"},
+      {"local", {{"PATH", "/bin"}}, Source::kLocal, 0, 1, ""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Detected d = MustDetect(c.env);
+    CHECK(d.source == c.source);
+    CHECK(d.node_rank == c.node_rank);
+    CHECK(d.nnodes == c.nnodes);
+    CHECK(d.master_addr == c.master);
+    CHECK_FALSE(d.evidence.empty());
+  }
+}
+
+TEST_CASE("source details: ports, ids, hosts and the per-process view", "[detect]") {
+  Detected k = MustDetect({{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "23456"},
+                           {"PET_NPROC_PER_NODE", "4"}, {"PET_RDZV_ID", "job7"}});
+  CHECK(k.master_port == std::optional<int>(23456));
+  CHECK(k.nproc == std::optional<int>(4));
+  CHECK(k.run_id == "job7");
+
+  Detected s = MustDetect({{"SLURM_JOB_ID", "77"}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1"},
+                           {"SLURM_JOB_NODELIST", "vm"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
+                           {"SLURM_LOCALID", "1"}});
+  CHECK(s.run_id == "77");
+  CHECK(s.hosts == std::vector<std::string>{"vm"});
+  REQUIRE(s.has_process_view);
+  CHECK(s.rank == 1);
+  CHECK(s.world_size == 2);
+  CHECK(s.local_rank == 1);
+  CHECK(s.local_size == 2);
+
+  // mpirun -np 4 on two nodes, two per node: rank 3 is local rank 1 of 2.
+  Detected m = MustDetect({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                           {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
+  CHECK(m.rank == 3);
+  CHECK(m.world_size == 4);
+  CHECK(m.local_rank == 1);
+  CHECK(m.local_size == 2);
+  CHECK(m.master_addr.empty());  // left to --rdzv-endpoint or the MPI bootstrap
+}
+
+TEST_CASE("malformed variables are named with their value", "[detect]") {
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "x"}}).status().message() ==
+        "SLURM_NODEID: expected a number >= 0, got 'x'");
+  CHECK(Detect({{"PET_NNODES", "2:x"}}).status().message() == "PET_NNODES: expected N or MIN:MAX, got '2:x'");
+  CHECK(Detect({{"OMPI_COMM_WORLD_RANK", "0"}}).status().message() ==
+        "OMPI_COMM_WORLD_SIZE: missing beside OMPI_COMM_WORLD_RANK");
+  CHECK(Detect({{"AZ_BATCH_MASTER_NODE", "h:99999"}}).status().message() ==
+        "AZ_BATCH_MASTER_NODE: expected ADDR:PORT, got 'h:99999'");
+  CHECK(Detect({{"TF_CONFIG", "{"}}).status().message() == "TF_CONFIG: not a JSON object in '{'");
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_JOB_NODELIST", "a[1-"}}).status().message() ==
+        "SLURM_JOB_NODELIST: unbalanced '[' in 'a[1-'");
+}
+
+TEST_CASE("the launcher's own MPI identity is not passed to workers", "[detect]") {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_UNIVERSE_SIZE", "PMIX_RANK",
+                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_vpid", "OMPI_MCA_orte_hnp_uri"})
+    CHECK(IsLauncherPrivate(name));
+  // A user's MCA settings and everything else go through.
+  for (const char* name : {"OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT", "PATH", "MASTER_ADDR"})
+    CHECK_FALSE(IsLauncherPrivate(name));
+}
+
+}  // namespace
+}  // namespace dlaunch::envmap
