@@ -144,6 +144,7 @@ void Coordinator::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::
     Emit(Send{conn, Challenge{}});
     return;
   }
+  if (hello.nonce.empty()) return Refuse(conn, "this job needs a token, and the agent has none", now);
   if (hello.nonce.size() != kNonceSize) {
     return Refuse(conn, fmt::format("hello nonce of {} bytes (expected {})", hello.nonce.size(), kNonceSize), now);
   }
