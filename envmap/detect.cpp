@@ -134,6 +134,7 @@ Result<Detected> OpenMpi(const EnvMap& env) {
   d.node_rank = rank.value_or(0);
   d.nnodes = *size;
   d.evidence.push_back(fmt::format("node rank {} of {} from OMPI_COMM_WORLD_RANK/SIZE", d.node_rank, d.nnodes));
+  if (const std::string* job = Get(env, "OMPI_MCA_ess_base_jobid")) d.run_id = "ompi-" + *job;
   d.has_process_view = true;
   d.rank = d.node_rank;
   d.world_size = d.nnodes;
@@ -296,9 +297,12 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view list) {
 }
 
 bool IsLauncherPrivate(std::string_view name) {
+  // What mpirun (Open MPI 4) puts in each process it starts. OMPI_MCA_ess=^singleton
+  // alone would stop a worker's own MPI_Init from running as a singleton.
   for (std::string_view prefix : {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_APP_CTX_", "OMPI_NUM_APP_CTX",
-                                  "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_MCA_ess_", "OMPI_MCA_orte_",
-                                  "OMPI_MCA_pmix", "PMIX_"})
+                                  "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_ARGV", "OMPI_COMMAND",
+                                  "OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix", "OMPI_MCA_initial_wdir",
+                                  "OMPI_MCA_shmem_RUNTIME_QUERY_hint", "PMIX_"})
     if (name.starts_with(prefix)) return true;
   return false;
 }

@@ -14,22 +14,19 @@ namespace {
 
 std::string Str(int n) { return fmt::format("{}", n); }
 
-int LocalWorldSize(const JobLayout& layout) {
-  return layout.nodes[static_cast<size_t>(layout.node_rank)].nproc;
-}
-
 }  // namespace
 
 EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot) {
   const std::string world = Str(WorldSize(layout));
+  const LocalShape shape = ShapeOf(layout, slot);
   return {
       {"OMPI_COMM_WORLD_RANK", Str(slot.rank)},
       {"OMPI_COMM_WORLD_SIZE", world},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", Str(slot.local_rank)},
-      {"OMPI_COMM_WORLD_LOCAL_SIZE", Str(LocalWorldSize(layout))},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", Str(shape.local_rank)},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", Str(shape.local_world_size)},
       // Open MPI defines NODE_RANK as the rank among processes on the same node,
       // i.e. the local rank; it is not the index of the node.
-      {"OMPI_COMM_WORLD_NODE_RANK", Str(slot.local_rank)},
+      {"OMPI_COMM_WORLD_NODE_RANK", Str(shape.local_rank)},
       {"OMPI_UNIVERSE_SIZE", world},
   };
 }
@@ -46,13 +43,14 @@ EnvVars AzureEnv(const JobLayout& layout, const Flavors& flavors) {
 }
 
 EnvVars HorovodEnv(const JobLayout& layout, const WorkerSlot& slot) {
+  const LocalShape shape = ShapeOf(layout, slot);
   return {
       {"HOROVOD_RANK", Str(slot.rank)},
       {"HOROVOD_SIZE", Str(WorldSize(layout))},
-      {"HOROVOD_LOCAL_RANK", Str(slot.local_rank)},
-      {"HOROVOD_LOCAL_SIZE", Str(LocalWorldSize(layout))},
-      {"HOROVOD_CROSS_RANK", Str(layout.node_rank)},
-      {"HOROVOD_CROSS_SIZE", Str(static_cast<int>(layout.nodes.size()))},
+      {"HOROVOD_LOCAL_RANK", Str(shape.local_rank)},
+      {"HOROVOD_LOCAL_SIZE", Str(shape.local_world_size)},
+      {"HOROVOD_CROSS_RANK", Str(shape.node_rank)},
+      {"HOROVOD_CROSS_SIZE", Str(shape.nnodes)},
       {"HOROVOD_HOSTNAME", layout.nodes[static_cast<size_t>(layout.node_rank)].host},
   };
 }
@@ -63,12 +61,13 @@ std::string AzureHostfile(const JobLayout& layout) {
   return text;
 }
 
-std::vector<std::string> LocalRankArgs(const WorkerSlot& slot, LocalRankArg style) {
+std::vector<std::string> LocalRankArgs(const JobLayout& layout, const WorkerSlot& slot, LocalRankArg style) {
+  const int local_rank = ShapeOf(layout, slot).local_rank;
   switch (style) {
     case LocalRankArg::kDash:
-      return {fmt::format("--local-rank={}", slot.local_rank)};
+      return {fmt::format("--local-rank={}", local_rank)};
     case LocalRankArg::kUnderscore:
-      return {fmt::format("--local_rank={}", slot.local_rank)};
+      return {fmt::format("--local_rank={}", local_rank)};
     case LocalRankArg::kNone:
       break;
   }

@@ -107,6 +107,12 @@ const std::string* Find(const EnvVars& vars, const std::string& name) {
   return nullptr;
 }
 
+LocalShape ShapeOf(const JobLayout& layout, const WorkerSlot& slot) {
+  if (const auto& v = layout.process_view) return {v->local_rank, v->local_world_size, v->node_rank, v->nnodes};
+  return {slot.local_rank, layout.nodes[static_cast<size_t>(layout.node_rank)].nproc, layout.node_rank,
+          static_cast<int>(layout.nodes.size())};
+}
+
 int WorldSize(const JobLayout& layout) {
   return RankOffset(layout, static_cast<int>(layout.nodes.size()));
 }

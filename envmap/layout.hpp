@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,18 @@ struct RoleSpec {
   EnvVars env;  // extra variables for this role only (seed 000: ps gets MAGIC=newnumber)
 };
 
+// Where something else started one dlaunch per worker (mpirun -np N, srun -n N)
+// and dlaunch runs that one worker: the layout then has one "node" of one worker
+// per process, which gets RANK and WORLD_SIZE right, and this view supplies what
+// the machine's real shape says instead: LOCAL_RANK, LOCAL_WORLD_SIZE, and the
+// physical node as GROUP_RANK/NODE_RANK (of GROUP_WORLD_SIZE).
+struct ProcessView {
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int nnodes = 1;
+};
+
 struct JobLayout {
   std::vector<Node> nodes;  // index is the node rank; never empty
   int node_rank = 0;        // which node this launcher is
@@ -47,6 +60,7 @@ struct JobLayout {
   std::string role = "default";  // torchrun's --role, used when `roles` is empty
   std::vector<RoleSpec> roles;   // empty: no TF roles
   bool agent_store = false;      // TORCHELASTIC_USE_AGENT_STORE
+  std::optional<ProcessView> process_view;  // set: one dlaunch per worker
 };
 
 // What one local worker is.
@@ -62,6 +76,16 @@ struct WorkerSlot {
 int WorldSize(const JobLayout& layout);
 // Global rank of local rank 0 on `node_rank`: the sum of nproc of the nodes before it.
 int RankOffset(const JobLayout& layout, int node_rank);
+
+// What a worker is told about its machine: the layout's node, or the process
+// view when one dlaunch runs one worker.
+struct LocalShape {
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int nnodes = 1;
+};
+LocalShape ShapeOf(const JobLayout& layout, const WorkerSlot& slot);
 
 // Checks the layout's invariants: at least one node, node_rank in range, nproc >= 1
 // everywhere, task_ports empty or nproc long, role counts >= 1 summing to the world

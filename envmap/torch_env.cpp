@@ -26,17 +26,16 @@ void Append(EnvVars& env, EnvVars more) {
 
 EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
                  const EnvMap& inherited) {
-  const int nnodes = static_cast<int>(layout.nodes.size());
-  const int local_world = layout.nodes[static_cast<size_t>(layout.node_rank)].nproc;
+  const auto [local_rank, local_world, node_rank, nnodes] = ShapeOf(layout, slot);
   EnvVars env = {
       {"RANK", Str(slot.rank)},
-      {"LOCAL_RANK", Str(slot.local_rank)},
+      {"LOCAL_RANK", Str(local_rank)},
       {"WORLD_SIZE", Str(WorldSize(layout))},
       {"LOCAL_WORLD_SIZE", Str(local_world)},
-      {"GROUP_RANK", Str(layout.node_rank)},
+      {"GROUP_RANK", Str(node_rank)},
       {"GROUP_WORLD_SIZE", Str(nnodes)},
       // Lightning reads NODE_RANK rather than torchrun's GROUP_RANK.
-      {"NODE_RANK", Str(layout.node_rank)},
+      {"NODE_RANK", Str(node_rank)},
       {"ROLE_NAME", slot.role},
       {"ROLE_RANK", Str(slot.role_rank)},
       {"ROLE_WORLD_SIZE", Str(slot.role_world_size)},

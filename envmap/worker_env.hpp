@@ -61,6 +61,6 @@ std::string AzureHostfile(const JobLayout& layout);
 
 // Arguments torch.distributed.launch appends after the user's: {"--local-rank=N"},
 // {"--local_rank=N"} or nothing.
-std::vector<std::string> LocalRankArgs(const WorkerSlot& slot, LocalRankArg style);
+std::vector<std::string> LocalRankArgs(const JobLayout& layout, const WorkerSlot& slot, LocalRankArg style);
 
 }  // namespace dlaunch::envmap

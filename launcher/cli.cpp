@@ -1,5 +1,6 @@
 #include "launcher/cli.hpp"
 
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <functional>
@@ -203,6 +204,49 @@ Status SetNodes(Options& o, const std::string& v) {
   return Status::Ok();
 }
 
+Status SetExport(Options& o, const std::string& v) {
+  std::string name = v.substr(0, v.find('='));
+  bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) return Bad("export", "NAME or NAME=VALUE", v);
+  o.exports.push_back(v);
+  return Status::Ok();
+}
+
+Status SetSshOption(Options& o, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0) return Bad("ssh-option", "KEY=VALUE (as ssh -o takes)", v);
+  o.ssh_options.push_back(v);
+  return Status::Ok();
+}
+
+Status SetRemote(Options& o, const std::string& v) {
+  if (v != "ssh" && v != "pdsh") return Bad("remote", "ssh or pdsh", v);
+  o.remote = v;
+  return Status::Ok();
+}
+
+Status SetLaunchMode(Options& o, const std::string& v) {
+  if (v != "per-process" && v != "per-node") return Bad("launch-mode", "per-process or per-node", v);
+  o.launch_mode = v;
+  return Status::Ok();
+}
+
+Status SetSshPort(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1 || *n > 65535) return Bad("ssh-port", "a port from 1 to 65535", v);
+  o.ssh_port = *n;
+  return Status::Ok();
+}
+
+// Flags that fix the layout: with any of them, the surroundings are not consulted.
+bool IsLayoutFlag(std::string_view name) {
+  for (std::string_view f : {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
+                             "standalone"})
+    if (name == f) return true;
+  return false;
+}
+
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
       {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)"},
@@ -221,6 +265,17 @@ const std::vector<Flag>& Flags() {
       {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)"},
       {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position"},
       {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position"},
+      {"host", 'H', Arity::kValue, StringFlag(&Options::host_list), "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position"},
+      {"include", 0, Arity::kValue, StringFlag(&Options::include), "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1"},
+      {"exclude", 0, Arity::kValue, StringFlag(&Options::exclude), "DeepSpeed filter: leave out these hosts/slots"},
+      {"remote", 0, Arity::kValue, SetRemote, "head-node launch: start agents with ssh (default) or pdsh"},
+      {"ssh-port", 0, Arity::kValue, SetSshPort, "head-node launch: ssh port"},
+      {"ssh-identity", 0, Arity::kValue, StringFlag(&Options::ssh_identity), "head-node launch: ssh key file"},
+      {"ssh-option", 0, Arity::kValue, SetSshOption, "head-node launch: ssh -o KEY=VALUE (repeatable)"},
+      {"export", 'x', Arity::kValue, SetExport, "head-node launch: pass NAME[=VALUE] to every node (repeatable)"},
+      {"remote-dlaunch", 0, Arity::kValue, StringFlag(&Options::remote_dlaunch), "head-node launch: dlaunch's path on the nodes"},
+      {"launch-mode", 0, Arity::kValue, SetLaunchMode, "per-process (default) or per-node: run COMMAND once per node"},
+      {"explain", 0, Arity::kSwitch, SwitchFlag(&Options::explain), "print what was detected and the layout; launch nothing"},
       {"standalone", 0, Arity::kSwitch, SwitchFlag(&Options::standalone), "single node, local rendezvous"},
       {"max-restarts", 0, Arity::kValue, IntFlag("max-restarts", 0, &Options::max_restarts), "restarts of the worker group on failure (default 0)"},
       {"monitor-interval", 0, Arity::kValue, Ignore, "accepted; dlaunch reacts to exits at once"},
@@ -285,6 +340,7 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
     if (f.arity == Arity::kSwitch && (it->second.empty() || it->second == "0")) continue;
     Status s = f.set(o, it->second);
     if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
+    if (IsLayoutFlag(f.name)) o.layout_given = true;
   }
   return Status::Ok();
 }
@@ -362,11 +418,12 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
         break;
     }
     if (Status s = flag->set(o, value); !s.ok()) return s;
+    if (IsLayoutFlag(flag->name)) o.layout_given = true;
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 
   if (o.help || o.version) return o;
-  if (o.command.empty())
+  if (o.command.empty() && !o.explain)
     return Status::InvalidArgument("no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])");
   // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
   if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
@@ -378,6 +435,10 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     return Status::InvalidArgument(fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
   if (o.min_nodes != o.max_nodes && o.rdzv_endpoint.empty())
     return Status::InvalidArgument(fmt::format("--nnodes: elastic {}:{} needs --rdzv-endpoint", o.min_nodes, o.max_nodes));
+  int lists = !o.nodes.empty() + !o.hostfile.empty() + !o.host_list.empty();
+  if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
+  if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
+    return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile or -H)", o.include.empty() ? "exclude" : "include"));
   if (!o.roles.empty() && o.max_nodes > 1)
     return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
   return o;

@@ -47,6 +47,31 @@ struct Options {
   std::string rdzv_token_file;  // --rdzv-token-file
   std::vector<std::string> nodes;  // --nodes a,b,c: node rank = position
   std::string hostfile;            // --hostfile F: the same, from a file
+  std::string host_list;           // -H/--host n1:8,n2:8 (mpirun's form)
+  std::string include;             // DeepSpeed's --include host1@host2:0,1
+  std::string exclude;             // DeepSpeed's --exclude
+
+  // Head-node launch (--hostfile or -H without --rdzv-endpoint): one agent per
+  // node, started through ssh or pdsh.
+  std::string remote = "ssh";               // --remote ssh|pdsh
+  std::optional<int> ssh_port;              // --ssh-port
+  std::string ssh_identity;                 // --ssh-identity KEY
+  std::vector<std::string> ssh_options;     // --ssh-option K=V (repeatable): ssh -o K=V
+  std::vector<std::string> exports;         // -x NAME[=VALUE] (repeatable), as mpirun's
+  std::string remote_dlaunch;               // --remote-dlaunch PATH (default: this binary's path)
+
+  // per-process: the workers are the command (torchrun). per-node: the command is
+  // itself a per-node launcher (torch.distributed.launch, accelerate, Lightning),
+  // started once per node with NODE_RANK, NNODES, MASTER_ADDR and MASTER_PORT.
+  std::string launch_mode = "per-process";
+
+  // A flag or PET_ variable fixed the layout (--nnodes, --node-rank, --master-addr,
+  // --master-port, --nodes, --hostfile, -H, --standalone): the surroundings
+  // (Slurm, mpirun, Azure ML, TF_CONFIG) are not consulted.
+  bool layout_given = false;
+  bool explain = false;
+  // Set from the surroundings: one dlaunch per worker (mpirun -np N, srun -n N).
+  std::optional<envmap::ProcessView> process_view;  // print what was detected and the layout; launch nothing
 
   int max_restarts = 0;
   std::string role = "default";

@@ -14,14 +14,17 @@
 
 #include <fmt/format.h>
 
+#include "envmap/detect.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
 #include "launcher/daemon.hpp"
+#include "launcher/mpi_bootstrap.hpp"
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
 #include "launcher/runner.hpp"
+#include "launcher/surroundings.hpp"
 #include "launcher/system.hpp"
 
 namespace fs = std::filesystem;
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
     return RunCoordinatorDaemon(std::vector<std::string>(argv + 2, argv + argc), env);
   Result<Options> parsed = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!parsed.ok()) return Fail(kExitUsage, parsed.status().message());
-  const Options& o = *parsed;
+  Options o = std::move(*parsed);
   if (o.help) {
     std::fputs(UsageText().c_str(), stdout);
     return 0;
@@ -144,6 +147,29 @@ int main(int argc, char** argv) {
   Result<int> nproc = ResolveNproc(o, env);
   if (!nproc.ok()) return Fail(kExitUsage, nproc.status().message());
   int n = *nproc;
+
+  // Where it runs: Slurm, mpirun, Azure ML, TF_CONFIG, unless flags fixed the layout.
+  Result<envmap::Detected> detected = envmap::Detect(env);
+  if (!detected.ok() && !o.layout_given) return Fail(kExitUsage, detected.status().message());
+  Result<Surroundings> surroundings = ApplySurroundings(detected.ok() ? *detected : envmap::Detected{}, n, o);
+  if (!surroundings.ok()) return Fail(kExitUsage, surroundings.status().message());
+  if (o.explain) {
+    std::string text = Explain(*surroundings, o, n, o.command.empty() ? std::vector<std::string>{} : WorkerArgv(o, env));
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (surroundings->needs_mpi_bootstrap) {
+    // Rank 0 offers its address and a port free there; every rank learns it.
+    Result<PortReservation> port = PortReservation::AnyFree();
+    if (!port.ok()) return Fail(1, port.status().message());
+    std::string mine = fmt::format("{}:{}", o.local_addr.empty() ? HostName() : o.local_addr, port->port());
+    port->Release();  // the coordinator binds it next
+    Result<std::string> endpoint = MpiShareFromRankZero(mine);
+    if (!endpoint.ok())
+      return Fail(kExitUsage, fmt::format("under mpirun: {} (or give --rdzv-endpoint HOST:PORT)", endpoint.status().message()));
+    o.rdzv_endpoint = *endpoint;
+    o.is_host = o.node_rank == 0;
+  }
   if (!o.roles.empty()) {
     int total = 0;
     for (const envmap::RoleSpec& r : o.roles) total += r.count;
@@ -166,6 +192,7 @@ int main(int argc, char** argv) {
   plan.layout.max_restarts = o.max_restarts;
   plan.layout.role = o.role;
   plan.layout.roles = o.roles;
+  plan.layout.process_view = o.process_view;
 
   // Where error files and logs go.
   plan.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
@@ -185,7 +212,10 @@ int main(int argc, char** argv) {
   if (o.env_azure) plan.flavors.azure_hostfile = plan.work_dir + "/hostfile";
   if (o.legacy_launch && !o.use_env)
     plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
-  plan.inherited = env;
+  // mpirun's per-process variables describe dlaunch, not its workers: a worker's
+  // own MPI_Init must not take dlaunch's identity (--env ompi sets the workers' own).
+  for (const auto& [name, value] : env)
+    if (!envmap::IsLauncherPrivate(name)) plan.inherited.emplace(name, value);
   plan.exe = *exe;
   plan.argv = worker_argv;
   plan.redirects = o.redirects;

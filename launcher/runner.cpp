@@ -139,12 +139,13 @@ Result<int> Runner::Start(int local_rank, int restart) {
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
   if (plan_.pin_gpu && !plan_.gpus.empty())
-    env["CUDA_VISIBLE_DEVICES"] = plan_.gpus[static_cast<size_t>(local_rank) % plan_.gpus.size()];
+    env["CUDA_VISIBLE_DEVICES"] =
+        plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
 
   SpawnSpec spec;
   spec.exe = plan_.exe;
   spec.args.assign(plan_.argv.begin() + 1, plan_.argv.end());
-  for (std::string& a : envmap::LocalRankArgs(slot, flavors.local_rank_arg)) spec.args.push_back(std::move(a));
+  for (std::string& a : envmap::LocalRankArgs(layout, slot, flavors.local_rank_arg)) spec.args.push_back(std::move(a));
   spec.env.reserve(env.size());
   for (auto& [k, v] : env) spec.env.push_back(k + "=" + v);
   if (!plan_.cpus.empty()) spec.cpus = plan_.cpus[static_cast<size_t>(local_rank)];

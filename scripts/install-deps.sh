@@ -4,8 +4,8 @@
 # only when something is missing.
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev)
-test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin time)
+build_pkgs=(build-essential cmake pkg-config libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev libopenmpi-dev)
+test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server openssh-client time)
 want=("${build_pkgs[@]}")
 if [[ "${1:-}" != "--build-only" ]]; then
   want+=("${test_pkgs[@]}")

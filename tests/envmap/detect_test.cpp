@@ -120,7 +120,8 @@ TEST_CASE("malformed variables are named with their value", "[detect]") {
 
 TEST_CASE("the launcher's own MPI identity is not passed to workers", "[detect]") {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_UNIVERSE_SIZE", "PMIX_RANK",
-                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_vpid", "OMPI_MCA_orte_hnp_uri"})
+                           "PMIX_NAMESPACE", "OMPI_MCA_ess_base_vpid", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_ess",
+                           "OMPI_MCA_pmix", "OMPI_ARGV", "OMPI_COMMAND"})
     CHECK(IsLauncherPrivate(name));
   // A user's MCA settings and everything else go through.
   for (const char* name : {"OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT", "PATH", "MASTER_ADDR"})

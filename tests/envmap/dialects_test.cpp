@@ -2,6 +2,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "envmap/worker_env.hpp"
 #include "tests/envmap/fixtures.hpp"
@@ -131,13 +132,48 @@ TEST_CASE("LocalRankArgs spells torch.distributed.launch's argument", "[envmap][
       {LocalRankArg::kUnderscore, 0, {"--local_rank=0"}},
       {LocalRankArg::kUnderscore, 12, {"--local_rank=12"}},
   };
+  JobLayout layout;
+  layout.nodes = {Node{"h", "h", 16, {}}};
   for (const auto& c : kCases) {
     INFO("style " << static_cast<int>(c.style) << " local " << c.local_rank);
     WorkerSlot slot;
     slot.local_rank = c.local_rank;
     slot.rank = c.local_rank + 100;  // must not leak into the argument
-    CHECK(LocalRankArgs(slot, c.style) == c.want);
+    CHECK(LocalRankArgs(layout, slot, c.style) == c.want);
   }
+}
+
+TEST_CASE("a process view (one dlaunch per worker) supplies the machine's shape to every dialect",
+          "[envmap][process_view]") {
+  // mpirun -np 4 on two hosts, block-mapped: this dlaunch is MPI rank 3, the
+  // second process on the second host. The layout is 4 one-worker "nodes".
+  JobLayout layout;
+  for (int i = 0; i < 4; ++i) layout.nodes.push_back(Node{fmt::format("p{}", i), "10.0.0.1", 1, {}});
+  layout.node_rank = 3;
+  layout.master_addr = "10.0.0.1";
+  layout.master_port = 29500;
+  layout.process_view = ProcessView{1, 2, 1, 2};
+  WorkerSlot slot = LocalSlots(layout).at(0);
+  Flavors flavors;
+  flavors.ompi = flavors.horovod = true;
+  flavors.local_rank_arg = LocalRankArg::kDash;
+  EnvVars env = WorkerEnv(layout, slot, flavors, {});
+  auto get = [&](const char* name) { return Find(env, name) ? *Find(env, name) : std::string("<unset>"); };
+  CHECK(get("RANK") == "3");
+  CHECK(get("WORLD_SIZE") == "4");
+  CHECK(get("LOCAL_RANK") == "1");
+  CHECK(get("LOCAL_WORLD_SIZE") == "2");
+  CHECK(get("GROUP_RANK") == "1");
+  CHECK(get("NODE_RANK") == "1");
+  CHECK(get("GROUP_WORLD_SIZE") == "2");
+  CHECK(get("OMP_NUM_THREADS") == "1");
+  CHECK(get("OMPI_COMM_WORLD_RANK") == "3");
+  CHECK(get("OMPI_COMM_WORLD_LOCAL_RANK") == "1");
+  CHECK(get("OMPI_COMM_WORLD_LOCAL_SIZE") == "2");
+  CHECK(get("HOROVOD_LOCAL_RANK") == "1");
+  CHECK(get("HOROVOD_CROSS_RANK") == "1");
+  CHECK(get("HOROVOD_CROSS_SIZE") == "2");
+  CHECK(LocalRankArgs(layout, slot, LocalRankArg::kDash) == std::vector<std::string>{"--local-rank=1"});
 }
 
 }  // namespace
