@@ -159,16 +159,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (surroundings->needs_mpi_bootstrap) {
-    // Rank 0 offers its address and a port free there; every rank learns it.
-    Result<PortReservation> port = PortReservation::AnyFree();
-    if (!port.ok()) return Fail(1, port.status().message());
-    std::string mine = fmt::format("{}:{}", o.local_addr.empty() ? HostName() : o.local_addr, port->port());
-    port->Release();  // the coordinator binds it next
-    Result<std::string> endpoint = MpiShareFromRankZero(mine);
-    if (!endpoint.ok())
-      return Fail(kExitUsage, fmt::format("under mpirun: {} (or give --rdzv-endpoint HOST:PORT)", endpoint.status().message()));
-    o.rdzv_endpoint = *endpoint;
-    o.is_host = o.node_rank == 0;
+    if (Status s = RendezvousThroughMpi(o); !s.ok()) return Fail(kExitUsage, s.message());
   }
   if (!o.roles.empty()) {
     int total = 0;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "launcher/cli.hpp"
+#include "launcher/system.hpp"
+
 #if DLAUNCH_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -42,5 +45,19 @@ Result<std::string> MpiShareFromRankZero(const std::string&) {
 }
 
 #endif
+
+Status RendezvousThroughMpi(Options& o) {
+  Result<PortReservation> port = PortReservation::AnyFree();
+  if (!port.ok()) return port.status();
+  std::string mine = fmt::format("{}:{}", o.local_addr.empty() ? HostName() : o.local_addr, port->port());
+  port->Release();  // the coordinator binds it next
+  Result<std::string> endpoint = MpiShareFromRankZero(mine);
+  if (!endpoint.ok())
+    return Status::InvalidArgument(
+        fmt::format("under mpirun: {} (or give --rdzv-endpoint HOST:PORT)", endpoint.status().message()));
+  o.rdzv_endpoint = *endpoint;
+  o.is_host = o.node_rank == 0;
+  return Status::Ok();
+}
 
 }  // namespace dlaunch::launcher

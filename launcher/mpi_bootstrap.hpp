@@ -18,4 +18,11 @@ bool MpiBootstrapAvailable();
 // MPI_Init starts afresh.
 Result<std::string> MpiShareFromRankZero(const std::string& mine);
 
+// Under mpirun with no endpoint given: rank 0 offers its address (--local-addr,
+// else its host name) and a port free there; every rank learns it and sets
+// o.rdzv_endpoint, and rank 0 hosts the coordinator. InvalidArgument "under
+// mpirun: ... (or give --rdzv-endpoint HOST:PORT)" when that fails.
+struct Options;
+Status RendezvousThroughMpi(Options& o);
+
 }  // namespace dlaunch::launcher
