@@ -247,6 +247,18 @@ bool IsLayoutFlag(std::string_view name) {
   return false;
 }
 
+// Flags a head-node launch keeps to itself: it decides each agent's nodes,
+// workers, rendezvous and tags.
+bool HeadOnly(std::string_view name) {
+  for (std::string_view f : {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+                             "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
+                             "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
+                             "ssh-option", "export", "remote-dlaunch", "explain", "standalone", "tag-output",
+                             "no-tag", "help", "version"})
+    if (name == f) return true;
+  return false;
+}
+
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
       {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)"},
@@ -419,6 +431,12 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     }
     if (Status s = flag->set(o, value); !s.ok()) return s;
     if (IsLayoutFlag(flag->name)) o.layout_given = true;
+    if (!HeadOnly(flag->name)) {
+      std::string canonical = fmt::format("--{}", flag->name);
+      if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;
+      o.agent_args.push_back(canonical);
+      if (flag->arity == Arity::kValue) o.agent_args.push_back(value);
+    }
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
 

@@ -59,6 +59,10 @@ struct Options {
   std::vector<std::string> ssh_options;     // --ssh-option K=V (repeatable): ssh -o K=V
   std::vector<std::string> exports;         // -x NAME[=VALUE] (repeatable), as mpirun's
   std::string remote_dlaunch;               // --remote-dlaunch PATH (default: this binary's path)
+  // The flags, as given, that the head passes on to every agent: all but those
+  // that describe the job's nodes, the rendezvous and the ssh connection, which
+  // the head sets itself.
+  std::vector<std::string> agent_args;
 
   // per-process: the workers are the command (torchrun). per-node: the command is
   // itself a per-node launcher (torch.distributed.launch, accelerate, Lightning),
@@ -69,9 +73,9 @@ struct Options {
   // --master-port, --nodes, --hostfile, -H, --standalone): the surroundings
   // (Slurm, mpirun, Azure ML, TF_CONFIG) are not consulted.
   bool layout_given = false;
-  bool explain = false;
+  bool explain = false;  // print what was detected and the layout; launch nothing
   // Set from the surroundings: one dlaunch per worker (mpirun -np N, srun -n N).
-  std::optional<envmap::ProcessView> process_view;  // print what was detected and the layout; launch nothing
+  std::optional<envmap::ProcessView> process_view;
 
   int max_restarts = 0;
   std::string role = "default";

@@ -19,6 +19,7 @@
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
 #include "launcher/daemon.hpp"
+#include "launcher/head.hpp"
 #include "launcher/mpi_bootstrap.hpp"
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
@@ -142,6 +143,9 @@ int main(int argc, char** argv) {
     std::puts("dlaunch 0.1.0");
     return 0;
   }
+
+  // The head of a job over ssh: the nodes resolve their own worker counts.
+  if (IsHeadLaunch(o) && !o.explain) return RunHead(o, env);
 
   // How many workers, and as what.
   Result<int> nproc = ResolveNproc(o, env);

@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <memory>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -62,57 +65,53 @@ bool IsLoopback(asio::io_context& io, const std::string& host) {
   return true;
 }
 
-// The job's hosts from --nodes or --hostfile ("host", "host slots=N" or
-// "host:N" lines; '#' starts a comment).
-Result<std::vector<std::string>> NodeList(const Options& o) {
-  if (o.hostfile.empty()) return o.nodes;
-  std::ifstream f(o.hostfile);
-  if (!f) return Status::InvalidArgument(fmt::format("--hostfile {}: cannot read", o.hostfile));
-  std::vector<std::string> hosts;
-  std::string line;
-  for (int n = 1; std::getline(f, line); ++n) {
-    line = line.substr(0, line.find('#'));
-    size_t start = line.find_first_not_of(" \t\r");
-    if (start == std::string::npos) continue;
-    std::string host = line.substr(start, line.find_first_of(" \t\r", start) - start);
-    std::string rest = line.substr(start + host.size());
-    if (size_t colon = host.find(':'); colon != std::string::npos) {
-      if (!ParseInt(host.substr(colon + 1))) return Status::InvalidArgument(fmt::format("hostfile {}:{}: expected HOST:SLOTS, got '{}'", o.hostfile, n, host));
-      host.resize(colon);
-    }
-    size_t extra = rest.find_first_not_of(" \t\r");
-    if (extra != std::string::npos && rest.compare(extra, 6, "slots=") != 0 && rest.compare(extra, 10, "max_slots=") != 0)
-      return Status::InvalidArgument(fmt::format("hostfile {}:{}: expected 'slots=N', got '{}'", o.hostfile, n, rest.substr(extra)));
-    hosts.push_back(host);
-  }
-  if (hosts.empty()) return Status::InvalidArgument(fmt::format("--hostfile {}: no hosts", o.hostfile));
-  return hosts;
-}
-
 }  // namespace
 
 bool UsesRendezvous(const Options& o) { return !o.rdzv_endpoint.empty() && !o.standalone; }
+
+Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
+  rdzv::TokenSources sources;
+  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
+  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
+  if (!o.rdzv_token_file.empty()) {
+    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o.rdzv_token_file);
+    if (!file.ok()) return file.status();
+    sources.file = *file;
+  }
+  return rdzv::ChooseToken(sources);
+}
+
+Result<std::vector<HostEntry>> NodeList(const Options& o) {
+  Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
+  if (!o.hostfile.empty()) {
+    std::ifstream f(o.hostfile);
+    if (!f) return Status::InvalidArgument(fmt::format("--hostfile {}: cannot read ({})", o.hostfile, std::strerror(errno)));
+    std::stringstream text;
+    text << f.rdbuf();
+    hosts = ParseHostfile(text.str(), o.hostfile);
+  } else if (!o.host_list.empty()) {
+    hosts = ParseHostList(o.host_list, "-H");
+  } else {
+    for (const std::string& n : o.nodes) hosts->push_back(HostEntry{n, std::nullopt, {}});
+  }
+  if (!hosts.ok()) return hosts;
+  return FilterHosts(std::move(*hosts), o.include, o.exclude);
+}
 
 int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
                  asio::io_context& io) {
   Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
-  rdzv::TokenSources sources;
-  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
-  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
-  if (!o.rdzv_token_file.empty()) {
-    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o.rdzv_token_file);
-    if (!file.ok()) return Fail(kExitUsage, file.status().message());
-    sources.file = *file;
-  }
-  Result<std::string> token = rdzv::ChooseToken(sources);
+  Result<std::string> token = ResolveToken(o, env);
   if (!token.ok()) return Fail(kExitUsage, token.status().message());
 
-  Result<std::vector<std::string>> node_list = NodeList(o);
-  if (!node_list.ok()) return Fail(kExitUsage, node_list.status().message());
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  std::vector<std::string> node_list;
+  for (const HostEntry& h : *hosts) node_list.push_back(h.host);
   int min_nodes = o.min_nodes, max_nodes = o.max_nodes;
-  if (!node_list->empty()) min_nodes = max_nodes = static_cast<int>(node_list->size());
+  if (!node_list.empty()) min_nodes = max_nodes = static_cast<int>(node_list.size());
 
   std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
   plan.layout.run_id = run_id;
@@ -135,7 +134,7 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
     copts.heartbeat_timeout = o.heartbeat_timeout;
     copts.max_restarts = o.max_restarts;
     copts.token = *token;
-    copts.node_list = *node_list;
+    copts.node_list = node_list;
     copts.master_port = o.master_port.value_or(0);
     if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
     auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",

@@ -6,6 +6,7 @@
 
 #include "envmap/layout.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/hostfile.hpp"
 #include "launcher/process.hpp"
 #include "launcher/runner.hpp"
 
@@ -13,6 +14,14 @@ namespace dlaunch::launcher {
 
 // True when the flags ask for the rendezvous: --rdzv-endpoint without --standalone.
 bool UsesRendezvous(const Options& options);
+
+// The rendezvous secret: --rdzv-token, else DLAUNCH_RDZV_TOKEN, else
+// --rdzv-token-file; "" when none is set. Fails naming the bad source.
+Result<std::string> ResolveToken(const Options& options, const envmap::EnvMap& env);
+
+// The job's nodes from --hostfile, -H or --nodes, filtered by --include or
+// --exclude; empty when none is given. Fails naming the file and line, or the flag.
+Result<std::vector<HostEntry>> NodeList(const Options& options);
 
 // Runs this node's part of the job and returns its exit code: 0 only when every
 // rank on every node finished with 0. `plan` is complete but for its layout,

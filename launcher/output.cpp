@@ -1,6 +1,10 @@
 #include "launcher/output.hpp"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +12,22 @@
 #include <fmt/format.h>
 
 namespace dlaunch::launcher {
+
+void WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      poll(&p, 1, 1000);
+    } else {
+      return;  // a closed console: the output has nowhere to go
+    }
+  }
+}
 
 void LineTagger::Feed(std::string_view data, std::string_view prefix, std::string& out) {
   while (!data.empty()) {

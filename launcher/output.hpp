@@ -48,6 +48,10 @@ struct TagFields {
 // the format when it does not parse, e.g. with an unknown field.
 Result<std::string> RenderTag(const std::string& format, const TagFields& fields, std::time_t now);
 
+// Writes all of `data` to `fd`, waiting out EAGAIN and EINTR; gives up quietly
+// when the other end is gone (a closed console has nowhere to show it).
+void WriteAll(int fd, std::string_view data);
+
 // Keeps the last `max_bytes` of a stream, for the failure summary.
 class TailBuffer {
  public:

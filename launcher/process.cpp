@@ -33,6 +33,7 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
+  if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
   if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
   if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
   if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);

@@ -13,6 +13,7 @@ struct SpawnSpec {
   std::string exe;                // resolved path (ResolveCommand)
   std::vector<std::string> args;  // argv[1..]
   std::vector<std::string> env;   // the whole environment, "NAME=VALUE"
+  int stdin_fd = -1;              // child's stdin; -1: inherit
   int stdout_fd = -1;             // child's stdout; -1: inherit
   int stderr_fd = -1;
   std::vector<int> cpus;          // CPU affinity; empty: inherit

@@ -36,22 +36,6 @@ namespace fs = std::filesystem;
 // Default: how long output may keep draining after the last worker exited.
 constexpr std::chrono::seconds kDrainTimeout{2};
 
-void WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      poll(&p, 1, 1000);
-    } else {
-      return;  // a closed console: the output has nowhere to go
-    }
-  }
-}
-
 class Runner : public WorkerControl {
  public:
   Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel)

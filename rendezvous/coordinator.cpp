@@ -314,6 +314,13 @@ void Coordinator::Fail(const std::string& cause, int code, bool node_lost) {
   End(code, reason, [&](const Agent&) { return Message(Abort{reason, code}); });
 }
 
+std::vector<Action> Coordinator::AbortJob(int code, const std::string& cause) {
+  if (state_ == State::kEnded) return {};
+  std::string reason = Subject() + ": " + cause;
+  End(code, reason, [&](const Agent&) { return Message(rendezvous::Abort{reason, code}); });
+  return Flush();
+}
+
 void Coordinator::End(int code, const std::string& summary,
                       const std::function<Message(const Agent&)>& last) {
   for (const auto& [id, agent] : agents_) {

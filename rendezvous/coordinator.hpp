@@ -119,6 +119,11 @@ class Coordinator {
   // Time passed: deadlines of the handshake, join, last call and heartbeats.
   std::vector<Action> OnTick(Clock::time_point now);
 
+  // Ends the job from outside, e.g. a head-node launcher that lost a node before
+  // it joined, or was told to stop: every joined agent gets Abort{cause, code}.
+  // Nothing when the job has already ended.
+  std::vector<Action> AbortJob(int code, const std::string& cause);
+
   // The earliest deadline OnTick acts on; nullopt when none. Linear in the number
   // of connections: a session layer with many agents may tick on a fixed period.
   std::optional<Clock::time_point> NextDeadline() const;

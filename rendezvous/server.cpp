@@ -101,6 +101,7 @@ void CoordinatorServer::OnFirstMessage(ConnId id, Message message) {
     conns_.erase(id);
   };
   if (hello == nullptr) return refuse(fmt::format("expected hello first, got {}", TypeName(message)));
+  if (aborted_) return refuse(*aborted_);
   auto job = jobs_.find(hello->run_id);
   if (job == jobs_.end()) {
     Result<CoordinatorOptions> options = factory_(*hello);
@@ -113,6 +114,16 @@ void CoordinatorServer::OnFirstMessage(ConnId id, Message message) {
   Apply(run_id, job->second->OnConnect(id, conn->peer(), Clock::now()));
   auto again = jobs_.find(run_id);
   if (again != jobs_.end()) Apply(run_id, again->second->OnMessage(id, message, Clock::now()));
+}
+
+void CoordinatorServer::AbortAll(int code, const std::string& cause) {
+  aborted_ = cause;
+  std::vector<std::string> ids;
+  for (const auto& [run_id, job] : jobs_) ids.push_back(run_id);
+  for (const std::string& run_id : ids) {
+    auto job = jobs_.find(run_id);
+    if (job != jobs_.end()) Apply(run_id, job->second->AbortJob(code, cause));
+  }
 }
 
 void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
@@ -136,7 +147,7 @@ void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
                                                      : job->second->OnDisconnect(id, now));
 }
 
-void CoordinatorServer::Apply(const std::string& run_id, std::vector<Action> actions) {
+void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
   for (Action& action : actions) {
     if (auto* send = std::get_if<Send>(&action)) {
       auto it = conns_.find(send->conn);

@@ -46,6 +46,10 @@ class CoordinatorServer {
   static JobFactory OneJob(CoordinatorOptions options);
   ~CoordinatorServer();
 
+  // Ends every job with Abort{cause, code} to its agents, and refuses every
+  // Hello from now on with `cause`.
+  void AbortAll(int code, const std::string& cause);
+
   // The last job that ended, if any.
   const std::optional<JobEnded>& ended() const { return ended_; }
   // A job has ended and every connection has written its last bytes.
@@ -63,7 +67,8 @@ class CoordinatorServer {
   void Accept();
   void OnFirstMessage(ConnId id, Message message);
   void OnClosed(ConnId id, const Status& why);
-  void Apply(const std::string& run_id, std::vector<Action> actions);
+  // `run_id` is a copy: the actions may erase the route it came from.
+  void Apply(std::string run_id, std::vector<Action> actions);
   void Tick();
 
   boost::asio::io_context& io_;
@@ -78,6 +83,7 @@ class CoordinatorServer {
   std::vector<std::weak_ptr<Connection>> all_;    // outlive conns_ while flushing
   ConnId next_id_ = 1;
   std::optional<JobEnded> ended_;
+  std::optional<std::string> aborted_;  // why new agents are refused
   std::chrono::milliseconds hello_timeout_{10000};  // Default: 10s, as the handshake
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -1,0 +1,471 @@
+#include "launcher/head.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <list>
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/multinode.hpp"
+#include "launcher/output.hpp"
+#include "launcher/process.hpp"
+#include "launcher/text.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace asio = boost::asio;
+namespace rdzv = dlaunch::rendezvous;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kExitUsage = 2;
+// Default: how long an agent may take past --shutdown-timeout to finish once the
+// job has ended, before its connection is killed.
+constexpr std::chrono::seconds kFinishSlack{10};
+// Default: how long a node's output may drain after its ssh exited.
+constexpr std::chrono::seconds kDrainTimeout{2};
+constexpr const char* kDefaultTag = "[{node_rank},{rank}]: ";
+
+int Fail(int code, const std::string& message) {
+  WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", message));
+  return code;
+}
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+// This machine's address on the route to `host`. Connecting a UDP socket sends
+// nothing; the kernel only picks the source address it would use.
+Result<std::string> RouteAddress(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::udp::resolver resolver(io);
+  auto results = resolver.resolve(host, "9", ec);
+  if (ec || results.empty())
+    return Status::InvalidArgument(fmt::format("node {}: cannot resolve ({})", host, ec ? ec.message() : "no address"));
+  asio::ip::udp::socket probe(io);
+  probe.connect(results.begin()->endpoint(), ec);
+  if (!ec) {
+    auto local = probe.local_endpoint(ec);
+    if (!ec) return local.address().to_string();
+  }
+  return Status::InvalidArgument(fmt::format("node {}: no route from this machine ({})", host, ec.message()));
+}
+
+std::string NprocArg(const HostEntry& e, const Options& o) {
+  if (o.nproc_kind == NprocKind::kNumber || !e.only_slots.empty() || (!o.nproc_given && e.slots))
+    return fmt::format("{}", WorkersOn(e, o.nproc_given, o.nproc));
+  // auto, gpu and cpu are the node's to resolve, not the head's.
+  return o.nproc_kind == NprocKind::kAuto ? "auto" : o.nproc_kind == NprocKind::kGpu ? "gpu" : "cpu";
+}
+
+// The agents of a head-node launch, run to the end on one io_context.
+class Head {
+ public:
+  struct Node {
+    std::string name;      // "node 1 (10.0.0.3)"
+    std::string launcher;  // "ssh", "pdsh" or "sh"
+    int pid = -1;
+    std::optional<int> code;  // shell exit code, once reaped
+    int open_streams = 0;
+    bool finished = false;
+    TailBuffer err_tail{4096};
+    std::unique_ptr<asio::steady_timer> drain;
+  };
+
+  Head(const Options& o, asio::io_context& io, Watchdog& watchdog, rdzv::CoordinatorServer& server)
+      : o_(o), io_(io), watchdog_(watchdog), server_(server), signals_(io), deadline_(io) {}
+
+  // Starts node `i`'s launcher; `stdin_line` is written to its stdin, which then closes.
+  Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
+                   const std::string& stdin_line);
+  // Ends the job on every node (the first call only): each agent gets Abort{cause, code}.
+  void Stop(int code, const std::string& cause);
+  int Run();
+
+ private:
+  struct Stream {
+    Stream(asio::io_context& io, int fd) : sd(io, fd) {}
+    asio::posix::stream_descriptor sd;
+    LineTagger lines;
+    size_t node = 0;
+    bool is_err = false;
+    bool open = true;
+    std::array<char, 1 << 16> buf;
+  };
+
+  void Read(Stream* s);
+  void CloseStream(Stream* s);
+  void WaitSignals();
+  void Reap();
+  void MaybeFinished(size_t i);
+  void ArmDeadline();
+  void KillAll();
+  bool AllFinished() const;
+
+  const Options& o_;
+  asio::io_context& io_;
+  Watchdog& watchdog_;
+  rdzv::CoordinatorServer& server_;
+  asio::signal_set signals_;
+  asio::steady_timer deadline_;
+  bool deadline_armed_ = false;
+  std::vector<Node> nodes_;
+  std::list<std::unique_ptr<Stream>> streams_;
+  std::string out_;
+  bool stopping_ = false;
+  int stop_signal_ = 0;
+};
+
+Status Head::StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
+                       const std::string& stdin_line) {
+  Result<Pipe> in = MakePipe();
+  if (!in.ok()) return in.status();
+  Result<Pipe> out = MakePipe();
+  if (!out.ok()) return out.status();
+  Result<Pipe> err = MakePipe();
+  if (!err.ok()) return err.status();
+  SpawnSpec spec = base;
+  spec.stdin_fd = in->read_fd;
+  spec.stdout_fd = out->write_fd;
+  spec.stderr_fd = err->write_fd;
+  Result<int> pid = SpawnWorker(spec);
+  close(in->read_fd);
+  close(out->write_fd);
+  close(err->write_fd);
+  if (pid.ok()) {
+    // One short line into an empty pipe: never blocks.
+    WriteAll(in->write_fd, stdin_line);
+  }
+  close(in->write_fd);
+  if (!pid.ok()) {
+    close(out->read_fd);
+    close(err->read_fd);
+    return pid.status();
+  }
+  watchdog_.Add(*pid);
+  size_t i = nodes_.size();
+  Node& node = nodes_.emplace_back();
+  node.name = name;
+  node.launcher = launcher;
+  node.pid = *pid;
+  node.drain = std::make_unique<asio::steady_timer>(io_);
+  for (auto [fd, is_err] : {std::pair{out->read_fd, false}, std::pair{err->read_fd, true}}) {
+    auto s = std::make_unique<Stream>(io_, fd);
+    s->node = i;
+    s->is_err = is_err;
+    ++node.open_streams;
+    Stream* raw = s.get();
+    streams_.push_back(std::move(s));
+    Read(raw);
+  }
+  return Status::Ok();
+}
+
+void Head::Read(Stream* s) {
+  s->sd.async_read_some(asio::buffer(s->buf), [this, s](boost::system::error_code ec, size_t n) {
+    if (!s->open) return;
+    std::string_view data(s->buf.data(), n);
+    if (n > 0) {
+      // The agents tag their workers' lines; the head only keeps lines whole,
+      // so two nodes' output never interleaves mid-line.
+      out_.clear();
+      s->lines.Feed(data, "", out_);
+      WriteAll(s->is_err ? STDERR_FILENO : STDOUT_FILENO, out_);
+      if (s->is_err) nodes_[s->node].err_tail.Append(data);
+    }
+    if (ec) {
+      CloseStream(s);
+      MaybeFinished(s->node);
+      return;
+    }
+    Read(s);
+  });
+}
+
+void Head::CloseStream(Stream* s) {
+  if (!s->open) return;
+  s->open = false;
+  out_.clear();
+  s->lines.Finish("", out_);
+  WriteAll(s->is_err ? STDERR_FILENO : STDOUT_FILENO, out_);
+  boost::system::error_code ignored;
+  s->sd.close(ignored);
+  --nodes_[s->node].open_streams;
+}
+
+void Head::WaitSignals() {
+  signals_.async_wait([this](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (sig == SIGCHLD) {
+      Reap();
+    } else if (stop_signal_ == 0) {
+      stop_signal_ = sig;
+      Stop(128 + sig, fmt::format("stopped by {} on the head", SignalName(sig)));
+    } else {
+      // A second signal: do not wait for the agents.
+      KillAll();
+    }
+    WaitSignals();
+  });
+}
+
+void Head::Reap() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      Node& node = nodes_[i];
+      if (node.pid != pid) continue;
+      watchdog_.Remove(pid);
+      node.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (node.open_streams > 0) {
+        node.drain->expires_after(kDrainTimeout);
+        node.drain->async_wait([this, i](boost::system::error_code ec) {
+          if (ec) return;
+          for (auto& s : streams_)
+            if (s->node == i) CloseStream(s.get());
+          MaybeFinished(i);
+        });
+      }
+      MaybeFinished(i);
+    }
+  }
+}
+
+void Head::MaybeFinished(size_t i) {
+  Node& node = nodes_[i];
+  if (node.finished || !node.code || node.open_streams > 0) return;
+  node.finished = true;
+  node.drain->cancel();
+  if (!server_.ended() && !stopping_) {
+    // The agent is gone and the job has not ended: it never joined, or it died.
+    std::vector<std::string> last = node.err_tail.LastLines(1);
+    std::string cause = fmt::format("{}: {} exited with code {} before the job ended{}", node.name, node.launcher,
+                                    *node.code, last.empty() ? "" : " (" + last.back() + ")");
+    Stop(1, cause);
+  }
+}
+
+void Head::Stop(int code, const std::string& cause) {
+  if (!stopping_) {
+    stopping_ = true;
+    server_.AbortAll(code, cause);
+    // No agent had joined: no coordinator log line says why, so say it here.
+    if (!server_.ended()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", cause));
+  }
+  ArmDeadline();
+}
+
+// Once the job is over, every agent has --shutdown-timeout (plus slack) to finish.
+void Head::ArmDeadline() {
+  if (deadline_armed_) return;
+  deadline_armed_ = true;
+  deadline_.expires_after(o_.shutdown_timeout + kFinishSlack);
+  deadline_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    for (const Node& n : nodes_)
+      if (!n.code) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: the agent did not finish; killing its {}\n", n.name, n.launcher));
+    KillAll();
+  });
+}
+
+void Head::KillAll() {
+  for (const Node& n : nodes_)
+    if (!n.code) kill(-n.pid, SIGKILL);
+}
+
+bool Head::AllFinished() const {
+  for (const Node& n : nodes_)
+    if (!n.finished) return false;
+  return true;
+}
+
+int Head::Run() {
+  signals_.add(SIGCHLD);
+  for (int sig : o_.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o_.signals_to_handle)
+    signals_.add(sig);
+  WaitSignals();
+  Reap();  // a node that failed before the signal set was in place
+  io_.restart();
+  while (!AllFinished() && io_.run_one() > 0) {
+    if (server_.ended()) ArmDeadline();
+  }
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  deadline_.cancel();
+  for (auto& s : streams_) CloseStream(s.get());
+  io_.restart();
+  io_.poll();
+
+  if (stop_signal_ != 0) return 128 + stop_signal_;
+  if (const auto& ended = server_.ended()) {
+    if (ended->exit_code != 0) WriteAll(STDERR_FILENO, fmt::format("dlaunch: job: {}\n", ended->summary));
+    return ended->exit_code;
+  }
+  return 1;
+}
+
+}  // namespace
+
+bool IsHeadLaunch(const Options& o) {
+  return (!o.hostfile.empty() || !o.host_list.empty()) && o.rdzv_endpoint.empty();
+}
+
+AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const std::vector<HostEntry>& hosts,
+                             int node_rank, const std::string& self, const std::string& endpoint,
+                             const std::string& run_id, const std::string& cwd) {
+  const HostEntry& entry = hosts[static_cast<size_t>(node_rank)];
+  AgentCommand c;
+  c.cwd = cwd;
+  for (const std::string& x : o.exports) {
+    size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      c.env.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+    } else if (auto it = env.find(x); it != env.end()) {
+      c.env.emplace_back(x, it->second);
+    }
+  }
+  if (!entry.only_slots.empty()) c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
+  c.argv = {self,
+            "--rdzv-endpoint", endpoint,
+            "--rdzv-id", run_id,
+            "--nnodes", fmt::format("{}", hosts.size()),
+            "--node-rank", fmt::format("{}", node_rank),
+            "--nproc-per-node", NprocArg(entry, o)};
+  if (o.tag_format) c.argv.push_back("--tag-output=" + *o.tag_format);
+  else if (o.no_tag) c.argv.push_back("--no-tag");
+  else c.argv.push_back(std::string("--tag-output=") + kDefaultTag);
+  c.argv.insert(c.argv.end(), o.agent_args.begin(), o.agent_args.end());
+  // Last, so that a forwarded --rdzv-conf cannot make an agent host a coordinator.
+  c.argv.insert(c.argv.end(), {"--rdzv-conf", "is_host=0"});
+  if (o.after_dashdash) c.argv.push_back("--");
+  c.argv.insert(c.argv.end(), o.command.begin(), o.command.end());
+  return c;
+}
+
+int RunHead(const Options& o, const envmap::EnvMap& env) {
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  int n = static_cast<int>(hosts->size());
+  if (o.max_nodes > 1 && o.max_nodes != n)
+    return Fail(kExitUsage, fmt::format("--nnodes: {} given, but the node list has {} host(s)", o.max_nodes, n));
+  for (const std::string& x : o.exports)
+    if (x.find('=') == std::string::npos && !env.contains(x))
+      WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
+
+  Result<std::string> token = ResolveToken(o, env);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+  if (token->empty()) {
+    // No shared secret given: a fresh one for this job, handed to each agent on
+    // its ssh's stdin, so nobody else can join the coordinator.
+    Result<std::string> fresh = rdzv::RandomNonce();
+    if (!fresh.ok()) return Fail(1, fresh.status().message());
+    *token = Hex(*fresh);
+  }
+
+  asio::io_context io;
+  // The coordinator listens on the address that routes to the nodes, on a free port.
+  std::string addr = o.local_addr;
+  bool all_local = true;
+  for (const HostEntry& h : *hosts) all_local = all_local && IsLoopbackName(h.host);
+  if (addr.empty() && all_local) addr = "127.0.0.1";
+  for (size_t i = 0; addr.empty() && i < hosts->size(); ++i) {
+    if (IsLoopbackName((*hosts)[i].host)) continue;
+    Result<std::string> route = RouteAddress(io, (*hosts)[i].host);
+    if (!route.ok()) return Fail(kExitUsage, route.status().message());
+    addr = *route;
+  }
+  std::string run_id = o.rdzv_id;
+  if (run_id.empty()) {
+    Result<std::string> nonce = rdzv::RandomNonce();
+    if (!nonce.ok()) return Fail(1, nonce.status().message());
+    run_id = Hex(nonce->substr(0, 8));
+  }
+  rdzv::CoordinatorOptions copts;
+  copts.run_id = run_id;
+  copts.min_nodes = copts.max_nodes = n;
+  copts.join_timeout = o.join_timeout;
+  copts.last_call_timeout = o.last_call_timeout;
+  copts.heartbeat_timeout = o.heartbeat_timeout;
+  copts.max_restarts = o.max_restarts;
+  copts.token = *token;
+  copts.master_port = o.master_port.value_or(0);
+  auto log = [](const std::string& line) { WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", line)); };
+  Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
+      rdzv::CoordinatorServer::Start(io, rdzv::HostPort{addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
+  if (!server.ok()) return Fail(kExitUsage, server.status().message());
+  std::string endpoint = rdzv::HostPort{addr, (*server)->port()}.ToString();
+
+  std::error_code ec;
+  std::string self = o.remote_dlaunch;
+  if (self.empty()) self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
+  std::string cwd = std::filesystem::current_path(ec).string();
+
+  signal(SIGPIPE, SIG_IGN);
+  Watchdog watchdog;
+  if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
+  Head head(o, io, watchdog, **server);
+  std::vector<std::string> base_env;
+  for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
+
+  int code = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string& host = (*hosts)[static_cast<size_t>(i)].host;
+    RemoteOptions ropts;
+    ropts.kind = IsLoopbackName(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
+    ropts.port = o.ssh_port;
+    ropts.identity = o.ssh_identity;
+    ropts.ssh_options = o.ssh_options;
+    AgentCommand command = AgentCommandFor(o, env, *hosts, i, self, endpoint, run_id, cwd);
+    command.token = *token;
+    command.token_on_stdin = ropts.kind != RemoteKind::kPdsh;
+    std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
+    Result<std::string> exe = ResolveCommand(argv[0]);
+    if (!exe.ok()) {
+      code = Fail(exe.status().code() == Code::kNotFound ? 127 : 126,
+                  fmt::format("--remote {}: {}", o.remote, exe.status().message()));
+      break;
+    }
+    SpawnSpec spec;
+    spec.exe = *exe;
+    spec.args.assign(argv.begin() + 1, argv.end());
+    spec.env = base_env;
+    if (ropts.kind == RemoteKind::kPdsh) {
+      auto [name, value] = PdshEnv(ropts);
+      spec.env.push_back(name + "=" + value);
+    }
+    std::string name = fmt::format("node {} ({})", i, host);
+    Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec,
+                              command.token_on_stdin ? *token + "\n" : "");
+    if (!s.ok()) {
+      code = Fail(1, fmt::format("{}: {}", name, s.message()));
+      break;
+    }
+  }
+  if (code != 0) head.Stop(code, "the launch failed on the head");
+  int result = head.Run();
+  watchdog.Stop();
+  return code != 0 ? code : result;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,58 @@
+// Head-node launch, the pure half: the command line that starts one dlaunch
+// agent on a node through ssh, pdsh, or a local shell. Every value reaches the
+// remote shell single-quoted, so no host, path, variable or argument is ever
+// interpreted by it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dlaunch::launcher {
+
+enum class RemoteKind { kSsh, kPdsh, kLocal };
+
+// How the head reaches the nodes (--remote, --ssh-*).
+struct RemoteOptions {
+  RemoteKind kind = RemoteKind::kSsh;
+  std::optional<int> port;               // --ssh-port
+  std::string identity;                  // --ssh-identity
+  std::vector<std::string> ssh_options;  // --ssh-option K=V, before dlaunch's own defaults
+  // Default: 10s. ssh's own default waits for the kernel's SYN retries (minutes).
+  int connect_timeout_s = 10;
+};
+
+// What the agent on one node runs.
+struct AgentCommand {
+  std::string cwd;  // empty: the login directory
+  std::vector<std::pair<std::string, std::string>> env;  // -x NAME=VALUE
+  std::vector<std::string> argv;                         // dlaunch and its arguments
+  // The rendezvous token: read from the first line of stdin (ssh, local), so it
+  // shows in no process list. pdsh forwards no stdin: it is then set inline.
+  std::string token;
+  bool token_on_stdin = true;
+};
+
+// `s` quoted for a POSIX shell: 'it'"'"'s'.
+std::string ShellQuote(std::string_view s);
+
+// The one shell line the node runs, e.g.
+//   IFS= read -r DLAUNCH_RDZV_TOKEN || exit 1; export DLAUNCH_RDZV_TOKEN; cd '/w' || exit 1; exec env 'A=b' '/bin/dlaunch' ...
+std::string AgentShellLine(const AgentCommand& command);
+
+// The argv the head executes to run `shell_line` on `host`:
+//   ssh   ssh -T [-o USER...] -o BatchMode=yes -o ConnectTimeout=10 [-p P] [-i KEY] -- HOST LINE
+//   pdsh  pdsh -S -N -R ssh -w HOST LINE  (ssh flags through PDSH_SSH_ARGS_APPEND, see PdshEnv)
+//   local /bin/sh -c LINE
+std::vector<std::string> LauncherArgv(const RemoteOptions& options, const std::string& host,
+                                      const std::string& shell_line);
+
+// pdsh takes ssh's flags from the environment: {"PDSH_SSH_ARGS_APPEND", "..."}.
+std::pair<std::string, std::string> PdshEnv(const RemoteOptions& options);
+
+// True for names the head starts without ssh: localhost and 127.0.0.0/8, ::1.
+bool IsLoopbackName(std::string_view host);
+
+}  // namespace dlaunch::launcher
