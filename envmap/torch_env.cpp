@@ -58,12 +58,27 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
   return env;
 }
 
+EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors) {
+  const std::string node_rank = Str(layout.node_rank);
+  const std::string nnodes = Str(static_cast<int>(layout.nodes.size()));
+  EnvVars env = {
+      {"NODE_RANK", node_rank},
+      {"GROUP_RANK", node_rank},
+      {"NNODES", nnodes},
+      {"GROUP_WORLD_SIZE", nnodes},
+      {"MASTER_ADDR", layout.master_addr},
+      {"MASTER_PORT", Str(layout.master_port)},
+  };
+  Append(env, AzureEnv(layout, flavors));
+  return env;
+}
+
 EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
                   const EnvMap& inherited) {
-  EnvVars env = TorchEnv(layout, slot, flavors, inherited);
+  EnvVars env = flavors.per_node ? PerNodeEnv(layout, flavors) : TorchEnv(layout, slot, flavors, inherited);
   if (!layout.roles.empty()) env.emplace_back("TF_CONFIG", TfConfig(layout, slot));
   if (flavors.ompi) Append(env, OmpiEnv(layout, slot));
-  if (flavors.azure) Append(env, AzureEnv(layout, flavors));
+  if (flavors.azure && !flavors.per_node) Append(env, AzureEnv(layout, flavors));
   if (flavors.horovod) Append(env, HorovodEnv(layout, slot));
   // Seed 000: a role's own variables override the job's (ps gets MAGIC=newnumber).
   for (const RoleSpec& role : layout.roles) {

@@ -29,6 +29,8 @@ struct Flavors {
   std::string azure_hostfile;   // path of the hostfile the launcher wrote (AZUREML_MPI_HOSTFILE)
   std::string error_file;       // TORCHELASTIC_ERROR_FILE for this worker; empty: not set
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
+  // --launch-mode per-node: the one process per node is itself a launcher.
+  bool per_node = false;
 };
 
 // Master port the Azure ML dialect uses when none is given (seed 002's helper).
@@ -38,9 +40,18 @@ inline constexpr int kAzureMasterPort = 6105;
 // `inherited` is the launcher's environment: a variable torchrun leaves alone when
 // the user set it (OMP_NUM_THREADS, NCCL_ASYNC_ERROR_HANDLING,
 // TORCH_NCCL_ASYNC_ERROR_HANDLING) is left out of the result when present there.
-// Role-specific variables (RoleSpec::env) come last and win.
+// Role-specific variables (RoleSpec::env) come last and win. With
+// Flavors::per_node the PyTorch set is PerNodeEnv's instead.
 EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
                   const EnvMap& inherited);
+
+// What a per-node launcher (torch.distributed.launch, Lightning, accelerate, seed
+// 004's launch.py) reads on its node: NODE_RANK, GROUP_RANK, NNODES,
+// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and Azure ML's AZ_BATCH_MASTER_NODE /
+// AZ_BATCHAI_MPI_MASTER_NODE. No RANK, LOCAL_RANK, WORLD_SIZE or TORCHELASTIC_*:
+// the child launcher sets those for its own workers, and Lightning takes a
+// LOCAL_RANK or TORCHELASTIC_RUN_ID in its environment to mean it must not spawn.
+EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors);
 
 // Each dialect on its own (WorkerEnv is their concatenation).
 EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,

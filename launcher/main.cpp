@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
   Result<int> nproc = ResolveNproc(o, env);
   if (!nproc.ok()) return Fail(kExitUsage, nproc.status().message());
   int n = *nproc;
+  if (o.launch_mode == "per-node") {
+    if (!o.roles.empty()) return Fail(kExitUsage, "--launch-mode per-node: cannot be combined with --roles");
+    n = 1;  // the command is itself a launcher and starts this node's workers
+  }
 
   // Where it runs: Slurm, mpirun, Azure ML, TF_CONFIG, unless flags fixed the layout.
   Result<envmap::Detected> detected = envmap::Detect(env);
@@ -204,6 +208,7 @@ int main(int argc, char** argv) {
   plan.flavors.ompi = o.env_ompi;
   plan.flavors.azure = o.env_azure;
   plan.flavors.horovod = o.env_horovod;
+  plan.flavors.per_node = o.launch_mode == "per-node";
   if (o.env_azure) plan.flavors.azure_hostfile = plan.work_dir + "/hostfile";
   if (o.legacy_launch && !o.use_env)
     plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;

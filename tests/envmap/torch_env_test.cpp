@@ -229,5 +229,34 @@ TEST_CASE("WorkerEnv adds TF_CONFIG and the role's own variables", "[envmap][tor
   CHECK(worker[torch.size()].first == "TF_CONFIG");
 }
 
+
+TEST_CASE("per-node mode gives the node's launcher the node variables and no worker's", "[envmap][torch]") {
+  // One launcher per node: every node of the layout runs one process.
+  JobLayout layout = ThreeNodes(2);
+  for (Node& n : layout.nodes) n.nproc = 1;
+  Flavors flavors;
+  flavors.per_node = true;
+  EnvVars env = WorkerEnv(layout, LocalSlots(layout)[0], flavors, {});
+  CHECK(env == EnvVars{{"NODE_RANK", "2"},
+                       {"GROUP_RANK", "2"},
+                       {"NNODES", "3"},
+                       {"GROUP_WORLD_SIZE", "3"},
+                       {"MASTER_ADDR", "10.0.0.1"},
+                       {"MASTER_PORT", "29500"},
+                       {"AZ_BATCHAI_MPI_MASTER_NODE", "10.0.0.1"},
+                       {"AZ_BATCH_MASTER_NODE", "10.0.0.1:29500"}});
+  // Seed 004's launch.py reads the Open MPI view: rank = node rank, size = nodes.
+  flavors.ompi = flavors.azure = true;
+  env = WorkerEnv(layout, LocalSlots(layout)[0], flavors, {});
+  CHECK(*Find(env, "OMPI_COMM_WORLD_RANK") == "2");
+  CHECK(*Find(env, "OMPI_COMM_WORLD_SIZE") == "3");
+  CHECK(Find(env, "RANK") == nullptr);
+  CHECK(Find(env, "LOCAL_RANK") == nullptr);
+  CHECK(Find(env, "TORCHELASTIC_RUN_ID") == nullptr);
+  int azure = 0;
+  for (const auto& [name, value] : env) azure += name == "AZ_BATCHAI_MPI_MASTER_NODE";
+  CHECK(azure == 1);  // --env azure adds nothing twice
+}
+
 }  // namespace
 }  // namespace dlaunch::envmap
