@@ -311,3 +311,34 @@ TEST_CASE("a node table that cannot fit in one frame aborts instead of sending",
 }
 
 }  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("AbortJob ends the job from outside: waiting and running agents get Abort", "[coordinator]") {
+  // Gathering: two of three joined.
+  Harness h(Opts(3, 3));
+  ConnId a = h.JoinAs(MakeJoin("a"));
+  ConnId b = h.JoinAs(MakeJoin("b"));
+  h.Apply(h.c.AbortJob(1, "node 2 (c): ssh exited with code 255 before the job ended"));
+  const std::string why = "rendezvous head:29400: node 2 (c): ssh exited with code 255 before the job ended";
+  for (ConnId id : {a, b}) {
+    CHECK(std::get<Abort>(h.inbox[id].back()) == Abort{why, 1});
+    CHECK(h.closed.count(id) == 1);
+  }
+  REQUIRE(h.ended.has_value());
+  CHECK(h.ended->exit_code == 1);
+  CHECK(h.ended->summary == why);
+  CHECK(h.c.state() == Coordinator::State::kEnded);
+  // Once ended, another abort does nothing.
+  CHECK(h.c.AbortJob(130, "stopped").empty());
+
+  // Running: the code given reaches every agent.
+  Harness r(Opts(1, 1));
+  ConnId x = r.JoinAs(MakeJoin("x"));
+  REQUIRE(r.c.state() == Coordinator::State::kRunning);
+  r.Apply(r.c.AbortJob(130, "stopped by SIGINT on the head"));
+  CHECK(std::get<Abort>(r.inbox[x].back()).code == 130);
+  CHECK(r.ended->exit_code == 130);
+}
+
+}  // namespace dlaunch::rendezvous
