@@ -116,7 +116,29 @@ Result<Detected> Slurm(const EnvMap& env) {
     d.rank = *procid;
     d.world_size = *ntasks;
     d.local_rank = *localid;
-    d.local_size = per_node.value_or(std::max(1, *ntasks / std::max(1, d.nnodes)));
+    // This step's tasks on this node: srun's "2(x3),1" counts, which also cover
+    // uneven steps (-n 5 on 2 nodes); --ntasks-per-node; else an even share.
+    std::optional<int> here;
+    for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+      if (const std::string* counts = Get(env, name); counts != nullptr && !here) {
+        here = TasksOnNode(*counts, d.node_rank);
+        if (!here) return Status::InvalidArgument(fmt::format("{}: expected counts like '2(x3),1' covering node {}, got '{}'",
+                                                              name, d.node_rank, *counts));
+      }
+    }
+    d.local_size = here.value_or(per_node.value_or(std::max(1, *ntasks / std::max(1, d.nnodes))));
+    d.evidence.push_back(fmt::format("task {} of {}, local task {} of {} from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID",
+                                     d.rank, d.world_size, d.local_rank, d.local_size));
+  }
+  // MpiParams=ports=A-B gives each step its own range; its first port keeps two
+  // steps on one node from meeting at the same rendezvous.
+  if (const std::string* ports = Get(env, "SLURM_STEP_RESV_PORTS")) {
+    int first = 0;
+    auto [ptr, ec] = std::from_chars(ports->data(), ports->data() + ports->size(), first);
+    if (ec == std::errc() && first >= 1 && first <= 65535) {
+      d.rdzv_port = first;
+      d.evidence.push_back(fmt::format("rendezvous port {} from SLURM_STEP_RESV_PORTS={}", first, *ports));
+    }
   }
   return d;
 }
@@ -162,6 +184,14 @@ Result<Detected> Azure(const EnvMap& env) {
     d.node_rank = *node_rank;
     d.evidence.push_back(fmt::format("node rank {} from NODE_RANK", d.node_rank));
   }
+  DLAUNCH_READ(count, "AZUREML_NODE_COUNT", 1);
+  if (count) {
+    d.nnodes = *count;
+    d.evidence.push_back(fmt::format("{} nodes from AZUREML_NODE_COUNT", d.nnodes));
+  }
+  if (d.node_rank >= d.nnodes)
+    return Status::InvalidArgument(fmt::format("NODE_RANK: {} is not below the node count {}{}", d.node_rank, d.nnodes,
+                                               count ? " (AZUREML_NODE_COUNT)" : " (AZUREML_NODE_COUNT is not set)"));
   return d;
 }
 
@@ -294,6 +324,31 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view list) {
   }
   if (depth != 0) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", list));
   return hosts;
+}
+
+std::optional<int> TasksOnNode(std::string_view counts, int node) {
+  int index = 0;
+  size_t start = 0;
+  while (start <= counts.size()) {
+    size_t comma = counts.find(',', start);
+    std::string_view item = counts.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    int n = 0, times = 1;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc() || n < 1) return std::nullopt;
+    std::string_view rest = item.substr(static_cast<size_t>(ptr - item.data()));
+    if (!rest.empty()) {
+      // "(xK)"
+      if (rest.size() < 4 || !rest.starts_with("(x") || !rest.ends_with(")")) return std::nullopt;
+      std::string_view k = rest.substr(2, rest.size() - 3);
+      auto [kp, kec] = std::from_chars(k.data(), k.data() + k.size(), times);
+      if (kec != std::errc() || kp != k.data() + k.size() || times < 1) return std::nullopt;
+    }
+    if (node < index + times) return n;
+    index += times;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return std::nullopt;
 }
 
 bool IsLauncherPrivate(std::string_view name) {

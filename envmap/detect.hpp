@@ -32,6 +32,7 @@ struct Detected {
   std::optional<int> nproc;        // workers per node, when the source says
   std::string master_addr;         // empty: not known from the source
   std::optional<int> master_port;
+  std::optional<int> rdzv_port;    // a port the source reserved for this job step
   std::string rdzv_endpoint;       // Kubeflow's PET_RDZV_ENDPOINT
   std::string run_id;              // SLURM_JOB_ID, PET_RDZV_ID
   std::vector<std::string> hosts;  // the job's nodes in node-rank order, when known
@@ -56,6 +57,11 @@ Result<Detected> Detect(const EnvMap& env);
 // bracket groups multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2). Fails on an
 // unbalanced bracket or a bad range, naming the text.
 Result<std::vector<std::string>> ExpandHostlist(std::string_view list);
+
+// The number of tasks on node `node` from Slurm's compressed per-node counts:
+// "2(x3),1" is 2, 2, 2, 1. nullopt when `node` is past the list or the text is
+// malformed.
+std::optional<int> TasksOnNode(std::string_view counts, int node);
 
 // Variables a worker must not inherit from the launcher's own launcher: under
 // mpirun, dlaunch's OMPI_COMM_WORLD_*, PMIX_* and OMPI_MCA_ess_* would make a

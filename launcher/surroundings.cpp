@@ -36,7 +36,7 @@ Status ApplyTasks(const Detected& d, int nproc, Options& o, Surroundings& out) {
   if (!o.rdzv_endpoint.empty()) return Status::Ok();
   if (!d.master_addr.empty()) {
     // Slurm's first host, or AZ_BATCH_MASTER_NODE (whose port is MASTER_PORT's).
-    o.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, kDefaultRdzvPort);
+    o.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(kDefaultRdzvPort));
     if (d.master_port && !o.master_port) o.master_port = d.master_port;
     return Status::Ok();
   }

@@ -57,8 +57,8 @@ TEST_CASE("each source, from recorded variables", "[detect]") {
                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"},
                    {"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}},
        Source::kOpenMpi, 1, 2, "10.0.0.4"},
-      {"azure multi-node", {{"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"NODE_RANK", "3"}},
-       Source::kAzure, 3, 1, "10.0.0.4"},
+      {"azure multi-node", {{"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"NODE_RANK", "3"}, {"AZUREML_NODE_COUNT", "4"}},
+       Source::kAzure, 3, 4, "10.0.0.4"},
       {"azure single node", {{"AZ_BATCHAI_MPI_MASTER_NODE", "10.0.0.5"}}, Source::kAzure, 0, 1, "10.0.0.5"},
       {"tf_config", {{"TF_CONFIG", R"({"cluster":{"worker":["w0:2222","w1:2222"],"chief":["c0:2222"],"ps":["p0:1"]},)"
                                    R"("task":{"type":"worker","index":1},"environment":"cloud"})"}},
@@ -94,6 +94,15 @@ TEST_CASE("source details: ports, ids, hosts and the per-process view", "[detect
   CHECK(s.local_rank == 1);
   CHECK(s.local_size == 2);
 
+  // srun -n 5 on two nodes: 3 tasks on the first, 2 on the second.
+  Detected uneven = MustDetect({{"SLURM_JOB_ID", "78"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},
+                                {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "5"},
+                                {"SLURM_LOCALID", "1"}, {"SLURM_STEP_TASKS_PER_NODE", "3,2"},
+                                {"SLURM_TASKS_PER_NODE", "4(x2)"}, {"SLURM_STEP_RESV_PORTS", "12000-12003"}});
+  CHECK(uneven.local_size == 2);
+  CHECK(uneven.rdzv_port == std::optional<int>(12000));
+  CHECK_FALSE(s.rdzv_port);
+
   // mpirun -np 4 on two nodes, two per node: rank 3 is local rank 1 of 2.
   Detected m = MustDetect({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
                            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
@@ -105,6 +114,23 @@ TEST_CASE("source details: ports, ids, hosts and the per-process view", "[detect
   CHECK(m.master_addr.empty());  // left to --rdzv-endpoint or the MPI bootstrap
 }
 
+TEST_CASE("Slurm's per-node task counts", "[detect]") {
+  struct Case {
+    const char* counts;
+    int node;
+    std::optional<int> tasks;
+  };
+  std::vector<Case> cases = {
+      {"2", 0, 2},         {"2(x3),1", 0, 2},  {"2(x3),1", 2, 2}, {"2(x3),1", 3, 1}, {"2(x3),1", 4, std::nullopt},
+      {"1,4,2", 1, 4},     {"3(x2)", 1, 3},    {"", 0, std::nullopt}, {"2(x", 0, std::nullopt},
+      {"2(x0)", 0, std::nullopt}, {"x", 0, std::nullopt}, {"0", 0, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    INFO(c.counts << " node " << c.node);
+    CHECK(TasksOnNode(c.counts, c.node) == c.tasks);
+  }
+}
+
 TEST_CASE("malformed variables are named with their value", "[detect]") {
   CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "x"}}).status().message() ==
         "SLURM_NODEID: expected a number >= 0, got 'x'");
@@ -114,6 +140,12 @@ TEST_CASE("malformed variables are named with their value", "[detect]") {
   CHECK(Detect({{"AZ_BATCH_MASTER_NODE", "h:99999"}}).status().message() ==
         "AZ_BATCH_MASTER_NODE: expected ADDR:PORT, got 'h:99999'");
   CHECK(Detect({{"TF_CONFIG", "{"}}).status().message() == "TF_CONFIG: not a JSON object in '{'");
+  CHECK(Detect({{"AZ_BATCH_MASTER_NODE", "h:6105"}, {"NODE_RANK", "1"}}).status().message() ==
+        "NODE_RANK: 1 is not below the node count 1 (AZUREML_NODE_COUNT is not set)");
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"}, {"SLURM_PROCID", "1"},
+                {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2"}})
+            .status()
+            .message() == "SLURM_STEP_TASKS_PER_NODE: expected counts like '2(x3),1' covering node 1, got '2'");
   CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_JOB_NODELIST", "a[1-"}}).status().message() ==
         "SLURM_JOB_NODELIST: unbalanced '[' in 'a[1-'");
 }
@@ -124,7 +156,8 @@ TEST_CASE("the launcher's own MPI identity is not passed to workers", "[detect]"
                            "OMPI_MCA_pmix", "OMPI_ARGV", "OMPI_COMMAND"})
     CHECK(IsLauncherPrivate(name));
   // A user's MCA settings and everything else go through.
-  for (const char* name : {"OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT", "PATH", "MASTER_ADDR"})
+  for (const char* name : {"OMPI_MCA_btl", "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_MCA_rmaps_base_oversubscribe", "PATH",
+                           "MASTER_ADDR"})
     CHECK_FALSE(IsLauncherPrivate(name));
 }
 
