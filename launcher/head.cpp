@@ -362,6 +362,52 @@ AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const 
   return c;
 }
 
+namespace {
+
+// How node `host` is reached.
+RemoteOptions RemoteFor(const Options& o, const std::string& host) {
+  RemoteOptions r;
+  r.kind = IsLoopbackName(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
+  r.port = o.ssh_port;
+  r.identity = o.ssh_identity;
+  r.ssh_options = o.ssh_options;
+  return r;
+}
+
+std::string SelfPath(const Options& o, std::error_code& ec) {
+  if (!o.remote_dlaunch.empty()) return o.remote_dlaunch;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
+
+}  // namespace
+
+int ExplainHead(const Options& o, const envmap::EnvMap& env) {
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  std::error_code ec;
+  std::string self = SelfPath(o, ec);
+  std::string cwd = std::filesystem::current_path(ec).string();
+  std::string out = fmt::format("mode: head-node launch of {} node(s); the coordinator runs here{}\n", hosts->size(),
+                                o.local_addr.empty() ? "" : " on " + o.local_addr);
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    const HostEntry& h = (*hosts)[i];
+    RemoteOptions r = RemoteFor(o, h.host);
+    AgentCommand c = AgentCommandFor(o, env, *hosts, static_cast<int>(i), self, "HEAD:PORT", o.rdzv_id.empty() ? "RUN_ID" : o.rdzv_id, cwd);
+    c.token = "TOKEN";
+    c.token_on_stdin = r.kind != RemoteKind::kPdsh;
+    out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, NprocArg(h, o),
+                       r.kind == RemoteKind::kLocal ? "a local shell" : o.remote);
+    std::string line = AgentShellLine(c);
+    std::vector<std::string> argv = LauncherArgv(r, h.host, line);
+    argv.pop_back();  // the line itself, shown unquoted below
+    std::vector<std::string> shown;
+    for (const std::string& a : argv) shown.push_back(ShellQuote(a));
+    out += fmt::format("  {} LINE\n  LINE: {}\n", fmt::join(shown, " "), line);
+  }
+  WriteAll(STDOUT_FILENO, out);
+  return 0;
+}
+
 int RunHead(const Options& o, const envmap::EnvMap& env) {
   Result<std::vector<HostEntry>> hosts = NodeList(o);
   if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
@@ -416,8 +462,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   std::string endpoint = rdzv::HostPort{addr, (*server)->port()}.ToString();
 
   std::error_code ec;
-  std::string self = o.remote_dlaunch;
-  if (self.empty()) self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  std::string self = SelfPath(o, ec);
   if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
   std::string cwd = std::filesystem::current_path(ec).string();
 
@@ -431,11 +476,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   int code = 0;
   for (int i = 0; i < n; ++i) {
     const std::string& host = (*hosts)[static_cast<size_t>(i)].host;
-    RemoteOptions ropts;
-    ropts.kind = IsLoopbackName(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
-    ropts.port = o.ssh_port;
-    ropts.identity = o.ssh_identity;
-    ropts.ssh_options = o.ssh_options;
+    RemoteOptions ropts = RemoteFor(o, host);
     AgentCommand command = AgentCommandFor(o, env, *hosts, i, self, endpoint, run_id, cwd);
     command.token = *token;
     command.token_on_stdin = ropts.kind != RemoteKind::kPdsh;

@@ -30,6 +30,11 @@ AgentCommand AgentCommandFor(const Options& options, const envmap::EnvMap& env, 
                              int node_rank, const std::string& self, const std::string& endpoint,
                              const std::string& run_id, const std::string& cwd);
 
+// --explain for a head-node launch: the nodes, their ranks and worker counts, and
+// the command each would run (the token and the coordinator's port left as
+// placeholders). Returns the exit code after printing.
+int ExplainHead(const Options& options, const envmap::EnvMap& env);
+
 // Runs the job from the head and returns its exit code: the job's (the first
 // failure's code, 128+N for a signal), 1 when a node could not be started, 2 for
 // bad input (one line naming it).

@@ -27,6 +27,7 @@
 #include "launcher/runner.hpp"
 #include "launcher/surroundings.hpp"
 #include "launcher/system.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace fs = std::filesystem;
 using namespace dlaunch;
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
   }
 
   // The head of a job over ssh: the nodes resolve their own worker counts.
-  if (IsHeadLaunch(o) && !o.explain) return RunHead(o, env);
+  if (IsHeadLaunch(o)) return o.explain ? ExplainHead(o, env) : RunHead(o, env);
 
   // How many workers, and as what.
   Result<int> nproc = ResolveNproc(o, env);
@@ -214,8 +215,9 @@ int main(int argc, char** argv) {
     plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   // mpirun's per-process variables describe dlaunch, not its workers: a worker's
   // own MPI_Init must not take dlaunch's identity (--env ompi sets the workers' own).
+  // The rendezvous secret is dlaunch's alone, too.
   for (const auto& [name, value] : env)
-    if (!envmap::IsLauncherPrivate(name)) plan.inherited.emplace(name, value);
+    if (!envmap::IsLauncherPrivate(name) && name != rendezvous::kTokenEnvVar) plan.inherited.emplace(name, value);
   plan.exe = *exe;
   plan.argv = worker_argv;
   plan.redirects = o.redirects;

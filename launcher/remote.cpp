@@ -1,5 +1,9 @@
 #include "launcher/remote.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -32,6 +36,10 @@ std::vector<std::string> SshFlags(const RemoteOptions& o) {
 }  // namespace
 
 std::string ShellQuote(std::string_view s) {
+  // Words of only these characters mean the same to every POSIX shell unquoted
+  // (as Python's shlex.quote has it), which keeps --explain readable.
+  auto safe = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%+=:,./_-", c) != nullptr; };
+  if (!s.empty() && std::all_of(s.begin(), s.end(), safe)) return std::string(s);
   std::string out = "'";
   for (char c : s) {
     if (c == '\'') out += "'\"'\"'";

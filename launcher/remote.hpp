@@ -35,7 +35,8 @@ struct AgentCommand {
   bool token_on_stdin = true;
 };
 
-// `s` quoted for a POSIX shell: 'it'"'"'s'.
+// `s` quoted for a POSIX shell: 'it'"'"'s'; a word of only letters, digits and
+// @%+=:,./_- stays as it is.
 std::string ShellQuote(std::string_view s);
 
 // The one shell line the node runs, e.g.

@@ -10,7 +10,7 @@
 #      2,3 on B (node 1), MASTER_ADDR = A's address everywhere, `-x` variables
 #      (NAME=VALUE with a space and a quote; bare NAME from the head's
 #      environment) reach the workers, every output line is tagged with node
-#      and rank;
+#      and rank, and no worker sees the rendezvous token;
 #   2. -H, sleeping workers, `kill -9` of B's agent: the head exits non-zero
 #      within 2 x heartbeat (+ slack) with a `dlaunch: job: ` line naming the
 #      lost node, and no worker is left anywhere;
@@ -245,6 +245,7 @@ cat >"$TMP/ddp_wrap.sh" <<EOF
 addr=\$("$IP_BIN" -4 -o addr show dev eth0 2>/dev/null | awk '{print \$4}' | cut -d/ -f1)
 echo "env: RANK=\$RANK LOCAL_RANK=\$LOCAL_RANK GROUP_RANK=\$GROUP_RANK WORLD_SIZE=\$WORLD_SIZE MASTER_ADDR=\$MASTER_ADDR HOST=\$addr"
 echo "x: GLOO=\$GLOO_SOCKET_IFNAME X=[\$DLTEST_X] H=[\$DLTEST_FROM_HEAD]"
+echo "token: \${DLAUNCH_RDZV_TOKEN-unset}"
 exec "$PY" -u "$TMP/ddp_train.py" --epochs 1 --steps 5
 EOF
 chmod +x "$TMP/ddp_wrap.sh"
@@ -285,6 +286,9 @@ n_x=$(grep -cFx -e "[0,0]: x: GLOO=eth0 X=[$XVAL] H=[$DLTEST_FROM_HEAD]" -e "[0,
   grep -E "${TAG_ANY}x: " "$OUT" >&2
   fail "case 1: expected 4 workers with GLOO_SOCKET_IFNAME=eth0, DLTEST_X=[$XVAL] and DLTEST_FROM_HEAD=[$DLTEST_FROM_HEAD] (from -x), got $n_x"
 }
+# The head's fresh token reached every agent (they joined) but no worker.
+n_tok=$(grep -cE "${TAG_ANY}token: unset\$" "$OUT")
+assert_eq "$n_tok" 4 "case 1: workers that do not see the rendezvous token"
 untagged=$(grep -cvE "$TAG_ANY" "$OUT")
 [[ $untagged == 0 ]] || {
   grep -vE "$TAG_ANY" "$OUT" | head -n 5 >&2

@@ -31,6 +31,9 @@ TEST_CASE("ShellQuote survives a real shell unchanged", "[remote]") {
     CHECK(RunShell("printf '%s' " + ShellQuote(s)) == s);
   }
   CHECK(ShellQuote("it's") == "'it'\"'\"'s'");
+  CHECK(ShellQuote("--node-rank=1,a@b:/x.y_z%+") == "--node-rank=1,a@b:/x.y_z%+");
+  CHECK(ShellQuote("") == "''");
+  CHECK(ShellQuote("a b") == "'a b'");
 }
 
 TEST_CASE("the agent's shell line reads the token from stdin and quotes every value", "[remote]") {
@@ -41,12 +44,12 @@ TEST_CASE("the agent's shell line reads the token from stdin and quotes every va
   c.token = "s3cret";
   CHECK(AgentShellLine(c) ==
         "IFS= read -r DLAUNCH_RDZV_TOKEN || exit 1; export DLAUNCH_RDZV_TOKEN; cd '/work dir' || exit 1; "
-        "exec env 'GLOO_SOCKET_IFNAME=eth0' 'X=x y'\"'\"'z' '/opt/dlaunch' '--node-rank' '1' '--' 'python' 'train.py'");
+        "exec env GLOO_SOCKET_IFNAME=eth0 'X=x y'\"'\"'z' /opt/dlaunch --node-rank 1 -- python train.py");
   c.token_on_stdin = false;
   c.cwd.clear();
   c.env.clear();
   CHECK(AgentShellLine(c) ==
-        "DLAUNCH_RDZV_TOKEN='s3cret'; export DLAUNCH_RDZV_TOKEN; exec '/opt/dlaunch' '--node-rank' '1' '--' 'python' 'train.py'");
+        "DLAUNCH_RDZV_TOKEN=s3cret; export DLAUNCH_RDZV_TOKEN; exec /opt/dlaunch --node-rank 1 -- python train.py");
 }
 
 TEST_CASE("the shell line runs as written in a real shell", "[remote]") {
