@@ -19,7 +19,8 @@
 #      only ssh's ConnectTimeout ends the connect) and a refused one: the
 #      launch fails within ConnectTimeout + 5 s naming the host and ssh's own
 #      error, and the agents already started are torn down;
-#   5. a bad hostfile line: exit 2, the error names FILE:LINE.
+#   5. a bad hostfile line: exit 2, the error names FILE:LINE;
+#   6. --remote pdsh: ranks on A and B, a rank's exit code comes back.
 #
 # Output tag assumed: `[NODE_RANK,RANK]: ` at the start of every line a worker
 # prints (e.g. `[1,3]: rank 3: params in sync, ...`); see tag() below, the one
@@ -388,6 +389,30 @@ wait_dl bad
 expect_rc 2 "case 5: --hostfile with 'n1 slots=abc' on line 2"
 assert_file_matches "$ERR" "bad_hosts:2:" "case 5: the parse error names the file and line"
 assert_nothing_left 2 "case 5: after the bad hostfile"
+
+# ---------------------------------------------------------------------------
+# 6. --remote pdsh (over pdsh's ssh module): the token goes inline, the ssh
+#    flags through PDSH_SSH_ARGS_APPEND; rank 1 exits 3, and so does the head.
+if command -v pdsh >/dev/null; then
+  cat >"$TMP/pdsh_rank.sh" <<EOF
+#!/bin/sh
+echo "pdsh: rank \$RANK of \$WORLD_SIZE on \$(hostname -I 2>/dev/null | cut -d' ' -f1)"
+[ "\$RANK" = 1 ] && exit 3
+exit 0
+EOF
+  chmod +x "$TMP/pdsh_rank.sh"
+  start_head pdsh 45 -H "$ADDR_A:1,$ADDR_B:1" --remote pdsh "${SSH_FLAGS[@]}" --rdzv-conf "heartbeat_timeout=$HB" \
+    -- "$TMP/pdsh_rank.sh"
+  wait_dl pdsh
+  log "case 6 (--remote pdsh): head exited $RC after ${ELAPSED}s"
+  expect_rc 3 "case 6: --remote pdsh, rank 1 exits 3"
+  assert_file_matches "$OUT" "^$(tag 0 0)pdsh: rank 0 of 2 on $ADDR_A\$" "case 6: rank 0 ran on A through pdsh"
+  assert_file_matches "$OUT" "^$(tag 1 1)pdsh: rank 1 of 2 on $ADDR_B\$" "case 6: rank 1 ran on B through pdsh"
+  assert_file_matches "$ERR" "^dlaunch: job: .*rank 1 exited with code 3" "case 6: the head's summary names rank 1 and code 3"
+  assert_nothing_left 5 "case 6: after the pdsh job"
+else
+  log "case 6 skipped: pdsh is not installed"
+fi
 
 # ---------------------------------------------------------------------------
 # The end: stop the sshds, then nothing of ours may be left.
