@@ -150,6 +150,22 @@ show_run() {
   } >&2
 }
 
+# ns_leftovers LISTER NS...: for each network namespace in which `LISTER NS`
+# prints pids, describes them on stderr; prints " NS:pid,pid..." for a message.
+ns_leftovers() {
+  local lister=$1 ns pids left=""
+  shift
+  for ns in "$@"; do
+    pids=$("$lister" "$ns")
+    if [[ -n $pids ]]; then
+      left+=" $ns:${pids//$'\n'/,}"
+      # shellcheck disable=SC2086
+      describe_pids $pids >&2
+    fi
+  done
+  printf '%s' "$left"
+}
+
 fail_run() {
   show_run
   fail "$*"

@@ -99,18 +99,9 @@ no_workers_anywhere() {
   [[ -z $(workers_in "$NS_A")$(workers_in "$NS_B")$(workers_in "$NS_C") ]]
 }
 assert_no_workers() {
-  local what=$1 ns left=""
+  local what=$1
   wait_for 5 no_workers_anywhere && return 0
-  for ns in "$NS_A" "$NS_B" "$NS_C"; do
-    local pids
-    pids=$(workers_in "$ns")
-    if [[ -n $pids ]]; then
-      left+=" $ns:${pids//$'\n'/,}"
-      # shellcheck disable=SC2086
-      describe_pids $pids >&2
-    fi
-  done
-  fail "$what: processes left in the namespaces:$left"
+  fail "$what: processes left in the namespaces:$(ns_leftovers workers_in "$NS_A" "$NS_B" "$NS_C")"
 }
 
 show_nodes() {

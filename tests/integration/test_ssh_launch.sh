@@ -180,16 +180,7 @@ assert_nothing_left() {
   local nss=("$@")
   ((${#nss[@]})) || nss=("$NS_HEAD" "$NS_A" "$NS_B")
   wait_for "$secs" nothing_in "${nss[@]}" && return 0
-  local ns pids left=""
-  for ns in "${nss[@]}"; do
-    pids=$(ns_procs "$ns")
-    if [[ -n $pids ]]; then
-      left+=" $ns:${pids//$'\n'/,}"
-      # shellcheck disable=SC2086
-      describe_pids $pids >&2
-    fi
-  done
-  fail "$what: processes left in the namespaces ${secs}s later:$left"
+  fail "$what: processes left in the namespaces ${secs}s later:$(ns_leftovers ns_procs "${nss[@]}")"
 }
 
 # The agent dlaunch in NS: comm "dlaunch" with a parent that is not dlaunch.
@@ -397,8 +388,12 @@ if command -v pdsh >/dev/null; then
   cat >"$TMP/pdsh_rank.sh" <<EOF
 #!/bin/sh
 echo "pdsh: rank \$RANK of \$WORLD_SIZE on \$(hostname -I 2>/dev/null | cut -d' ' -f1)"
-[ "\$RANK" = 1 ] && exit 3
-exit 0
+[ "\$RANK" = 0 ] && exec touch "$TMP/pdsh.rank0"
+# Rank 1 fails only once rank 0 has spoken (at most 10 s), or the abort could
+# stop rank 0 before its line.
+i=0
+while [ ! -e "$TMP/pdsh.rank0" ] && [ \$i -lt 100 ]; do "$TMP/bin/sleep" 0.1; i=\$((i + 1)); done
+exit 3
 EOF
   chmod +x "$TMP/pdsh_rank.sh"
   start_head pdsh 45 -H "$ADDR_A:1,$ADDR_B:1" --remote pdsh "${SSH_FLAGS[@]}" --rdzv-conf "heartbeat_timeout=$HB" \
