@@ -362,4 +362,12 @@ bool IsLauncherPrivate(std::string_view name) {
   return false;
 }
 
+bool IsSlurmTaskVariable(std::string_view name) {
+  for (std::string_view v : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
+                             "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_GTIDS", "SLURM_TASK_PID"})
+    if (name == v) return true;
+  return false;
+}
+
 }  // namespace dlaunch::envmap

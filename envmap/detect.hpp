@@ -68,4 +68,10 @@ std::optional<int> TasksOnNode(std::string_view counts, int node);
 // worker's own MPI_Init take dlaunch's identity.
 bool IsLauncherPrivate(std::string_view name);
 
+// Slurm's view of one task (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, ...). When
+// one dlaunch task runs several workers, these describe dlaunch and not them, and
+// Lightning, which checks SLURM_NTASKS before TorchElastic's variables, would take
+// SLURM_PROCID as every worker's rank.
+bool IsSlurmTaskVariable(std::string_view name);
+
 }  // namespace dlaunch::envmap

@@ -160,6 +160,11 @@ int main(int argc, char** argv) {
   // Where it runs: Slurm, mpirun, Azure ML, TF_CONFIG, unless flags fixed the layout.
   Result<envmap::Detected> detected = envmap::Detect(env);
   if (!detected.ok() && !o.layout_given) return Fail(kExitUsage, detected.status().message());
+  // Several tasks on this machine (mpirun -np 8, srun --ntasks-per-node=8): each
+  // is one worker unless --nproc-per-node says otherwise, rather than one per
+  // visible GPU each.
+  if (detected.ok() && !o.layout_given && !o.nproc_given && detected->has_process_view && detected->local_size > 1)
+    n = 1;
   Result<Surroundings> surroundings = ApplySurroundings(detected.ok() ? *detected : envmap::Detected{}, n, o);
   if (!surroundings.ok()) return Fail(kExitUsage, surroundings.status().message());
   if (o.explain) {
@@ -215,9 +220,15 @@ int main(int argc, char** argv) {
     plan.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   // mpirun's per-process variables describe dlaunch, not its workers: a worker's
   // own MPI_Init must not take dlaunch's identity (--env ompi sets the workers' own).
-  // The rendezvous secret is dlaunch's alone, too.
-  for (const auto& [name, value] : env)
-    if (!envmap::IsLauncherPrivate(name) && name != rendezvous::kTokenEnvVar) plan.inherited.emplace(name, value);
+  // The rendezvous secret is dlaunch's alone, too, and so is Slurm's task view
+  // when this task runs several workers.
+  bool hide_slurm_task = surroundings->applied && surroundings->detected.source == envmap::Source::kSlurm &&
+                         !o.process_view;
+  for (const auto& [name, value] : env) {
+    if (envmap::IsLauncherPrivate(name) || name == rendezvous::kTokenEnvVar) continue;
+    if (hide_slurm_task && envmap::IsSlurmTaskVariable(name)) continue;
+    plan.inherited.emplace(name, value);
+  }
   plan.exe = *exe;
   plan.argv = worker_argv;
   plan.redirects = o.redirects;

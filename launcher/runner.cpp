@@ -299,6 +299,9 @@ void Runner::PrintSummary() {
     WorkerReport r;
     r.record = w;
     r.rank = slots_[static_cast<size_t>(w.local_rank)].rank;
+    // The LOCAL_RANK the worker was told: with one dlaunch per worker (mpirun,
+    // srun) that is its place on the machine, not 0.
+    r.record.local_rank = envmap::ShapeOf(plan_.layout, slots_[static_cast<size_t>(w.local_rank)]).local_rank;
     reports.push_back(r);
   }
   if (const WorkerRecord* root = supervisor_.root_cause()) {

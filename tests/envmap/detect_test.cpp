@@ -161,5 +161,14 @@ TEST_CASE("the launcher's own MPI identity is not passed to workers", "[detect]"
     CHECK_FALSE(IsLauncherPrivate(name));
 }
 
+
+TEST_CASE("Slurm's task view is told apart from the job's", "[detect]") {
+  for (const char* name : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS",
+                           "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"})
+    CHECK(IsSlurmTaskVariable(name));
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_NODEID", "SLURM_NNODES", "SLURM_JOB_NODELIST", "SLURM_NTASKSX", "PATH"})
+    CHECK_FALSE(IsSlurmTaskVariable(name));
+}
+
 }  // namespace
 }  // namespace dlaunch::envmap

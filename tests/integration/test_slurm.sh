@@ -126,6 +126,7 @@ cp "$SRC/examples/ddp_train.py" "$TMP/ddp_train.py"
 cat >"$TMP/ddp_wrap.sh" <<EOF
 #!/bin/sh
 echo "env: RANK=\$RANK LOCAL_RANK=\$LOCAL_RANK LOCAL_WORLD_SIZE=\$LOCAL_WORLD_SIZE GROUP_RANK=\$GROUP_RANK NODE_RANK=\$NODE_RANK WORLD_SIZE=\$WORLD_SIZE TORCHELASTIC_RUN_ID=\$TORCHELASTIC_RUN_ID"
+echo "slurm: PROCID=\${SLURM_PROCID-unset} NTASKS=\${SLURM_NTASKS-unset} JOB=\${SLURM_JOB_ID:+set}"
 exec "$PY" -u "$TMP/ddp_train.py" --epochs 1 --steps 5
 EOF
 chmod +x "$TMP/ddp_wrap.sh"
@@ -169,6 +170,9 @@ for r in 0 1; do
   assert_file_matches "$OUT" \
     "^ *0: \[$r\]: env: RANK=$r LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 GROUP_RANK=0 NODE_RANK=0 WORLD_SIZE=2 TORCHELASTIC_RUN_ID=[0-9]+$" \
     "per-node: rank $r"
+  # The task's own view describes dlaunch, not its two workers (Lightning would
+  # read SLURM_PROCID as each one's rank); the job's variables stay.
+  assert_file_matches "$OUT" "^ *0: \[$r\]: slurm: PROCID=unset NTASKS=unset JOB=set\$" "per-node: rank $r sees no task variables"
 done
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the per-node job"
@@ -184,7 +188,7 @@ chmod +x "$TMP/fail.sh"
 run_srun 60 -N1 -n2 --overcommit "$DLAUNCH" --nproc-per-node 1 -- "$TMP/fail.sh"
 [[ $RC == 3 ]] || fail_run "srun after rank 1 exited 3: expected exit code 3, got $RC"
 le "$ELAPSED" 20 || fail_run "srun took ${ELAPSED}s to end after rank 1 failed (rank 0 sleeps 60 s)"
-assert_file_matches "$ERR" "^ *1: dlaunch: root cause: rank 1 \(local_rank [0-9]+, pid [0-9]+\) exited with code 3" \
+assert_file_matches "$ERR" "^ *1: dlaunch: root cause: rank 1 \(local_rank 1, pid [0-9]+\) exited with code 3" \
   "task 1's root cause"
 assert_file_matches "$ERR" "^ *0: dlaunch: .*rank 1 exited with code 3" "task 0 names the failed rank"
 wait_for 5 no_marked_processes
