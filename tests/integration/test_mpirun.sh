@@ -184,4 +184,20 @@ wait_for 5 no_marked_processes
 assert_no_leftovers "after the failed job"
 wait_for 5 no_helpers_left || fail "a dlaunch-mpi-bootstrap outlived the failed job"
 
+# ---------------------------------------------------------------------------
+# Entrypoint form on a machine with (here: said to have) 2 GPUs, two tasks on
+# it: each task is one worker, not one per GPU.
+cat >"$TMP/shape.sh" <<EOF
+#!/bin/sh
+echo "shape: RANK=\$RANK WORLD_SIZE=\$WORLD_SIZE LOCAL_RANK=\$LOCAL_RANK"
+EOF
+chmod +x "$TMP/shape.sh"
+CUDA_VISIBLE_DEVICES=0,1 run_mpi 60 2 "$DLAUNCH" -- "$TMP/shape.sh"
+expect_rc 0 "mpirun -np 2 dlaunch -- CMD with 2 GPUs visible"
+for r in 0 1; do
+  assert_file_matches "$OUT" "shape: RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r\$" "entrypoint form, task $r is rank $r of 2"
+done
+wait_for 5 no_marked_processes
+assert_no_leftovers "after the entrypoint-form job"
+
 pass
