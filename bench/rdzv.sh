@@ -1,0 +1,423 @@
+#!/usr/bin/env bash
+# dlaunch rendezvous benchmark (issue 3): many agents joining one coordinator,
+# the load generator, torchrun's c10d rendezvous beside dlaunch's, and how fast a
+# failure on one node stops the workers of another. Everything on 127.0.0.1.
+#
+#   bench/rdzv.sh [PATH/TO/dlaunch [PATH/TO/rdzv_load]]   (default: build/dlaunch,
+#                                                          and bench/rdzv_load beside it)
+#
+# BENCH_REPS (default 5) repetitions per dlaunch measurement, BENCH_TORCH_REPS
+# (default 1) for torchrun, whose 16 agents take seconds of CPU each.
+# BENCH_RDZV_SIZES (default "64 256 1024") agent counts for the scale rows,
+# BENCH_LOAD_N (default 10000) simulated agents for the load generator.
+# Medians are reported. Prints a markdown table and writes the same to
+# bench/rdzv_results.md. Builds nothing.
+#
+# What is measured:
+# - scale: N real dlaunch agents (`--nnodes N --nproc-per-node 1 -- true`), one
+#   with `--rdzv-conf is_host=1` (it hosts the coordinator, under GNU time for its
+#   peak RSS), N-1 with is_host=0, all started from this shell with `&`; the time
+#   runs from before the first start until the last agent has exited. The floor
+#   row is this shell starting N `true` the same way, which no launcher can beat.
+# - load generator: rdzv_load N (see bench/rdzv_load.cpp), once hosting the
+#   coordinator itself (one thread for coordinator and agents), once against a
+#   stand-alone `dlaunch coordinator` in its own process (its VmHWM is its peak RSS).
+# - torchrun 1.13 with `--rdzv_backend c10d`, N agents the same way, beside dlaunch
+#   at the same N; the ratio is torchrun / dlaunch.
+# - failure propagation: 2 agents ("nodes" A and B) with 2 workers each; on A local
+#   rank 0 writes $EPOCHREALTIME and exits 1 after 0.5 s, all others sleep 60 s.
+#   Measured up to B's dlaunch exiting, which happens after it reaped its workers,
+#   so the value is an upper bound on "last worker on B gone". Once with A hosting
+#   the coordinator, once with B hosting it.
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+DLAUNCH=${1:-$REPO/build/dlaunch}
+REPS=${BENCH_REPS:-5}
+TORCH_REPS=${BENCH_TORCH_REPS:-1}
+SIZES=${BENCH_RDZV_SIZES:-64 256 1024}
+LOAD_N=${BENCH_LOAD_N:-10000}
+PY=/usr/bin/python3
+TORCHRUN=${TORCHRUN311:-$REPO/../shared/tools/torchrun311.py}
+RESULTS=${BENCH_RESULTS:-$HERE/rdzv_results.md}
+SCALE_TARGET_N=1024   # the issue's targets: 1024 agents < 5 s, 10,000 simulated < 2 s,
+SCALE_TARGET_S=5      # failure propagation < 200 ms (median)
+LOAD_TARGET_N=10000
+LOAD_TARGET_S=2
+FAIL_TARGET_MS=200
+
+die() { echo "bench: $*" >&2; exit 1; }
+note() { echo "bench: $*" >&2; }
+
+[[ -x $DLAUNCH ]] || die "dlaunch binary '$DLAUNCH' not found; build it first (cmake --build build --target dlaunch)"
+DLAUNCH=$(cd "$(dirname "$DLAUNCH")" && pwd)/$(basename "$DLAUNCH")
+RDZV_LOAD=${2:-${RDZV_LOAD:-$(dirname "$DLAUNCH")/bench/rdzv_load}}
+[[ -x $RDZV_LOAD ]] || die "rdzv_load '$RDZV_LOAD' not found; build it (cmake --build build --target rdzv_load) or pass its path second"
+[[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is missing"
+command -v ss >/dev/null || die "ss (iproute2) is missing"
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPS must be a positive number, got '$REPS'"
+[[ $TORCH_REPS =~ ^[0-9]+$ ]] || die "BENCH_TORCH_REPS must be a number, got '$TORCH_REPS'"
+[[ $LOAD_N =~ ^[1-9][0-9]*$ ]] || die "BENCH_LOAD_N must be a positive number, got '$LOAD_N'"
+for n in $SIZES; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_RDZV_SIZES: '$n' is not a positive number"; done
+HAVE_TORCHRUN=1; [[ -x $PY && -f $TORCHRUN && $TORCH_REPS -gt 0 ]] || HAVE_TORCHRUN=0
+
+# 1024 agents: the hosting dlaunch holds a socket per agent, and the in-process
+# load generator two per simulated agent (20,000 + slack for 10,000). As root the
+# hard limit can be raised; otherwise take what there is and rdzv_load says if N
+# does not fit.
+ulimit -Hn 65536 2>/dev/null
+ulimit -Sn "$(ulimit -Hn)" 2>/dev/null
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/dlaunch-rdzv-bench-XXXXXX") || die "mktemp -d failed"
+BG=()   # processes started here that do not carry $T in their command line
+cleanup() {
+  local pids
+  # shellcheck disable=SC2086
+  ((${#BG[@]})) && kill -KILL "${BG[@]}" 2>/dev/null
+  # Anything else still running from this bench has $T in its command line.
+  pids=$(pgrep -f -- "$T" 2>/dev/null | grep -vx "$$")
+  # shellcheck disable=SC2086
+  [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+  rm -rf -- "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+export OMP_NUM_THREADS=1
+unset DLAUNCH_RDZV_TOKEN   # loopback: no token, no warning, the same for every run
+ln -s "$(type -P true)" "$T/true"     # workers carry $T in their command line,
+ln -s "$(type -P sleep)" "$T/sleep"   # and so do the agents that start them
+
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.6f", b-a}'; }
+median() {
+  (($#)) || { echo nan; return; }
+  printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END{ if (NR%2) print v[(NR+1)/2]; else printf "%.6f\n", (v[NR/2]+v[NR/2+1])/2 }'
+}
+fmt() { awk -v v="$1" -v f="$2" 'BEGIN{ if (v=="nan" || v=="") print "n/a"; else printf f, v }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="nan"||b=="nan"||a==""||b==""||b+0==0) print "nan"; else printf "%.6f", a/b }'; }
+kib_to_mib() { awk -v k="$1" 'BEGIN{ if (k=="nan" || k=="") print "nan"; else printf "%.2f", k/1024 }'; }
+verdict() {
+  awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN{
+    if (v=="nan" || v=="") { print "n/a"; exit }
+    ok = (op=="<=") ? v<=t : (op==">=") ? v>=t : (op==">") ? v>t : v<t
+    print ok ? "PASS" : "MISS" }'
+}
+# must V OP T: verdict for a row with a target, where a run that failed or timed
+# out (V nan or "timeout") is a MISS, not n/a.
+must() { if [[ $1 == timeout || $1 == nan || -z $1 ]]; then echo MISS; else verdict "$@"; fi; }
+# all_ok NOTE V OP T: MISS when NOTE says some reps did not complete, else must.
+all_ok() { if [[ -n $1 ]]; then echo MISS; else shift; must "$@"; fi; }
+# lfmt V: seconds of a load-generator row.
+lfmt() { if [[ $1 == timeout ]]; then echo "> $LOAD_TIMEOUT s (timed out)"; else fmt "$1" '%.3f s'; fi; }
+ERRORS=()
+err_head() { head -c 300 "$1" 2>/dev/null | tr '\n' ' '; }
+
+# free_port: a loopback TCP port nobody listens on, outside the ephemeral range
+# (32768+) that the agents' own connections draw from.
+free_port() {
+  local p i
+  for ((i = 0; i < 200; i++)); do
+    p=$((20000 + RANDOM % 12000))
+    [[ -z $(ss -Htan "sport = :$p" 2>/dev/null) ]] && { echo "$p"; return 0; }
+  done
+  die "no free port found in 20000-31999"
+}
+
+# wait_all LIMIT PID...: waits for every PID (children of this shell); SIGKILLs
+# those still running after LIMIT seconds. Sets FAILS to how many exited non-zero.
+FAILS=0
+wait_all() {
+  local limit=$1 p dog
+  shift
+  # Killing the dog's sleep (not the dog) ends it quietly and kills nothing.
+  ( "$T/sleep" "$limit" && kill -KILL "$@" ) 2>/dev/null &
+  dog=$!
+  FAILS=0
+  for p in "$@"; do wait "$p" || FAILS=$((FAILS + 1)); done
+  pkill -TERM -P "$dog" 2>/dev/null
+  wait "$dog" 2>/dev/null
+  return 0
+}
+
+# wait_listen PORT: until something listens on 127.0.0.1:PORT (at most 10 s).
+wait_listen() {
+  local i
+  for ((i = 0; i < 1000; i++)); do
+    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]] && return 0
+    "$T/sleep" 0.01
+  done
+  return 1
+}
+
+# The runs below set OUT (and OUT_RSS) rather than print, so that they run in
+# this shell: the agents are its children and ERRORS+= is kept.
+
+# floor_run N: this shell starts N `true` with `&` and waits; OUT = seconds.
+floor_run() {
+  local n=$1 k t0 pids=()
+  t0=$(now)
+  for ((k = 0; k < n; k++)); do "$T/true" & pids+=($!); done
+  wait_all 60 "${pids[@]}"
+  OUT=$(elapsed "$t0" "$(now)")
+}
+
+# scale_run N TAG: N dlaunch agents, one hosting; OUT = seconds, OUT_RSS = the
+# host's peak RSS in KiB; both empty (and an error recorded) on failure.
+scale_run() {
+  local n=$1 tag=$2 k t0 t1 port pids=() common
+  port=$(free_port)
+  common=(--nnodes "$n" --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$tag")
+  OUT="" OUT_RSS=""
+  : >"$T/agents.err"
+  t0=$(now)
+  /usr/bin/time -f %M -o "$T/rss" "$DLAUNCH" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- "$T/true" \
+    >/dev/null 2>"$T/host.err" &
+  pids+=($!)
+  for ((k = 1; k < n; k++)); do
+    "$DLAUNCH" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- "$T/true" >/dev/null 2>>"$T/agents.err" &
+    pids+=($!)
+  done
+  wait_all 180 "${pids[@]}"
+  t1=$(now)
+  if ((FAILS)); then
+    ERRORS+=("scale N=$n: $FAILS of $n agents exited non-zero: $(err_head "$T/host.err") $(err_head "$T/agents.err")")
+    return 0
+  fi
+  OUT=$(elapsed "$t0" "$t1")
+  OUT_RSS=$(grep -E '^[0-9]+$' "$T/rss" | tail -n 1)
+}
+
+# torch_run N TAG: N torchrun agents with the c10d rendezvous; OUT = seconds.
+# Torch 1.13 on loopback: without is_host every agent finds that the endpoint is
+# its own address (_matches_machine_hostname), tries to bind the TCPStore, and all
+# but one log "The server socket has failed to bind ... Address already in use"
+# before falling back to a client (c10d_rendezvous_backend._create_tcp_store). That
+# works, but is_host=1 on the first and 0 on the rest is deterministic and quiet,
+# and mirrors how dlaunch is run above.
+torch_run() {
+  local n=$1 tag=$2 k t0 t1 port pids=() common
+  port=$(free_port)
+  common=(--nnodes "$n" --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port"
+          --rdzv_id "$tag" --monitor_interval 0.1)
+  OUT=""
+  : >"$T/torch.err"
+  t0=$(now)
+  for ((k = 0; k < n; k++)); do
+    "$PY" "$TORCHRUN" "${common[@]}" --rdzv_conf "is_host=$((k == 0 ? 1 : 0))" --no_python "$T/true" \
+      >/dev/null 2>>"$T/torch.err" &
+    pids+=($!)
+  done
+  wait_all 300 "${pids[@]}"
+  t1=$(now)
+  if ((FAILS)); then
+    ERRORS+=("torchrun c10d N=$n: $FAILS of $n agents exited non-zero: $(tail -c 300 "$T/torch.err" | tr '\n' ' ')")
+    return 0
+  fi
+  OUT=$(elapsed "$t0" "$t1")
+}
+
+BENCH_START=$(now)
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# Warm the page cache and the loader.
+timeout 30 "$DLAUNCH" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
+
+# --- 1. Scale: N real agents, one coordinator -------------------------------------
+# A row with a target counts every rep: when one of them failed, the value is
+# the median of those that completed, marked "(k of REPS)", and the row is a MISS.
+declare -A SCALE_S SCALE_RSS FLOOR_S OK_SCALE
+# shellcheck disable=SC2086  # a list of numbers, split on purpose
+ALL_SIZES=$(printf '%s\n' 8 16 $SIZES | sort -nu | tr '\n' ' ')
+for n in $ALL_SIZES; do
+  note "scale: $n agents, $REPS reps"
+  secs=() rss=() fl=()
+  for ((i = 0; i < REPS; i++)); do
+    floor_run "$n"; fl+=("$OUT")
+    scale_run "$n" "scale-$n-$i"
+    [[ -n $OUT ]] && secs+=("$OUT")
+    [[ -n $OUT_RSS ]] && rss+=("$OUT_RSS")
+    [[ -n $OUT ]] && OK_SCALE[$n]=$((${OK_SCALE[$n]:-0} + 1))
+  done
+  SCALE_S[$n]=$(median "${secs[@]}")
+  SCALE_RSS[$n]=$(kib_to_mib "$(median "${rss[@]}")")
+  FLOOR_S[$n]=$(median "${fl[@]}")
+done
+
+# --- 2. torchrun c10d at 8 and 16 ----------------------------------------------------
+declare -A TORCH_S
+for n in 8 16; do
+  TORCH_S[$n]=nan
+  ((HAVE_TORCHRUN)) || continue
+  note "torchrun c10d: $n agents, $TORCH_REPS reps"
+  secs=()
+  for ((i = 0; i < TORCH_REPS; i++)); do
+    torch_run "$n" "torch-$n-$i"
+    [[ -n $OUT ]] && secs+=("$OUT")
+  done
+  TORCH_S[$n]=$(median "${secs[@]}")
+done
+
+# --- 3. Load generator: simulated agents from one process ----------------------------
+# In-process, rdzv_load holds both ends of every connection: 2 fds per agent. Where
+# the hard fd limit cannot be raised (a container without CAP_SYS_RESOURCE), N is
+# cut to the most that fits and the row says so. Against `dlaunch coordinator` each
+# process needs one fd per agent, so N = BENCH_LOAD_N runs there.
+# A run that does not finish within LOAD_TIMEOUT counts as "> LOAD_TIMEOUT s" and
+# that mode is not repeated.
+LOAD_TIMEOUT=${BENCH_LOAD_TIMEOUT:-60}
+LOAD_SMALL=${BENCH_LOAD_SMALL:-1000 2000}
+max_n=$("$RDZV_LOAD" --max-n 2>/dev/null)
+[[ $max_n =~ ^[0-9]+$ ]] || max_n=$LOAD_N
+LOAD_IN_N=$((LOAD_N < max_n ? LOAD_N : max_n))
+# load_run VAR TIMEDOUT_VAR N [ARGS...]: one rdzv_load run; appends its seconds= to
+# VAR, or sets TIMEDOUT_VAR=1 when it timed out, or records an error.
+load_run() {
+  local -n acc=$1 tout=$2
+  local n=$3 out rc
+  shift 3
+  # rdzv_load's own --timeout cannot fire while its one thread is busy inside the
+  # coordinator, so the outer timeout (rc 124, or 137 after -k) counts as one too.
+  out=$(timeout -k 5 $((LOAD_TIMEOUT + 30)) "$RDZV_LOAD" "$n" --timeout "$LOAD_TIMEOUT" "$@" 2>"$T/load.err")
+  rc=$?
+  if ((rc == 0)); then
+    acc+=("$(sed -n 's/.* seconds=\([0-9.]*\).*/\1/p' <<<"$out")")
+  elif ((rc == 124 || rc == 137)) || grep -q "timed out" "$T/load.err"; then
+    # shellcheck disable=SC2034  # a nameref: sets the caller's flag
+    tout=1
+  else
+    ERRORS+=("rdzv_load $n $*: $(tail -c 300 "$T/load.err" | tr '\n' ' ')")
+  fi
+}
+declare -A L_SMALL
+for n in $LOAD_SMALL; do
+  note "load generator: $n simulated agents in-process, $REPS reps"
+  secs=() tmo=0
+  for ((i = 0; i < REPS && !tmo; i++)); do load_run secs tmo "$n"; done
+  L_SMALL[$n]=$(median "${secs[@]}")
+  ((tmo)) && L_SMALL[$n]=timeout
+done
+note "load generator: $LOAD_IN_N simulated agents in-process, $LOAD_N against dlaunch coordinator," \
+  "up to $REPS reps each (${LOAD_TIMEOUT} s timeout)"
+L_IN=() L_EP=() L_EP_RSS=() TMO_IN=0 TMO_EP=0
+for ((i = 0; i < REPS && !TMO_IN; i++)); do load_run L_IN TMO_IN "$LOAD_IN_N"; done
+for ((i = 0; i < REPS && !TMO_EP; i++)); do
+  port=$(free_port)
+  "$DLAUNCH" coordinator --listen "127.0.0.1:$port" >/dev/null 2>"$T/coord.err" &
+  coord=$!
+  BG+=("$coord")
+  if wait_listen "$port"; then
+    load_run L_EP TMO_EP "$LOAD_N" --endpoint "127.0.0.1:$port" --run-id "load-$i"
+    L_EP_RSS+=("$(awk '/^VmHWM:/{print $2}' "/proc/$coord/status" 2>/dev/null)")
+  else
+    ERRORS+=("dlaunch coordinator on 127.0.0.1:$port did not listen within 10 s: $(err_head "$T/coord.err")")
+  fi
+  kill -TERM "$coord" 2>/dev/null
+  wait_all 10 "$coord"
+  BG=()
+done
+m_load_in=$(median "${L_IN[@]}")
+m_load_ep=$(median "${L_EP[@]}")
+((TMO_IN)) && m_load_in=timeout
+((TMO_EP)) && m_load_ep=timeout
+m_load_ep_rss=$(kib_to_mib "$(median "${L_EP_RSS[@]}")")
+
+# --- 4. Failure propagation across nodes ----------------------------------------------
+note "failure propagation: $REPS reps each way"
+cat >"$T/fail.sh" <<EOF
+if [ "\$1" = A ] && [ "\$LOCAL_RANK" = 0 ]; then
+  "$T/sleep" 0.5
+  printf '%s\n' "\$EPOCHREALTIME" >"$T/failed_at"
+  exit 1
+fi
+exec "$T/sleep" 60
+EOF
+# fail_run HOST(A|B) TAG: OUT = milliseconds from A's worker exiting to B's dlaunch exiting.
+fail_run() {
+  local host=$1 tag=$2 port pa pb common
+  port=$(free_port)
+  common=(--nnodes 2 --nproc-per-node 2 --no-tag --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$tag")
+  OUT=""
+  rm -f "$T/failed_at" "$T/b_end"
+  rm -f "$T/a_rc"
+  ( "$DLAUNCH" "${common[@]}" --rdzv-conf "is_host=$([[ $host == A ]] && echo 1 || echo 0)" \
+      -- bash "$T/fail.sh" A >/dev/null 2>"$T/a.err"
+    echo "$?" >"$T/a_rc" ) &
+  pa=$!
+  ( "$DLAUNCH" "${common[@]}" --rdzv-conf "is_host=$([[ $host == B ]] && echo 1 || echo 0)" \
+      -- bash "$T/fail.sh" B >/dev/null 2>"$T/b.err"
+    echo "$? $EPOCHREALTIME" >"$T/b_end" ) &
+  pb=$!
+  wait_all 90 "$pa" "$pb"
+  local brc bend arc
+  read -r brc bend <"$T/b_end" 2>/dev/null
+  read -r arc <"$T/a_rc" 2>/dev/null
+  # A exits with its worker's code 1; B must stop with a failure of its own, not
+  # crash: 1..127. A run where either dlaunch crashed does not count.
+  if [[ -s $T/failed_at && ${arc:-} == 1 && -n ${brc:-} && $brc -ge 1 && $brc -le 127 ]]; then
+    OUT=$(awk -v s="$(cat "$T/failed_at")" -v e="$bend" 'BEGIN{ printf "%.3f", (e - s) * 1000 }')
+  else
+    [[ ${brc:-0} -ge 128 ]] && brc="$brc (killed by signal $((brc - 128)))"
+    [[ ${arc:-0} -ge 128 ]] && arc="$arc (killed by signal $((arc - 128)))"
+    ERRORS+=("failure propagation ($host hosts): node A's dlaunch exited ${arc:-?}, node B's ${brc:-?}, failed_at $([[ -s $T/failed_at ]] && echo written || echo missing): $(err_head "$T/a.err") $(err_head "$T/b.err")")
+  fi
+}
+F_A=() F_B=() m_fail_a_note="" m_fail_b_note=""
+for ((i = 0; i < REPS; i++)); do
+  fail_run A "fail-a-$i"; [[ -n $OUT ]] && F_A+=("$OUT")
+  fail_run B "fail-b-$i"; [[ -n $OUT ]] && F_B+=("$OUT")
+done
+m_fail_a=$(median "${F_A[@]}")
+((${#F_A[@]} < REPS)) && m_fail_a_note=" (${#F_A[@]} of $REPS runs completed)"
+m_fail_b=$(median "${F_B[@]}")
+((${#F_B[@]} < REPS)) && m_fail_b_note=" (${#F_B[@]} of $REPS runs completed)"
+
+# --- Table ------------------------------------------------------------------------------
+TOTAL_S=$(elapsed "$BENCH_START" "$(now)")
+row() { printf '| %s | %s | %s | %s |\n' "$@"; }
+table() {
+  local n target res note_
+  echo "# dlaunch rendezvous benchmark"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(getconf _NPROCESSORS_ONLN) cores, $(uname -sr); medians of $REPS reps" \
+    "($TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s;" \
+    "$("$DLAUNCH" --version 2>&1 | head -n 1); load average at the start $LOAD_AT_START." \
+    "Produced by \`bench/rdzv.sh\`."
+  echo
+  row "measurement" "value" "target" "result"
+  row "---" "---:" "---" "---"
+  for n in 8 16; do
+    row "rendezvous, $n agents × \`true\`, start → all exit: dlaunch" "$(fmt "${SCALE_S[$n]}" '%.3f s')" "" ""
+    row "rendezvous, $n agents: torchrun 1.13 c10d (\`--monitor_interval 0.1\`)" "$(fmt "${TORCH_S[$n]}" '%.3f s')" "" ""
+    row "rendezvous, $n agents: torchrun / dlaunch" "$(fmt "$(ratio "${TORCH_S[$n]}" "${SCALE_S[$n]}")" '%.1f')" "" ""
+  done
+  for n in $SIZES; do
+    target="" res=""
+    note_=""
+    ((${OK_SCALE[$n]:-0} < REPS)) && note_=" (${OK_SCALE[$n]:-0} of $REPS runs completed)"
+    if ((n == SCALE_TARGET_N)); then target="< $SCALE_TARGET_S s"; res=$(all_ok "$note_" "${SCALE_S[$n]}" '<' "$SCALE_TARGET_S"); fi
+    row "rendezvous scale, $n dlaunch agents × \`true\`, start → all exit" "$(fmt "${SCALE_S[$n]}" '%.3f s')$note_" "$target" "$res"
+    row "… floor: this shell starting $n × \`true\` (\`&\` + \`wait\`)" "$(fmt "${FLOOR_S[$n]}" '%.3f s')" "" ""
+    row "… peak RSS of the hosting dlaunch (GNU time %M)" "$(fmt "${SCALE_RSS[$n]}" '%.2f MiB')" "" ""
+  done
+  for n in $LOAD_SMALL; do
+    row "load generator: $n simulated agents assigned, coordinator in the same thread" "$(lfmt "${L_SMALL[$n]}")" "" ""
+  done
+  target="" res=""
+  if ((LOAD_IN_N == LOAD_TARGET_N)); then target="< $LOAD_TARGET_S s"; res=$(must "$m_load_in" '<' "$LOAD_TARGET_S"); fi
+  row "load generator: $LOAD_IN_N simulated agents assigned, coordinator in the same thread$( ((LOAD_IN_N < LOAD_N)) && echo " (the most the fd limit allows in one process)")" "$(lfmt "$m_load_in")" "$target" "$res"
+  target="" res=""
+  if ((LOAD_N == LOAD_TARGET_N)); then target="< $LOAD_TARGET_S s"; res=$(must "$m_load_ep" '<' "$LOAD_TARGET_S"); fi
+  row "load generator: $LOAD_N simulated agents assigned by \`dlaunch coordinator\` (own process)" "$(lfmt "$m_load_ep")" "$target" "$res"
+  row "… peak RSS of that \`dlaunch coordinator\` (VmHWM)" "$(fmt "$m_load_ep_rss" '%.1f MiB')" "" ""
+  row "failure propagation: worker on node A exits 1 → node B's dlaunch exits (A hosts)" "$(fmt "$m_fail_a" '%.1f ms')$m_fail_a_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_a_note" "$m_fail_a" '<' "$FAIL_TARGET_MS")"
+  row "failure propagation: the same, B hosts" "$(fmt "$m_fail_b" '%.1f ms')$m_fail_b_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_b_note" "$m_fail_b" '<' "$FAIL_TARGET_MS")"
+  if ((${#ERRORS[@]})); then
+    echo
+    echo "Errors during the run:"
+    printf -- '- %s\n' "${ERRORS[@]}"
+  fi
+  ((HAVE_TORCHRUN)) || echo "- torchrun ($TORCHRUN) not found or BENCH_TORCH_REPS=0: its rows are n/a"
+  return 0
+}
+table | tee "$RESULTS"
