@@ -1,7 +1,7 @@
 // rdzv_load: a load generator for the rendezvous coordinator.
 //
 //   rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] [--window W]
-//               [--timeout S] [--full-check]
+//               [--timeout S] [--full-check] [--tables]
 //   rdzv_load --max-n            (prints the largest N that fits the fd limit)
 //   rdzv_load --codec-cost N     (no sockets: what N assignments cost to build)
 //
@@ -10,17 +10,20 @@
 // dlaunch runs); with it, it joins the coordinator given (which must expect N
 // nodes). It then opens N simulated agents, each a real TCP connection doing the
 // real handshake: Hello{version, run id, nonce} -> Challenge -> [Proof, with
-// --token] -> Join{run id, "sim-i", 127.0.0.1, nproc 1}, and waits for every
-// Assignment. The time measured runs from the first connect until every agent has
-// its Assignment, checked: node ranks 0..N-1 each exactly once, every node table N
-// long, and (from one table decoded in full, or every one with --full-check)
-// table[rank].host is the agent's own "sim-i".
+// --token] -> Join{run id, "sim-i", 127.0.0.1, nproc 1, wants_table 0}, and waits
+// for every Assignment. The time measured runs from the first connect until every
+// agent has its Assignment, checked: node ranks 0..N-1 each exactly once, and each
+// Assignment's one row names the agent, with nnodes = world size = N and rank
+// offset = node rank, as a real dlaunch agent without --env azure or --roles gets.
 //
-// By default an agent reads only the first fields of its Assignment (generation,
-// node rank, table length) and skips the rest of the frame without decoding it:
-// real agents decode their table on their own machines, and decoding N tables of
-// N nodes here would put O(N^2) allocations on this one thread beside the
-// coordinator being measured. --full-check decodes every one with FrameDecoder.
+// --tables asks for the whole node table instead (what an agent that writes
+// TF_CONFIG or Azure ML's hostfile needs: O(N^2) bytes across the job). Then an
+// agent reads only the first fields of its Assignment (generation, node rank,
+// table length) and skips the rest of the frame without decoding it: real agents
+// decode their table on their own machines, and decoding N tables of N nodes here
+// would put O(N^2) allocations on this one thread beside the coordinator being
+// measured. One table is decoded in full and checked (table[rank].host is the
+// agent's own "sim-i"); --full-check decodes every one with FrameDecoder.
 //
 // At most --window agents (default 1024) are between connect and Challenge at a
 // time, so the listen backlog (somaxconn) never overflows: an overflowing backlog
@@ -115,6 +118,7 @@ struct Options {
   long window = 1024;
   double timeout_s = 120;
   bool full_check = false;
+  bool tables = false;  // ask for the whole node table, as agents with --env azure or --roles do
   bool max_n = false;
   bool codec_cost = false;
 };
@@ -123,7 +127,7 @@ Options ParseArgs(int argc, char** argv) {
   Options o;
   auto usage = [](const std::string& why) {
     Die(kExitUsage, why + " (usage: rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] "
-                          "[--window W] [--timeout S] [--full-check] | --max-n)");
+                          "[--window W] [--timeout S] [--full-check] [--tables] | --max-n)");
   };
   auto number = [&](const std::string& flag, const char* text) {
     char* end = nullptr;
@@ -152,6 +156,8 @@ Options ParseArgs(int argc, char** argv) {
       o.timeout_s = number(arg, value());
     } else if (arg == "--full-check") {
       o.full_check = true;
+    } else if (arg == "--tables") {
+      o.tables = true;
     } else if (arg == "--codec-cost") {
       o.codec_cost = true;
     } else if (arg == "--max-n") {
@@ -371,7 +377,8 @@ class Load {
         sim.length = BigEndian32(sim.header + 8);
         sim.payload_got = 0;
         bool assignment = sim.header[5] == kAssignmentType;
-        sim.skipping = assignment && !o_.full_check && full_chosen_ && sim.length >= 12;
+        // Without --tables an Assignment holds one row: decoding it costs little.
+        sim.skipping = assignment && o_.tables && !o_.full_check && full_chosen_ && sim.length >= 12;
         if (assignment && !sim.skipping) full_chosen_ = true;  // the first one is decoded in full
         if (!sim.skipping) sim.frame.assign(reinterpret_cast<const char*>(sim.header), rdzv::kHeaderSize);
       }
@@ -415,12 +422,26 @@ class Load {
       join.host = fmt::format("sim-{}", sim.index);
       join.addrs = {"127.0.0.1"};
       join.nproc = 1;
+      join.wants_table = o_.tables ? 1 : 0;
       Write(sim, join);
       sim.phase = Sim::Phase::kJoined;
       if (++joined_ == o_.n) t_joined_ = Clock::now();
       --in_flight_;
       Pump();
     } else if (auto* a = std::get_if<rdzv::Assignment>(&m)) {
+      if (!o_.tables) {
+        // This agent's row alone: it names the agent, and the numbers place it.
+        if (a->nodes.size() != 1 || a->nodes[0].host != fmt::format("sim-{}", sim.index) || a->nnodes != o_.n ||
+            a->world_size != o_.n || a->rank_offset != a->node_rank)
+          Die(kExitFail, fmt::format("agent sim-{}: a compact assignment with {} rows, host '{}', nnodes {}, world {}, "
+                                     "rank offset {} at node rank {}", sim.index, a->nodes.size(),
+                                     a->nodes.empty() ? "" : a->nodes[0].host, a->nnodes, a->world_size,
+                                     a->rank_offset, a->node_rank));
+        if (!decoded_one_) generation_ = a->generation;
+        decoded_one_ = true;
+        Assigned(sim, a->generation, a->node_rank, static_cast<std::uint32_t>(o_.n));
+        return;
+      }
       if (static_cast<long>(a->nodes.size()) != o_.n)
         Die(kExitFail, fmt::format("agent sim-{}: a node table of {} nodes, expected {}", sim.index, a->nodes.size(), o_.n));
       if (!decoded_one_) {
@@ -476,7 +497,7 @@ class Load {
   int Report() {
     // The table decoded in full names each agent at its rank.
     if (!decoded_one_) Die(kExitFail, "no assignment was decoded in full");
-    for (long i = 0; i < o_.n; ++i) {
+    for (long i = 0; o_.tables && i < o_.n; ++i) {
       int rank = ranks_[static_cast<std::size_t>(i)];
       if (hosts_[static_cast<std::size_t>(rank)] != fmt::format("sim-{}", i))
         Die(kExitFail, fmt::format("sim-{} has node rank {}, but the table names {} there", i, rank,
@@ -489,9 +510,10 @@ class Load {
     double seconds = std::chrono::duration<double>(t_end_ - t0_).count();
     double join_s = std::chrono::duration<double>(t_joined_ - t0_).count();
     std::printf("rdzv_load n=%ld seconds=%.6f agents_per_s=%.0f connect_join_s=%.6f assign_s=%.6f bytes_in=%llu "
-                "rss_mib=%.1f mode=%s token=%d\n",
+                "rss_mib=%.1f mode=%s token=%d tables=%d\n",
                 o_.n, seconds, o_.n / seconds, join_s, seconds - join_s, static_cast<unsigned long long>(bytes_in_),
-                ru.ru_maxrss / 1024.0, o_.endpoint ? "endpoint" : "in-process", o_.token.empty() ? 0 : 1);
+                ru.ru_maxrss / 1024.0, o_.endpoint ? "endpoint" : "in-process", o_.token.empty() ? 0 : 1,
+                o_.tables ? 1 : 0);
     std::fflush(stdout);
     // Tearing down N connections and the coordinator's copies of the table
     // measures nothing: leave it to the kernel.

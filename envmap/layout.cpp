@@ -107,6 +107,30 @@ const std::string* Find(const EnvVars& vars, const std::string& name) {
   return nullptr;
 }
 
+Result<std::vector<Node>> PartialTable(int nnodes, int node_rank, const Node& own, int rank_offset, int world_size) {
+  int before = node_rank, after = nnodes - node_rank - 1;
+  int rest = world_size - rank_offset - own.nproc;
+  if (nnodes < 1 || node_rank < 0 || after < 0 || own.nproc < 1 || rank_offset < before || rest < after ||
+      (before == 0 && rank_offset != 0) || (after == 0 && rest != 0)) {
+    return Status::InvalidArgument(
+        fmt::format("assignment: node {} of {} with {} workers from rank {} cannot be part of {} workers", node_rank,
+                    nnodes, own.nproc, rank_offset, world_size));
+  }
+  std::vector<Node> nodes;
+  for (int i = 0; i < nnodes; ++i) {
+    if (i == node_rank) {
+      nodes.push_back(own);
+      continue;
+    }
+    // One worker each, and the remainder on the first node of each side.
+    bool first_before = i == 0, first_after = i == node_rank + 1;
+    int nproc = first_before ? rank_offset - (before - 1) : first_after ? rest - (after - 1) : 1;
+    std::string name = fmt::format("node{}", i);
+    nodes.push_back(Node{name, name, nproc, {}});
+  }
+  return nodes;
+}
+
 LocalShape ShapeOf(const JobLayout& layout, const WorkerSlot& slot) {
   if (const auto& v = layout.process_view) return {v->local_rank, v->local_world_size, v->node_rank, v->nnodes};
   return {slot.local_rank, layout.nodes[static_cast<size_t>(layout.node_rank)].nproc, layout.node_rank,

@@ -77,6 +77,14 @@ int WorldSize(const JobLayout& layout);
 // Global rank of local rank 0 on `node_rank`: the sum of nproc of the nodes before it.
 int RankOffset(const JobLayout& layout, int node_rank);
 
+// The node table of an agent that was sent only its own row (`own`, at
+// `node_rank` of `nnodes`): the other rows are placeholders named "node<i>" whose
+// worker counts add up to `rank_offset` before this node and to `world_size` in
+// all, so that RANK, WORLD_SIZE and GROUP_WORLD_SIZE come out right. Fails with
+// InvalidArgument when the numbers cannot describe a job (each node runs at
+// least one worker).
+Result<std::vector<Node>> PartialTable(int nnodes, int node_rank, const Node& own, int rank_offset, int world_size);
+
 // What a worker is told about its machine: the layout's node, or the process
 // view when one dlaunch runs one worker.
 struct LocalShape {

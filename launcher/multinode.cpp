@@ -164,6 +164,9 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   aopts.join.gpus = static_cast<int>(plan.gpus.size());
   aopts.join.requested_node_rank = o.node_rank_given ? o.node_rank : -1;
   aopts.join.master_port_hint = master_hold->port();
+  // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
+  // coordinator sends this node's row alone.
+  aopts.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
   aopts.join_timeout = o.join_timeout;
   aopts.heartbeat_timeout = o.heartbeat_timeout;
   aopts.heartbeat_interval = o.heartbeat_timeout / 3;
@@ -181,7 +184,19 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
       break;
     }
     envmap::JobLayout& layout = plan.layout;
-    layout.nodes = a->nodes;
+    if (static_cast<int>(a->nodes.size()) == a->nnodes) {
+      layout.nodes = a->nodes;
+    } else {
+      Result<std::vector<envmap::Node>> table =
+          a->nodes.size() == 1 ? envmap::PartialTable(a->nnodes, a->node_rank, a->nodes.front(), a->rank_offset, a->world_size)
+                               : Result<std::vector<envmap::Node>>(Status::InvalidArgument(fmt::format(
+                                     "assignment: {} rows for a job of {} nodes", a->nodes.size(), a->nnodes)));
+      if (!table.ok()) {
+        code = Fail(1, fmt::format("{}: bad assignment ({})", o.rdzv_endpoint, table.status().message()));
+        break;
+      }
+      layout.nodes = std::move(*table);
+    }
     layout.node_rank = a->node_rank;
     layout.master_addr = a->master_addr;
     layout.master_port = a->master_port;

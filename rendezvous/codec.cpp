@@ -61,6 +61,7 @@ template <typename V, Is<Join> M> void Fields(V& v, M& m) {
   v.Int("list_position", m.list_position);
   v.Int("master_port_hint", m.master_port_hint);
   v.List("task_ports", m.task_ports, [](V& v, auto& port) { v.Int("task_ports", port); });
+  v.Int("wants_table", m.wants_table);
 }
 template <typename V, Is<Assignment> M> void Fields(V& v, M& m) {
   v.Int("generation", m.generation);
@@ -76,6 +77,9 @@ template <typename V, Is<Assignment> M> void Fields(V& v, M& m) {
   v.Int("master_port", m.master_port);
   v.Str("run_id", m.run_id);
   v.Int("restart_count", m.restart_count);
+  v.Int("nnodes", m.nnodes);
+  v.Int("rank_offset", m.rank_offset);
+  v.Int("world_size", m.world_size);
 }
 template <typename V, Is<Heartbeat> M> void Fields(V&, M&) {}
 template <typename V, Is<WorkerFailed> M> void Fields(V& v, M& m) {
@@ -242,7 +246,8 @@ bool operator==(const Assignment& a, const Assignment& b) {
   return a.generation == b.generation && a.node_rank == b.node_rank &&
          std::equal(a.nodes.begin(), a.nodes.end(), b.nodes.begin(), b.nodes.end(), same_node) &&
          a.master_addr == b.master_addr && a.master_port == b.master_port &&
-         a.run_id == b.run_id && a.restart_count == b.restart_count;
+         a.run_id == b.run_id && a.restart_count == b.restart_count && a.nnodes == b.nnodes &&
+         a.rank_offset == b.rank_offset && a.world_size == b.world_size;
 }
 
 std::uint8_t TypeOf(const Message& message) { return static_cast<std::uint8_t>(message.index() + 1); }

@@ -25,7 +25,8 @@
 namespace dlaunch::rendezvous {
 
 inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
-inline constexpr std::uint8_t kProtocolVersion = 1;
+// 2: Join::wants_table and Assignment's nnodes, rank_offset and world_size.
+inline constexpr std::uint8_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderSize = 12;
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;  // 1 MiB: a 10,000-node table fits
 inline constexpr std::uint32_t kMaxString = 4096;       // bytes in one string field
@@ -69,12 +70,18 @@ struct Join {
   int list_position = -1;          // its position in --nodes/--hostfile, -1 none
   int master_port_hint = 0;        // a port free on this node for MASTER_PORT, 0 none
   std::vector<int> task_ports;     // one free port per local worker (TF_CONFIG), or empty
+  // 1: the Assignment carries the whole node table (for TF_CONFIG and Azure ML's
+  // hostfile); 0: only this node's row. With n nodes the whole table costs O(n^2)
+  // bytes across the job: 3 GB at 10,000 nodes.
+  int wants_table = 1;
 
   bool operator==(const Join&) const = default;
 };
-// Coordinator -> agent: one generation of the job, with the full node table
-// (index = node rank) so every node can write TF_CONFIG and hostfiles. One with a
-// newer generation while workers run means: tear them down and run this one.
+// Coordinator -> agent: one generation of the job. `nodes` is the full node table
+// (index = node rank) when the agent's Join asked for it, so that it can write
+// TF_CONFIG and hostfiles; else only the agent's own row, and nnodes, rank_offset
+// and world_size say the rest. One with a newer generation while workers run
+// means: tear them down and run this one.
 struct Assignment {
   int generation = 0;
   int node_rank = 0;
@@ -83,6 +90,9 @@ struct Assignment {
   int master_port = 0;
   std::string run_id;
   int restart_count = 0;
+  int nnodes = 0;       // nodes in the job
+  int rank_offset = 0;  // global rank of this node's local rank 0
+  int world_size = 0;   // worker processes in the job
 };
 // Both ways while joined: agent -> coordinator keeps it alive; the coordinator
 // answers each one, so an agent notices a lost coordinator within its own timeout.

@@ -25,6 +25,7 @@ std::string JoinProblem(const Join& join, const std::string& run_id) {
   }
   if (join.nproc < 1) return fmt::format("{}: nproc {} is below 1", from, join.nproc);
   if (join.gpus < 0) return fmt::format("{}: gpus {} is negative", from, join.gpus);
+  if (join.wants_table != 0 && join.wants_table != 1) return fmt::format("{}: wants_table {} is not 0 or 1", from, join.wants_table);
   if (join.master_port_hint < 0 || join.master_port_hint > 65535) {
     return fmt::format("{}: master port hint {} is outside 0..65535", from, join.master_port_hint);
   }
@@ -256,14 +257,25 @@ void Coordinator::Assign() {
   Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
                        generation_, table_.size(), workers, assignment.master_addr, assignment.master_port,
                        restart_count_, options_.max_restarts)});
+  std::vector<int> offsets(table_.size() + 1, 0);
+  for (std::size_t r = 0; r < table_.size(); ++r) offsets[r + 1] = offsets[r] + table_[r].nproc;
+  assignment.nnodes = static_cast<int>(table_.size());
+  assignment.world_size = workers;
+  // Agents that asked for no table get their own row only: O(n) bytes in all
+  // rather than O(n^2).
+  Assignment compact = assignment;
+  compact.nodes.clear();
   for (std::size_t i = 0; i < members.size(); ++i) {
     Agent& agent = agents_.at(members[i].first);
     if (agent.phase == Phase::kWaiting) --waiting_;
     agent.phase = Phase::kAssigned;
     agent.node_rank = ranks[i];
     agent.done = false;
-    assignment.node_rank = ranks[i];
-    Emit(Send{members[i].first, assignment});
+    Assignment& out = agent.join.wants_table ? assignment : compact;
+    out.node_rank = ranks[i];
+    out.rank_offset = offsets[static_cast<std::size_t>(ranks[i])];
+    if (!agent.join.wants_table) out.nodes = {table_[static_cast<std::size_t>(ranks[i])]};
+    Emit(Send{members[i].first, out});
   }
 }
 

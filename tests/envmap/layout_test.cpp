@@ -1,5 +1,7 @@
 #include "envmap/layout.hpp"
 
+#include <array>
+
 #include <catch2/catch.hpp>
 
 #include "tests/envmap/fixtures.hpp"
@@ -223,6 +225,34 @@ TEST_CASE("Validate ignores task ports and role rules when there are no roles", 
   CHECK(Validate(layout).ok());
   layout.nodes[2].task_ports = {4000};
   CHECK(Validate(layout).ok());
+}
+
+
+TEST_CASE("a partial table keeps RANK and WORLD_SIZE right from this node's row alone", "[envmap][layout]") {
+  // Node 1 of 4, 3 workers from rank 2, 9 workers in all.
+  Result<std::vector<Node>> t = PartialTable(4, 1, Node{"b", "10.0.0.2", 3, {}}, 2, 9);
+  REQUIRE(t.ok());
+  JobLayout layout;
+  layout.nodes = *t;
+  layout.node_rank = 1;
+  CHECK(layout.nodes.size() == 4);
+  CHECK(layout.nodes[1].host == "b");
+  CHECK(WorldSize(layout) == 9);
+  CHECK(RankOffset(layout, 1) == 2);
+  CHECK(LocalSlots(layout).front().rank == 2);
+  CHECK(Validate(layout).ok());
+  // First and last node, and a single-node job.
+  CHECK(PartialTable(3, 0, Node{"a", "a", 2, {}}, 0, 4).ok());
+  CHECK(PartialTable(3, 2, Node{"c", "c", 2, {}}, 2, 4).ok());
+  CHECK(PartialTable(1, 0, Node{"a", "a", 2, {}}, 0, 2).ok());
+  // Numbers no job can have: each other node needs a worker.
+  for (auto [nnodes, rank, offset, world] : {std::array{3, 1, 0, 9}, std::array{3, 1, 1, 3}, std::array{2, 0, 1, 5},
+                                            std::array{2, 2, 1, 5}, std::array{1, 0, 0, 3}}) {
+    INFO(nnodes << " " << rank << " " << offset << " " << world);
+    CHECK_FALSE(PartialTable(nnodes, rank, Node{"x", "x", 2, {}}, offset, world).ok());
+  }
+  CHECK(PartialTable(3, 1, Node{"b", "b", 2, {}}, 0, 9).status().message() ==
+        "assignment: node 1 of 3 with 2 workers from rank 0 cannot be part of 9 workers");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ std::vector<Message> EveryMessage() {
   join.list_position = -1;
   join.master_port_hint = 29500;
   join.task_ports = {2000, 2001, 2002, 2003, 2004, 2005, 2006, 2007};
+  join.wants_table = 0;
   Assignment assignment;
   assignment.generation = 3;
   assignment.node_rank = 1;
@@ -27,6 +28,9 @@ std::vector<Message> EveryMessage() {
   assignment.master_port = 29500;
   assignment.run_id = "job42";
   assignment.restart_count = 2;
+  assignment.nnodes = 2;
+  assignment.rank_offset = 2;
+  assignment.world_size = 5;
   return {
       Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3},
       Challenge{std::string(32, '\x7f')},
@@ -117,7 +121,7 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
 
 TEST_CASE("the wire layout of a frame is big-endian and length-prefixed", "[codec]") {
   std::string frame = Encode(Leave{258});
-  CHECK(frame == std::string("DLRV\x01\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
+  CHECK(frame == std::string("DLRV\x02\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
   CHECK(Encode(Abort{"ab", -1}) == Frame(kAbortType, Str("ab") + std::string(4, '\xff')));
 }
 
@@ -160,11 +164,11 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
   } kCases[] = {
       {"http", "GET / HTTP/1.1\r\n", "frame: bad magic 0x47455420 (expected 0x444c5256)"},
       {"one wrong byte", "X", "frame: bad magic 0x58 (expected 0x444c5256)"},
-      {"wrong version", std::string("DLRV\x02\x01", 6), "frame: unsupported version 2 (expected 1)"},
-      {"type zero", std::string("DLRV\x01\x00", 6), "frame: unknown type 0"},
-      {"type too large", std::string("DLRV\x01\x63", 6), "frame: unknown type 99"},
-      {"reserved bits", std::string("DLRV\x01\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
-      {"oversized", std::string("DLRV\x01\x06\x00\x00", 8) + U32(kMaxPayload + 1),
+      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 2)"},
+      {"type zero", std::string("DLRV\x02\x00", 6), "frame: unknown type 0"},
+      {"type too large", std::string("DLRV\x02\x63", 6), "frame: unknown type 99"},
+      {"reserved bits", std::string("DLRV\x02\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
+      {"oversized", std::string("DLRV\x02\x06\x00\x00", 8) + U32(kMaxPayload + 1),
        "frame: payload length 1048577 over the cap of 1048576"},
       {"truncated int", Frame(kLeaveType, std::string("\x00\x01", 2)), "frame: truncated field 'node_rank' of leave"},
       {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"),
@@ -189,7 +193,7 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
 
 TEST_CASE("an oversized length is refused from the header alone", "[codec]") {
   FrameDecoder decoder;
-  decoder.Feed(std::string("DLRV\x01\x07\x00\x00", 8) + U32(0xffffffff));
+  decoder.Feed(std::string("DLRV\x02\x07\x00\x00", 8) + U32(0xffffffff));
   Result<std::optional<Message>> next = decoder.Next();
   REQUIRE_FALSE(next.ok());
   CHECK(next.status().message() == "frame: payload length 4294967295 over the cap of 1048576");
@@ -211,7 +215,7 @@ TEST_CASE("a decoder error is final", "[codec]") {
   decoder.Feed(Encode(Heartbeat{}));
   Result<std::optional<Message>> again = decoder.Next();
   REQUIRE_FALSE(again.ok());
-  CHECK(again.status().message() == "frame: unsupported version 9 (expected 1)");
+  CHECK(again.status().message() == "frame: unsupported version 9 (expected 2)");
   CHECK(decoder.buffered() == 0);
 }
 

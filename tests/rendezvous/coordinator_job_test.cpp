@@ -305,7 +305,7 @@ TEST_CASE("a node table that cannot fit in one frame aborts instead of sending",
   }
   REQUIRE(h.ended.has_value());
   CHECK(h.ended->summary ==
-        "rendezvous head:29400: the node table of 2000 nodes takes 1052288 bytes, over the frame cap of 1048576");
+        "rendezvous head:29400: the node table of 2000 nodes takes 1052300 bytes, over the frame cap of 1048576");
   CHECK(h.inbox[conns[7]].back() == Message(Abort{h.ended->summary, 1}));
   CHECK(h.AssignmentsOf(conns[0]).empty());
 }
@@ -339,6 +339,42 @@ TEST_CASE("AbortJob ends the job from outside: waiting and running agents get Ab
   r.Apply(r.c.AbortJob(130, "stopped by SIGINT on the head"));
   CHECK(std::get<Abort>(r.inbox[x].back()).code == 130);
   CHECK(r.ended->exit_code == 130);
+}
+
+}  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("an agent that wants no table gets its own row, its rank offset and the job's size", "[coordinator]") {
+  Harness h(Opts(3, 3));
+  Join a = MakeJoin("a", 2), b = MakeJoin("b", 3), c = MakeJoin("c", 1);
+  b.wants_table = 0;
+  c.wants_table = 0;
+  ConnId ca = h.JoinAs(a), cb = h.JoinAs(b), cc = h.JoinAs(c);
+  Assignment full = h.LastAssignment(ca), mid = h.LastAssignment(cb), last = h.LastAssignment(cc);
+  CHECK(full.nodes.size() == 3);
+  CHECK(full.rank_offset == 0);
+  for (const Assignment* x : {&full, &mid, &last}) {
+    CHECK(x->nnodes == 3);
+    CHECK(x->world_size == 6);
+    CHECK(x->master_addr == "10.1.a");
+  }
+  REQUIRE(mid.nodes.size() == 1);
+  CHECK(mid.nodes[0].host == "b");
+  CHECK(mid.nodes[0].nproc == 3);
+  CHECK(mid.node_rank == 1);
+  CHECK(mid.rank_offset == 2);
+  REQUIRE(last.nodes.size() == 1);
+  CHECK(last.nodes[0].host == "c");
+  CHECK(last.rank_offset == 5);
+}
+
+TEST_CASE("wants_table is 0 or 1", "[coordinator]") {
+  Harness h(Opts(1, 1));
+  Join j = MakeJoin("a");
+  j.wants_table = 2;
+  ConnId id = h.JoinAs(j);
+  CHECK(h.closed.at(id) == "join from host 'a': wants_table 2 is not 0 or 1");
 }
 
 }  // namespace dlaunch::rendezvous

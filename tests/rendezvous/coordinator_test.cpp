@@ -67,10 +67,10 @@ TEST_CASE("a Hello of another version, job or nonce size is refused", "[coordina
     Hello hello;
     const char* problem;
   } kCases[] = {
-      {{2, "job42", std::string(kNonceSize, 'n')}, "protocol version 2 is not supported (this coordinator speaks 1)"},
-      {{1, "job7", std::string(kNonceSize, 'n')}, "run id 'job7' is not this job's ('job42')"},
-      {{1, "job42", "short"}, "hello nonce of 5 bytes (expected 32)"},
-      {{1, "job42", ""}, "this job needs a token, and the agent has none"},
+      {{1, "job42", std::string(kNonceSize, 'n')}, "protocol version 1 is not supported (this coordinator speaks 2)"},
+      {{kProtocolVersion, "job7", std::string(kNonceSize, 'n')}, "run id 'job7' is not this job's ('job42')"},
+      {{kProtocolVersion, "job42", "short"}, "hello nonce of 5 bytes (expected 32)"},
+      {{kProtocolVersion, "job42", ""}, "this job needs a token, and the agent has none"},
   };
   for (const auto& c : kCases) {
     INFO(c.problem);
