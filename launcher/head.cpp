@@ -23,6 +23,7 @@
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
+#include "launcher/system.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
@@ -364,10 +365,14 @@ AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const 
 
 namespace {
 
-// How node `host` is reached.
+// This machine, by a loopback name or its own host name (as mpirun has it).
+bool IsThisMachine(const std::string& host) { return IsLoopbackName(host) || host == HostName(); }
+
+// How node `host` is reached: this machine through a local shell, any other
+// through ssh or pdsh.
 RemoteOptions RemoteFor(const Options& o, const std::string& host) {
   RemoteOptions r;
-  r.kind = IsLoopbackName(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
+  r.kind = IsThisMachine(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
   r.port = o.ssh_port;
   r.identity = o.ssh_identity;
   r.ssh_options = o.ssh_options;
@@ -432,10 +437,10 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   // The coordinator listens on the address that routes to the nodes, on a free port.
   std::string addr = o.local_addr;
   bool all_local = true;
-  for (const HostEntry& h : *hosts) all_local = all_local && IsLoopbackName(h.host);
+  for (const HostEntry& h : *hosts) all_local = all_local && IsThisMachine(h.host);
   if (addr.empty() && all_local) addr = "127.0.0.1";
   for (size_t i = 0; addr.empty() && i < hosts->size(); ++i) {
-    if (IsLoopbackName((*hosts)[i].host)) continue;
+    if (IsThisMachine((*hosts)[i].host)) continue;
     Result<std::string> route = RouteAddress(io, (*hosts)[i].host);
     if (!route.ok()) return Fail(kExitUsage, route.status().message());
     addr = *route;
