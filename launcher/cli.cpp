@@ -456,7 +456,7 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
   int lists = !o.nodes.empty() + !o.hostfile.empty() + !o.host_list.empty();
   if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
   if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
-    return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile or -H)", o.include.empty() ? "exclude" : "include"));
+    return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
   if (!o.roles.empty() && o.max_nodes > 1)
     return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
   return o;

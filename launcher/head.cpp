@@ -328,7 +328,7 @@ int Head::Run() {
 }  // namespace
 
 bool IsHeadLaunch(const Options& o) {
-  return (!o.hostfile.empty() || !o.host_list.empty()) && o.rdzv_endpoint.empty();
+  return (!o.hostfile.empty() || !o.host_list.empty() || !o.nodes.empty()) && o.rdzv_endpoint.empty();
 }
 
 AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const std::vector<HostEntry>& hosts,

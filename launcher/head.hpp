@@ -19,7 +19,7 @@
 
 namespace dlaunch::launcher {
 
-// True when the flags ask for a head-node launch: --hostfile or -H without
+// True when the flags ask for a head-node launch: --hostfile, -H or --nodes without
 // --rdzv-endpoint (with one, the list only fixes node ranks for agents started
 // some other way).
 bool IsHeadLaunch(const Options& options);

@@ -99,6 +99,9 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
   if (pid < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
   if (pid == 0) {
     close(fds[1]);
+    // Its own process group: a SIGKILL to the launcher's group (a head-node
+    // launch stopping a local agent) must leave the watchdog to clean up after it.
+    setpgid(0, 0);
     // Terminal signals are for the launcher; the watchdog waits for its pipe.
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
     prctl(PR_SET_NAME, "dlaunch-watch");

@@ -243,7 +243,9 @@ void Coordinator::Assign() {
   if (assignment.master_port == 0) assignment.master_port = kDefaultMasterPort;
   assignment.run_id = options_.run_id;
   assignment.restart_count = restart_count_;
-  if (std::size_t size = PayloadSize(assignment); size > kMaxPayload) {
+  // Only agents that asked for the whole table receive it.
+  bool any_table = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.second->join.wants_table; });
+  if (std::size_t size = PayloadSize(assignment); any_table && size > kMaxPayload) {
     std::string why = fmt::format("{}: the node table of {} nodes takes {} bytes, over the frame cap of {}",
                                   Subject(), table_.size(), size, kMaxPayload);
     return End(1, why, [&](const Agent&) { return Message(Abort{why, 1}); });

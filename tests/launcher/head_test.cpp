@@ -19,6 +19,7 @@ Options Parse(std::vector<std::string> args) {
 TEST_CASE("a hostfile or -H without --rdzv-endpoint is a head-node launch", "[head]") {
   CHECK(IsHeadLaunch(Parse({"--hostfile", "h", "--", "true"})));
   CHECK(IsHeadLaunch(Parse({"-H", "a:2,b:2", "--", "true"})));
+  CHECK(IsHeadLaunch(Parse({"--nodes", "a,b", "--", "true"})));
   CHECK_FALSE(IsHeadLaunch(Parse({"--hostfile", "h", "--rdzv-endpoint", "a:1", "--", "true"})));
   CHECK_FALSE(IsHeadLaunch(Parse({"--nproc-per-node", "2", "--", "true"})));
 }

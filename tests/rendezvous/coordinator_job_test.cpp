@@ -308,6 +308,20 @@ TEST_CASE("a node table that cannot fit in one frame aborts instead of sending",
         "rendezvous head:29400: the node table of 2000 nodes takes 1052300 bytes, over the frame cap of 1048576");
   CHECK(h.inbox[conns[7]].back() == Message(Abort{h.ended->summary, 1}));
   CHECK(h.AssignmentsOf(conns[0]).empty());
+
+  // The same job with no agent asking for the table: each gets its own row.
+  Harness c(testing::Opts(n, n));
+  ConnId last = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string name = fmt::format("{:0>255}", i);
+    Join j = testing::MakeJoin(name);
+    j.addrs = {name};
+    j.wants_table = 0;
+    last = c.JoinAs(j);
+  }
+  CHECK_FALSE(c.ended.has_value());
+  CHECK(c.LastAssignment(last).nodes.size() == 1);
+  CHECK(c.LastAssignment(last).nnodes == n);
 }
 
 }  // namespace dlaunch::rendezvous
