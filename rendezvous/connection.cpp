@@ -1,5 +1,7 @@
 #include "rendezvous/connection.hpp"
 
+#include <fcntl.h>
+
 #include <optional>
 
 #include <boost/asio/connect.hpp>
@@ -54,6 +56,10 @@ Connection::Connection(tcp::socket socket) : socket_(std::move(socket)) {
   tcp::endpoint ep = socket_.remote_endpoint(ec);
   peer_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
   socket_.set_option(tcp::no_delay(true), ec);
+  // Asio opens sockets without close-on-exec: a worker must not inherit the
+  // agent's connection, or the coordinator would not see it close when the
+  // agent dies. Everything runs on the spawning thread, so no fork comes between.
+  fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
 }
 
 void Connection::Start(MessageHandler on_message, CloseHandler on_close) {

@@ -1,5 +1,7 @@
 #include "rendezvous/server.hpp"
 
+#include <fcntl.h>
+
 #include <fmt/format.h>
 
 namespace dlaunch::rendezvous {
@@ -41,6 +43,8 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(asio::io_con
     return Status::InvalidArgument(fmt::format("{} {}: cannot {} ({})", what, listen.ToString(), step, ec.message()));
   };
   if (server->acceptor_.open(ep.protocol(), ec); ec) return fail("open a socket");
+  // Not inherited by workers or ssh clients (see Connection's constructor).
+  fcntl(server->acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   server->acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (server->acceptor_.bind(ep, ec); ec) return fail("listen");
   if (server->acceptor_.listen(asio::socket_base::max_listen_connections, ec); ec) return fail("listen");
