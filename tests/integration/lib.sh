@@ -119,20 +119,26 @@ require_python() {
   [[ -x $PY ]] || skip "$PY is missing"
 }
 
-# run_dl SECONDS ARGS... : runs dlaunch ARGS under a timeout.
+# run_cmd SECONDS CMD ARGS... : runs CMD ARGS under a timeout, stdin closed.
 # Sets RC, OUT and ERR (paths of captured stdout/stderr), ELAPSED (seconds, float).
 RUN_SEQ=0
-run_dl() {
+run_cmd() {
   local secs=$1
   shift
   RUN_SEQ=$((RUN_SEQ + 1))
   OUT=$TMP/run$RUN_SEQ.out
   ERR=$TMP/run$RUN_SEQ.err
   local t0=$EPOCHREALTIME
-  timeout -k 5 "$secs" "$DLAUNCH" "$@" >"$OUT" 2>"$ERR" </dev/null
+  timeout -k 5 "$secs" "$@" >"$OUT" 2>"$ERR" </dev/null
   RC=$?
-  local t1=$EPOCHREALTIME
-  ELAPSED=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+  ELAPSED=$(since "$t0")
+}
+
+# run_dl SECONDS ARGS... : run_cmd of dlaunch ARGS.
+run_dl() {
+  local secs=$1
+  shift
+  run_cmd "$secs" "$DLAUNCH" "$@"
   if [[ $RC == 124 || $RC == 137 ]] && [[ $(awk -v e="$ELAPSED" -v s="$secs" 'BEGIN{print (e >= s-0.5)}') == 1 ]]; then
     log "dlaunch $* timed out after ${secs}s"
   fi

@@ -32,14 +32,8 @@ HELPER=$(dirname "$DLAUNCH")/dlaunch-mpi-bootstrap
 run_mpi() {
   local secs=$1 np=$2
   shift 2
-  RUN_SEQ=$((RUN_SEQ + 1))
-  OUT=$TMP/run$RUN_SEQ.out
-  ERR=$TMP/run$RUN_SEQ.err
-  local t0=$EPOCHREALTIME
-  timeout -k 5 "$secs" mpirun --allow-run-as-root --oversubscribe --bind-to none --tag-output \
-    -x "DLTEST_MARK=$MARK" -np "$np" "$@" >"$OUT" 2>"$ERR" </dev/null
-  RC=$?
-  ELAPSED=$(since "$t0")
+  run_cmd "$secs" mpirun --allow-run-as-root --oversubscribe --bind-to none --tag-output \
+    -x "DLTEST_MARK=$MARK" -np "$np" "$@"
   log "mpirun -np $np ${*:1:3} ...: exit $RC after ${ELAPSED}s"
 }
 

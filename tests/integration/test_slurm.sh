@@ -112,13 +112,7 @@ log "Slurm up in $(since "$t0")s (slurmctld port $ctld_port, slurmd port $slurmd
 run_srun() {
   local secs=$1
   shift
-  RUN_SEQ=$((RUN_SEQ + 1))
-  OUT=$TMP/run$RUN_SEQ.out
-  ERR=$TMP/run$RUN_SEQ.err
-  local t0=$EPOCHREALTIME
-  timeout -k 5 "$secs" srun --label "$@" >"$OUT" 2>"$ERR" </dev/null
-  RC=$?
-  ELAPSED=$(since "$t0")
+  run_cmd "$secs" srun --label "$@"
   log "srun ${*:1:3} ...: exit $RC after ${ELAPSED}s"
 }
 
