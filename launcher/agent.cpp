@@ -1,155 +1,128 @@
 #include "launcher/agent.hpp"
 
-#include <fmt/format.h>
+#include <fcntl.h>
 
-#include "rendezvous/auth.hpp"
+#include <boost/asio/connect.hpp>
+#include <fmt/format.h>
 
 namespace dlaunch::launcher {
 
 namespace asio = boost::asio;
 namespace rdzv = dlaunch::rendezvous;
+using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-Agent::Agent(asio::io_context& io, AgentOptions options)
-    : io_(io), options_(std::move(options)), heartbeat_timer_(io) {}
+Agent::Agent(asio::io_context& io, rdzv::HostPort target, rdzv::AgentMachineOptions options, Hooks hooks)
+    : io_(io),
+      target_(std::move(target)),
+      hooks_(std::move(hooks)),
+      machine_(std::move(options)),
+      resolver_(io),
+      timer_(io) {}
 
 Agent::~Agent() {
-  heartbeat_timer_.cancel();
-  if (conn_) conn_->Close();
+  *alive_ = false;
+  HangUp();
+  timer_.cancel();
 }
 
-Result<rdzv::Assignment> Agent::WaitAssignment() {
-  if (!conn_) {
-    Result<asio::ip::tcp::socket> socket = rdzv::ConnectWithRetry(io_, options_.endpoint, options_.join_timeout);
-    if (!socket.ok()) return socket.status();
-    conn_ = std::make_shared<rdzv::Connection>(std::move(*socket));
-    conn_->Start([this](rdzv::Message m) { OnMessage(std::move(m)); },
-                 [this](const Status& why) { OnLost(why.message()); });
-    if (!options_.token.empty()) {
-      Result<std::string> nonce = rdzv::RandomNonce();
-      if (!nonce.ok()) return nonce.status();
-      nonce_ = *nonce;
-    }
-    conn_->Send(rdzv::Hello{rdzv::kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes,
-                            options_.max_nodes, options_.max_restarts});
-    last_heard_ = Clock::now();
-    ArmHeartbeat();
-  }
-  if (!restart_pending_) assignment_.reset();  // a restart's assignment is already here
-  restart_pending_ = false;
+void Agent::Start() { Apply(machine_.Start(Clock::now())); }
+
+void Agent::WorkersDone(int code) {
   abort_ = nullptr;
-  finish_ = nullptr;
-  io_.restart();
-  while (!assignment_ && !join_error_ && io_.run_one() > 0) {
-  }
-  if (join_error_) return *join_error_;
-  if (!assignment_) return Status::PeerLost(Subject() + ": the event loop ran dry before an assignment");
-  generation_ = assignment_->generation;
-  node_rank_ = assignment_->node_rank;
-  return *assignment_;
+  Apply(machine_.OnWorkersDone(code, Clock::now()));
 }
 
-void Agent::OnMessage(rdzv::Message message) {
-  last_heard_ = Clock::now();
-  if (auto* c = std::get_if<rdzv::Challenge>(&message)) {
-    if (!c->nonce.empty()) {
-      if (options_.token.empty()) {
-        join_error_ = Status::InvalidArgument(Subject() + ": the coordinator wants a token (--rdzv-token, " +
-                                              rdzv::kTokenEnvVar + " or --rdzv-token-file)");
-        conn_->Close();
-        return;
-      }
-      conn_->Send(rdzv::Proof{rdzv::ProofFor(options_.token, nonce_, c->nonce, options_.join.run_id)});
-    }
-    // Without --local-addr, advertise the address this host reaches the coordinator from.
-    if (options_.join.addrs.empty()) options_.join.addrs.push_back(conn_->local_address());
-    conn_->Send(options_.join);
-  } else if (auto* a = std::get_if<rdzv::Assignment>(&message)) {
-    bool running = abort_ && !pending_exit_;
-    assignment_ = std::move(*a);
-    if (running || (abort_ && finish_)) {
-      // A new generation while this one runs: the coordinator restarts the job.
-      restart_pending_ = true;
-      pending_exit_ = 1;
-      if (!aborted_) {
-        aborted_ = true;
-        abort_(1, fmt::format("{}: restarting the job as generation {}", Subject(), assignment_->generation));
-      }
-      if (finish_) finish_(1);
-    }
-  } else if (auto* r = std::get_if<rdzv::Refused>(&message)) {
-    join_error_ = Status::InvalidArgument(fmt::format("{}: refused ({})", Subject(), r->reason));
-  } else if (auto* ab = std::get_if<rdzv::Abort>(&message)) {
-    if (abort_ && !aborted_) {
-      aborted_ = true;
-      abort_(ab->code, options_.quiet_abort ? "" : ab->reason);
-    } else if (!abort_) {
-      join_error_ = Status::PeerLost(ab->reason);
-    }
-    pending_exit_ = ab->code;
-    if (finish_) finish_(ab->code);
-  } else if (auto* d = std::get_if<rdzv::Done>(&message)) {
-    pending_exit_ = d->exit_code;
-    if (finish_) finish_(d->exit_code);
-  }
-  // Heartbeat: being heard is all it says.
+void Agent::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
+
+void Agent::LocalFailure(int rank, int code, const std::string& reason) {
+  Apply(machine_.OnWorkerFailed(rank, code, reason));
 }
 
-void Agent::OnLost(const std::string& why) {
-  std::string reason = fmt::format("{}: lost the coordinator ({})", Subject(), why);
-  if (!assignment_ && !abort_) {
-    if (!join_error_) join_error_ = Status::PeerLost(reason);
+void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
+  for (rdzv::AgentAction& action : actions) {
+    if (std::holds_alternative<rdzv::DoConnect>(action)) {
+      Connect();
+    } else if (auto* send = std::get_if<rdzv::DoSend>(&action)) {
+      if (conn_) conn_->Send(send->message);
+    } else if (std::holds_alternative<rdzv::DoHangUp>(action)) {
+      HangUp();
+    } else if (auto* run = std::get_if<rdzv::DoRunWorkers>(&action)) {
+      hooks_.run(run->assignment);
+    } else if (auto* stop = std::get_if<rdzv::DoStopWorkers>(&action)) {
+      if (abort_) abort_(stop->code, stop->reason);
+    } else if (auto* notice = std::get_if<rdzv::DoNotice>(&action)) {
+      hooks_.notice(notice->line);
+    } else if (auto* finish = std::get_if<rdzv::DoFinish>(&action)) {
+      timer_.cancel();
+      hooks_.finish(finish->code, finish->error);
+      return;  // the owner may be tearing everything down
+    }
+  }
+  ArmTimer();
+}
+
+void Agent::ArmTimer() {
+  std::optional<Clock::time_point> deadline = machine_.NextDeadline();
+  if (!deadline) {
+    timer_.cancel();
     return;
   }
-  if (pending_exit_) return;  // the job had already ended
-  pending_exit_ = 1;
-  if (abort_ && !aborted_) {
-    aborted_ = true;
-    abort_(1, reason);
-  }
-  if (finish_) finish_(1);
-}
-
-void Agent::ArmHeartbeat() {
-  heartbeat_timer_.expires_after(options_.heartbeat_interval);
-  heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || !conn_ || !conn_->open()) return;
-    if (Clock::now() - last_heard_ > options_.heartbeat_timeout) {
-      conn_->Close();
-      OnLost(fmt::format("nothing heard for {:.1f}s",
-                         std::chrono::duration<double>(options_.heartbeat_timeout).count()));
-      return;
-    }
-    conn_->Send(rdzv::Heartbeat{});
-    ArmHeartbeat();
+  timer_.expires_at(*deadline);
+  timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
+    if (ec || !*alive) return;
+    Apply(machine_.OnTick(Clock::now()));
   });
 }
 
-void Agent::Attach(std::function<void(int, const std::string&)> abort) {
-  abort_ = std::move(abort);
-  aborted_ = false;
-  finish_ = nullptr;
-  pending_exit_.reset();
-}
-
-void Agent::LocalFailure(int rank, int code, const std::string& reason) {
-  if (conn_ && conn_->open()) conn_->Send(rdzv::WorkerFailed{generation_, node_rank_, rank, code, reason});
-}
-
-void Agent::LocalDone(int code, std::function<void(int)> finish) {
-  if (pending_exit_) {
-    finish(code != 0 ? code : *pending_exit_);
-    return;
-  }
-  finish_ = [this, code, finish = std::move(finish)](int job_code) {
-    // Clearing finish_ destroys this lambda: copy what it needs first.
-    int own = code;
-    auto done = std::move(finish);
-    finish_ = nullptr;
-    // A node whose own workers failed exits with its own code; the others take the job's.
-    done(own != 0 ? own : job_code);
+void Agent::Connect() {
+  HangUp();
+  std::uint64_t attempt = ++attempt_;
+  auto failed = [this, attempt, alive = alive_](const std::string& why) {
+    if (!*alive || attempt != attempt_) return;
+    connecting_.reset();
+    Apply(machine_.OnConnectFailed(why, Clock::now()));
   };
-  if (conn_ && conn_->open()) conn_->Send(rdzv::Done{generation_, node_rank_, code});
+  // Resolution runs on Asio's resolver thread, so a slow DNS answer never holds the loop.
+  resolver_.async_resolve(
+      target_.host, std::to_string(target_.port),
+      [this, attempt, alive = alive_, failed](boost::system::error_code ec, tcp::resolver::results_type results) {
+        if (!*alive || attempt != attempt_) return;
+        if (ec) return failed(fmt::format("cannot resolve {}: {}", target_.host, ec.message()));
+        connecting_ = std::make_unique<tcp::socket>(io_);
+        asio::async_connect(*connecting_, results,
+                            [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
+                              if (!*alive || attempt != attempt_) return;
+                              if (ec) return failed(ec.message());
+                              auto socket = std::move(*connecting_);
+                              connecting_.reset();
+                              conn_ = std::make_shared<rdzv::Connection>(std::move(socket));
+                              conn_->Start(
+                                  [this, attempt, alive](rdzv::Message m) {
+                                    if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
+                                  },
+                                  [this, attempt, alive](const Status& why) {
+                                    if (!*alive || attempt != attempt_) return;
+                                    conn_.reset();
+                                    Apply(machine_.OnClosed(why, Clock::now()));
+                                  });
+                              Apply(machine_.OnConnected(conn_->local_address(), Clock::now()));
+                            });
+      });
+}
+
+void Agent::HangUp() {
+  ++attempt_;  // whatever the old attempt still reports is stale now
+  resolver_.cancel();
+  if (connecting_) {
+    boost::system::error_code ignored;
+    connecting_->close(ignored);
+    connecting_.reset();
+  }
+  if (conn_) {
+    conn_->Close();
+    conn_.reset();
+  }
 }
 
 }  // namespace dlaunch::launcher

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "launcher/cli.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
@@ -93,7 +94,8 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
     c.token = token;
     return c;
   };
-  boost::asio::io_context io;
+  EventLoop loop;
+  boost::asio::io_context& io = loop.io();
   auto server = rdzv::CoordinatorServer::Start(io, *at, "--listen", factory, [](const std::string& line) {
     std::fprintf(stderr, "dlaunch coordinator: %s\n", line.c_str());
   });
@@ -101,16 +103,13 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
   std::fprintf(stderr, "dlaunch coordinator: listening on %s\n", endpoint.c_str());
 
   boost::asio::signal_set stop(io, SIGINT, SIGTERM);
-  int code = 0;
   stop.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
     std::fprintf(stderr, "dlaunch coordinator: stopping on %s with %zu job(s) open\n", SignalName(sig).c_str(),
                  (*server)->jobs());
-    code = 0;
-    io.stop();
+    loop.Exit(0);
   });
-  io.run();
-  return code;
+  return loop.Run();
 }
 
 }  // namespace dlaunch::launcher

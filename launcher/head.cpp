@@ -14,12 +14,14 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/event_loop.hpp"
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
@@ -93,14 +95,16 @@ class Head {
   };
 
   Head(const Options& o, asio::io_context& io, Watchdog& watchdog, rdzv::CoordinatorServer& server)
-      : o_(o), io_(io), watchdog_(watchdog), server_(server), signals_(io), deadline_(io) {}
+      : o_(o), io_(io), watchdog_(watchdog), server_(server), signals_(io), deadline_(io), ticker_(io) {}
 
   // Starts node `i`'s launcher; `stdin_line` is written to its stdin, which then closes.
   Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
                    const std::string& stdin_line);
   // Ends the job on every node (the first call only): each agent gets Abort{cause, code}.
   void Stop(int code, const std::string& cause);
-  int Run();
+  // Watches the nodes until every agent has finished; then calls `done` with the
+  // job's exit code (128+N after a signal, 1 when the job never ended).
+  void Run(std::function<void(int)> done);
 
  private:
   struct Stream {
@@ -121,6 +125,8 @@ class Head {
   void ArmDeadline();
   void KillAll();
   bool AllFinished() const;
+  void Tick();
+  void Complete();
 
   const Options& o_;
   asio::io_context& io_;
@@ -128,7 +134,10 @@ class Head {
   rdzv::CoordinatorServer& server_;
   asio::signal_set signals_;
   asio::steady_timer deadline_;
+  asio::steady_timer ticker_;
   bool deadline_armed_ = false;
+  bool completed_ = false;
+  std::function<void(int)> done_;
   std::vector<Node> nodes_;
   std::list<std::unique_ptr<Stream>> streams_;
   std::string out_;
@@ -264,6 +273,7 @@ void Head::MaybeFinished(size_t i) {
                                     *node.code, last.empty() ? "" : " (" + last.back() + ")");
     Stop(1, cause);
   }
+  Complete();
 }
 
 void Head::Stop(int code, const std::string& cause) {
@@ -300,29 +310,44 @@ bool Head::AllFinished() const {
   return true;
 }
 
-int Head::Run() {
+void Head::Run(std::function<void(int)> done) {
+  done_ = std::move(done);
   signals_.add(SIGCHLD);
   for (int sig : o_.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o_.signals_to_handle)
     signals_.add(sig);
   WaitSignals();
   Reap();  // a node that failed before the signal set was in place
-  io_.restart();
-  while (!AllFinished() && io_.run_one() > 0) {
-    if (server_.ended()) ArmDeadline();
-  }
+  Tick();
+  Complete();  // no node could be started
+}
+
+// Once the coordinator has ended the job, the agents' time to finish starts.
+void Head::Tick() {
+  if (server_.ended()) ArmDeadline();
+  ticker_.expires_after(std::chrono::milliseconds(100));
+  ticker_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) Tick();
+  });
+}
+
+void Head::Complete() {
+  if (completed_ || !AllFinished()) return;
+  completed_ = true;
   boost::system::error_code ignored;
   signals_.cancel(ignored);
   deadline_.cancel();
+  ticker_.cancel();
   for (auto& s : streams_) CloseStream(s.get());
-  io_.restart();
-  io_.poll();
 
-  if (stop_signal_ != 0) return 128 + stop_signal_;
-  if (const auto& ended = server_.ended()) {
+  int code = 1;
+  if (stop_signal_ != 0) {
+    code = 128 + stop_signal_;
+  } else if (const auto& ended = server_.ended()) {
     if (ended->exit_code != 0) WriteAll(STDERR_FILENO, fmt::format("dlaunch: job: {}\n", ended->summary));
-    return ended->exit_code;
+    code = ended->exit_code;
   }
-  return 1;
+  // The cancelled handlers above are queued already; `done` runs after them.
+  asio::post(io_, [done = std::move(done_), code] { done(code); });
 }
 
 }  // namespace
@@ -433,7 +458,8 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     *token = Hex(*fresh);
   }
 
-  asio::io_context io;
+  EventLoop loop;
+  asio::io_context& io = loop.io();
   // The coordinator listens on the address that routes to the nodes, on a free port.
   std::string addr = o.local_addr;
   bool all_local = true;
@@ -509,7 +535,8 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     }
   }
   if (code != 0) head.Stop(code, "the launch failed on the head");
-  int result = head.Run();
+  head.Run([&loop](int result) { loop.Exit(result); });
+  int result = loop.Run();
   watchdog.Stop();
   return code != 0 ? code : result;
 }

@@ -19,6 +19,7 @@
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
 #include "launcher/daemon.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/head.hpp"
 #include "launcher/mpi_bootstrap.hpp"
 #include "launcher/multinode.hpp"
@@ -77,7 +78,7 @@ Status EnsureDirectory(const std::string& flag, const std::string& path) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io) {
+int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog) {
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = o.node_rank;
   layout.master_addr = o.master_addr;
@@ -124,7 +125,9 @@ int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost:
 
   task_holds.clear();  // the TF tasks bind their ports now
   PrintNotices(plan);
-  return RunJob(plan, watchdog, io);
+  EventLoop loop;
+  std::unique_ptr<WorkerRun> run = StartJob(plan, watchdog, loop.io(), nullptr, [&loop](int code) { loop.Exit(code); });
+  return loop.Run();
 }
 
 }  // namespace
@@ -254,8 +257,7 @@ int main(int argc, char** argv) {
   Watchdog watchdog;
   if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
 
-  boost::asio::io_context io;
-  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, io) : RunStatic(o, n, plan, watchdog, io);
+  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog) : RunStatic(o, n, plan, watchdog);
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;

@@ -11,9 +11,11 @@
 #include <memory>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "launcher/agent.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/system.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
@@ -98,8 +100,89 @@ Result<std::vector<HostEntry>> NodeList(const Options& o) {
   return FilterHosts(std::move(*hosts), o.include, o.exclude);
 }
 
-int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
-                 asio::io_context& io) {
+namespace {
+
+// This node's part of a rendezvous job on the event loop: the agent joins, each
+// assignment becomes a run of the workers, and the agent's verdict ends the loop.
+// A node that hosts the coordinator keeps serving briefly after its own verdict,
+// so the other agents get their last message.
+class NodeMode {
+ public:
+  NodeMode(EventLoop& loop, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
+           std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts)
+      : loop_(loop),
+        endpoint_(endpoint),
+        plan_(plan),
+        watchdog_(watchdog),
+        server_(std::move(server)),
+        drain_(loop.io()),
+        agent_(loop.io(), std::move(target), std::move(aopts),
+               Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
+                            [this](int code, const std::string& error) { Finish(code, error); }, PrintLog}) {}
+
+  void Start() { agent_.Start(); }
+
+ private:
+  void Run(const rdzv::Assignment& a) {
+    run_.reset();  // the last generation's run has finished
+    envmap::JobLayout& layout = plan_.layout;
+    if (static_cast<int>(a.nodes.size()) == a.nnodes) {
+      layout.nodes = a.nodes;
+    } else {
+      Result<std::vector<envmap::Node>> table =
+          a.nodes.size() == 1 ? envmap::PartialTable(a.nnodes, a.node_rank, a.nodes.front(), a.rank_offset, a.world_size)
+                              : Result<std::vector<envmap::Node>>(Status::InvalidArgument(fmt::format(
+                                    "assignment: {} rows for a job of {} nodes", a.nodes.size(), a.nnodes)));
+      if (!table.ok()) return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, table.status().message()));
+      layout.nodes = std::move(*table);
+    }
+    layout.node_rank = a.node_rank;
+    layout.master_addr = a.master_addr;
+    layout.master_port = a.master_port;
+    layout.run_id = a.run_id;
+    layout.restart_count = a.restart_count;
+    if (Status s = envmap::Validate(layout); !s.ok())
+      return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
+    run_ = StartJob(plan_, watchdog_, loop_.io(), &agent_, [this](int code) { agent_.WorkersDone(code); });
+  }
+
+  void Finish(int code, const std::string& error) {
+    if (!error.empty()) PrintLog(error);
+    code_ = code;
+    if (!server_) return loop_.Exit(code);
+    // Serve until the coordinator has ended the job and told every agent.
+    drain_deadline_ = std::chrono::steady_clock::now() + kHostDrain;
+    DrainHost();
+  }
+
+  void DrainHost() {
+    if (server_->Flushed() || std::chrono::steady_clock::now() >= drain_deadline_) {
+      if (server_->ended() && server_->ended()->exit_code != 0) PrintLog("job: " + server_->ended()->summary);
+      return loop_.Exit(code_);
+    }
+    drain_.expires_after(std::chrono::milliseconds(50));
+    drain_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) DrainHost();
+    });
+  }
+
+  EventLoop& loop_;
+  std::string endpoint_;
+  RunPlan& plan_;
+  Watchdog& watchdog_;
+  std::unique_ptr<rdzv::CoordinatorServer> server_;
+  asio::steady_timer drain_;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  int code_ = 1;
+  Agent agent_;
+  std::unique_ptr<WorkerRun> run_;
+};
+
+}  // namespace
+
+int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog) {
+  EventLoop loop;
+  asio::io_context& io = loop.io();
   Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
@@ -151,8 +234,8 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
                                                       : PortReservation::AnyFree();
   if (!master_hold.ok()) return Fail(1, master_hold.status().message());
 
-  AgentOptions aopts;
-  aopts.endpoint = *endpoint;
+  rdzv::AgentMachineOptions aopts;
+  aopts.endpoint = endpoint->ToString();
   aopts.token = *token;
   aopts.join.run_id = run_id;
   aopts.min_nodes = min_nodes;
@@ -171,55 +254,13 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   aopts.heartbeat_timeout = o.heartbeat_timeout;
   aopts.heartbeat_interval = o.heartbeat_timeout / 3;
   aopts.quiet_abort = server != nullptr;
-  Agent agent(io, aopts);
 
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;
   PrintNotices(plan);
-  int code = 1;
-  for (;;) {
-    Result<rdzv::Assignment> a = agent.WaitAssignment();
-    if (!a.ok()) {
-      code = Fail(1, a.status().message());
-      break;
-    }
-    envmap::JobLayout& layout = plan.layout;
-    if (static_cast<int>(a->nodes.size()) == a->nnodes) {
-      layout.nodes = a->nodes;
-    } else {
-      Result<std::vector<envmap::Node>> table =
-          a->nodes.size() == 1 ? envmap::PartialTable(a->nnodes, a->node_rank, a->nodes.front(), a->rank_offset, a->world_size)
-                               : Result<std::vector<envmap::Node>>(Status::InvalidArgument(fmt::format(
-                                     "assignment: {} rows for a job of {} nodes", a->nodes.size(), a->nnodes)));
-      if (!table.ok()) {
-        code = Fail(1, fmt::format("{}: bad assignment ({})", o.rdzv_endpoint, table.status().message()));
-        break;
-      }
-      layout.nodes = std::move(*table);
-    }
-    layout.node_rank = a->node_rank;
-    layout.master_addr = a->master_addr;
-    layout.master_port = a->master_port;
-    layout.run_id = a->run_id;
-    layout.restart_count = a->restart_count;
-    if (Status s = envmap::Validate(layout); !s.ok()) {
-      code = Fail(1, fmt::format("{}: bad assignment ({})", o.rdzv_endpoint, s.message()));
-      break;
-    }
-    code = RunJob(plan, watchdog, io, &agent);
-    if (!agent.restart_pending()) break;
-  }
-
-  if (server) {
-    // Serve until the coordinator has ended the job and told every agent.
-    auto deadline = std::chrono::steady_clock::now() + kHostDrain;
-    io.restart();
-    while (!server->Flushed() && std::chrono::steady_clock::now() < deadline)
-      io.run_one_for(std::chrono::milliseconds(50));
-    if (server->ended() && server->ended()->exit_code != 0)
-      std::fprintf(stderr, "dlaunch: job: %s\n", server->ended()->summary.c_str());
-  }
-  return code;
+  NodeMode mode(loop, o.rdzv_endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
+  mode.Start();
+  return loop.Run();
 }
 
 }  // namespace dlaunch::launcher

@@ -2,8 +2,6 @@
 // node is the endpoint, join it, and run every generation it assigns.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-
 #include "envmap/layout.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/hostfile.hpp"
@@ -27,7 +25,7 @@ Result<std::vector<HostEntry>> NodeList(const Options& options);
 // rank on every node finished with 0. `plan` is complete but for its layout,
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
-int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
-                 boost::asio::io_context& io);
+// Runs its own event loop (launcher/event_loop.hpp) until the job has ended.
+int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog);
 
 }  // namespace dlaunch::launcher

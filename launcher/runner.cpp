@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -36,7 +37,7 @@ namespace fs = std::filesystem;
 // Default: how long output may keep draining after the last worker exited.
 constexpr std::chrono::seconds kDrainTimeout{2};
 
-class Runner : public WorkerControl {
+class Runner : public WorkerRun, public WorkerControl {
  public:
   Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel)
       : plan_(plan),
@@ -50,7 +51,7 @@ class Runner : public WorkerControl {
         slots_(envmap::LocalSlots(plan.layout)),
         tails_(slots_.size()) {}
 
-  int Run();
+  void Run(std::function<void(int)> done);
 
   Result<int> Start(int local_rank, int restart) override;
   void Signal(int pid, int sig) override {
@@ -99,8 +100,8 @@ class Runner : public WorkerControl {
   std::string out_;  // scratch for tagged output
   bool draining_ = false;
   bool failure_reported_ = false;
-  bool local_done_ = false;     // LocalDone was sent; waiting for the barrier
-  std::optional<int> final_code_;  // set when the run is over
+  bool finished_ = false;
+  std::function<void(int)> done_;
 };
 
 std::string AttemptDir(const std::string& work_dir, int restart, int local_rank) {
@@ -282,14 +283,18 @@ void Runner::AfterEvent() {
 }
 
 void Runner::Finish() {
-  if (final_code_ || local_done_) return;
-  if (channel_ == nullptr) {
-    final_code_ = supervisor_.exit_code();
-    return;
-  }
-  // The exit barrier: this node is done, the job may not be.
-  local_done_ = true;
-  channel_->LocalDone(supervisor_.exit_code(), [this](int code) { final_code_ = code; });
+  if (finished_) return;
+  finished_ = true;
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  timer_.cancel();
+  drain_timer_.cancel();
+  for (auto& s : streams_) CloseStream(s.get());
+  int code = supervisor_.exit_code();
+  if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) PrintSummary();
+  // The cancelled handlers above are queued already; `done` runs after them, so
+  // it may destroy this runner.
+  asio::post(io_, [done = std::move(done_), code] { done(code); });
 }
 
 void Runner::PrintSummary() {
@@ -320,7 +325,8 @@ void Runner::PrintSummary() {
   WriteAll(STDERR_FILENO, out);
 }
 
-int Runner::Run() {
+void Runner::Run(std::function<void(int)> done) {
+  done_ = std::move(done);
   signals_.add(SIGCHLD);
   for (int sig : plan_.stop_signals) signals_.add(sig);
   for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
@@ -336,24 +342,6 @@ int Runner::Run() {
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
     WriteAll(STDERR_FILENO, "dlaunch: " + s.message() + "\n");
   AfterEvent();
-  // Run until this node's result is known; other work on `io_` (a rendezvous
-  // agent, a coordinator) runs alongside.
-  io_.restart();
-  while (!final_code_ && io_.run_one() > 0) {
-  }
-  // Let the cancelled handlers run while this runner (which they point into) lives.
-  boost::system::error_code ignored;
-  signals_.cancel(ignored);
-  timer_.cancel();
-  drain_timer_.cancel();
-  for (auto& s : streams_) CloseStream(s.get());
-  io_.restart();
-  io_.poll();
-
-  int code = supervisor_.exit_code();
-  if (code != 0 && supervisor_.root_cause() != nullptr) PrintSummary();
-  else if (supervisor_.stop_signal() != 0) PrintSummary();
-  return final_code_.value_or(code);
 }
 
 }  // namespace
@@ -365,17 +353,20 @@ void PrintNotices(const RunPlan& plan) {
              fmt::format("dlaunch: setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)\n", n));
 }
 
-int RunJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel) {
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io,
+                                    JobChannel* channel, std::function<void(int)> done) {
   if (!plan.flavors.azure_hostfile.empty()) {
     std::ofstream f(plan.flavors.azure_hostfile);
     f << envmap::AzureHostfile(plan.layout);
     if (!f) {
       WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: cannot write\n", plan.flavors.azure_hostfile));
-      return 1;
+      asio::post(io, [done = std::move(done)] { done(1); });
+      return nullptr;
     }
   }
-  Runner runner(plan, watchdog, io, channel);
-  return runner.Run();
+  auto runner = std::make_unique<Runner>(plan, watchdog, io, channel);
+  runner->Run(std::move(done));
+  return runner;
 }
 
 }  // namespace dlaunch::launcher

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,29 +37,35 @@ struct RunPlan {
 };
 
 // Connects this node's workers to the rest of a multi-node job (the rendezvous
-// agent implements it). Every call happens on the io_context's thread.
+// agent implements it). Every call happens on the event loop's thread.
 class JobChannel {
  public:
   virtual ~JobChannel() = default;
   // Called once, when the runner starts: `abort(code, reason)` stops this node's
-  // workers because of a failure elsewhere.
+  // workers because of a failure elsewhere (`reason` is printed unless empty).
   virtual void Attach(std::function<void(int code, const std::string& reason)> abort) = 0;
   // The first local worker failure: global rank, its shell exit code, and a
   // one-line description for the job-wide summary.
   virtual void LocalFailure(int rank, int code, const std::string& reason) = 0;
-  // Every local worker has exited with node result `code`. The channel calls
-  // `finish(code)` once the job as a whole has ended (the exit barrier); the
-  // code it passes is what this node exits with.
-  virtual void LocalDone(int code, std::function<void(int code)> finish) = 0;
+};
+
+// This node's workers of one generation, running on the event loop.
+class WorkerRun {
+ public:
+  virtual ~WorkerRun() = default;
 };
 
 // One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.
 void PrintNotices(const RunPlan& plan);
 
-// Runs the job on `io` and returns the launcher's exit code. Prints the failure
-// summary on stderr when the job fails. `watchdog` must already be started.
-// `channel` is null for a single-node job.
-int RunJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
-           JobChannel* channel = nullptr);
+// Starts this node's workers on `io` and returns at once. When every worker has
+// exited and its output has drained, prints the failure summary (when the job
+// failed) and calls `done(code)` with the node's exit code from a handler of its
+// own, after every handler of the run has finished: `done` may destroy the run.
+// `plan` and `watchdog` (already started) must outlive the run; `channel` is null
+// for a single-node job. A run destroyed before `done` stops nothing: that is a
+// programmer error.
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
+                                    JobChannel* channel, std::function<void(int code)> done);
 
 }  // namespace dlaunch::launcher

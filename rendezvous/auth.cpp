@@ -60,6 +60,23 @@ std::string ProofFor(std::string_view token, std::string_view nonce_agent,
   return HmacSha256(token, data);
 }
 
+std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_agent,
+                     std::string_view nonce_coordinator, std::string_view run_id) {
+  if (who == Prover::kAgent) return ProofFor(token, nonce_agent, nonce_coordinator, run_id);
+  std::string data("dlaunch-rdzv-v1 coordinator proof");
+  AppendField(data, nonce_agent);
+  AppendField(data, nonce_coordinator);
+  AppendField(data, run_id);
+  return HmacSha256(token, data);
+}
+
+bool Verify(std::string_view token, Prover who, std::string_view nonce_agent, std::string_view nonce_coordinator,
+            std::string_view run_id, std::string_view proof) {
+  if (proof.size() != kProofSize) return false;
+  std::string expected = ProofFor(token, who, nonce_agent, nonce_coordinator, run_id);
+  return CRYPTO_memcmp(expected.data(), proof.data(), kProofSize) == 0;
+}
+
 bool Verify(std::string_view token, std::string_view nonce_agent,
             std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof) {
   if (proof.size() != kProofSize) return false;

@@ -22,6 +22,9 @@ inline constexpr std::size_t kNonceSize = 32;
 inline constexpr std::size_t kProofSize = 32;  // SHA-256
 inline constexpr const char* kTokenEnvVar = "DLAUNCH_RDZV_TOKEN";
 
+// Who proves: each direction has its own label, so a proof cannot be reflected.
+enum class Prover { kAgent, kCoordinator };
+
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.
 std::string HmacSha256(std::string_view key, std::string_view data);
 
@@ -29,6 +32,11 @@ std::string HmacSha256(std::string_view key, std::string_view data);
 // values, each length-prefixed so that no two inputs share an encoding.
 std::string ProofFor(std::string_view token, std::string_view nonce_agent,
                      std::string_view nonce_coordinator, std::string_view run_id);
+
+std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_agent,
+                     std::string_view nonce_coordinator, std::string_view run_id);
+bool Verify(std::string_view token, Prover who, std::string_view nonce_agent,
+            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof);
 
 // True when `proof` is ProofFor(...) of the same values. Compares in constant
 // time (CRYPTO_memcmp); a proof of the wrong length is simply false.

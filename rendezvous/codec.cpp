@@ -49,7 +49,10 @@ template <typename V, Is<Hello> M> void Fields(V& v, M& m) {
   v.Int("max_nodes", m.max_nodes);
   v.Int("max_restarts", m.max_restarts);
 }
-template <typename V, Is<Challenge> M> void Fields(V& v, M& m) { v.Str("nonce", m.nonce); }
+template <typename V, Is<Challenge> M> void Fields(V& v, M& m) {
+  v.Str("nonce", m.nonce);
+  v.Str("proof", m.proof);
+}
 template <typename V, Is<Proof> M> void Fields(V& v, M& m) { v.Str("mac", m.mac); }
 template <typename V, Is<Join> M> void Fields(V& v, M& m) {
   v.Str("run_id", m.run_id);

@@ -50,6 +50,7 @@ struct Hello {
 // Coordinator -> agent: its own nonce. Empty: no token is set, send Join directly.
 struct Challenge {
   std::string nonce;
+  std::string proof;  // ProofFor(token, Prover::kCoordinator, ...); empty without a token
 
   bool operator==(const Challenge&) const = default;
 };

@@ -2,10 +2,6 @@
 
 #include <fcntl.h>
 
-#include <optional>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -147,49 +143,6 @@ std::string Connection::LocalAddress() const {
   boost::system::error_code ec;
   tcp::endpoint ep = socket_.local_endpoint(ec);
   return ec ? "" : ep.address().to_string();
-}
-
-Result<tcp::socket> ConnectWithRetry(asio::io_context& io, const HostPort& target, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  tcp::resolver resolver(io);
-  std::string last_error = "timed out";
-  for (;;) {
-    boost::system::error_code ec;
-    auto endpoints = resolver.resolve(target.host, std::to_string(target.port), ec);
-    if (ec) return Status::InvalidArgument(fmt::format("rendezvous {}: cannot resolve ({})", target.ToString(), ec.message()));
-    tcp::socket socket(io);
-    std::optional<boost::system::error_code> result;
-    asio::steady_timer timer(io);
-    timer.expires_at(deadline);
-    asio::async_connect(socket, endpoints, [&](boost::system::error_code e, const tcp::endpoint&) {
-      result = e;
-      timer.cancel();
-    });
-    timer.async_wait([&](boost::system::error_code e) {
-      if (!e) socket.close();
-    });
-    // Other work on `io` (this node's own coordinator, say) runs meanwhile.
-    // The timer closes the socket at the deadline, which ends the connect too.
-    io.restart();
-    while (!result && io.run_one() > 0) {
-    }
-    if (result && !*result) {
-      io.poll();  // let the cancelled timer's handler run while it lives
-      return socket;
-    }
-    if (result && *result != asio::error::operation_aborted) last_error = result->message();
-    io.poll();
-    if (std::chrono::steady_clock::now() >= deadline)
-      return Status::Timeout(fmt::format("rendezvous {}: cannot connect within {}s ({})", target.ToString(),
-                                         std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), last_error));
-    // Refused: the coordinator is not up yet. Try again shortly.
-    asio::steady_timer pause(io);
-    pause.expires_after(std::chrono::milliseconds(100));
-    bool waited = false;
-    pause.async_wait([&](boost::system::error_code) { waited = true; });
-    while (!waited && io.run_one() > 0) {
-    }
-  }
 }
 
 }  // namespace dlaunch::rendezvous

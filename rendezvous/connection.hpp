@@ -69,10 +69,4 @@ class Connection : public std::enable_shared_from_this<Connection> {
   CloseHandler on_close_;
 };
 
-// Connects to `target`, retrying refused connections until `timeout` (the
-// coordinator may not be listening yet). Runs `io` until done, so call it before
-// anything else needs the loop... or while only this connect is pending.
-Result<boost::asio::ip::tcp::socket> ConnectWithRetry(boost::asio::io_context& io, const HostPort& target,
-                                                       std::chrono::milliseconds timeout);
-
 }  // namespace dlaunch::rendezvous

@@ -154,7 +154,7 @@ void Coordinator::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::
   agent.nonce_agent = hello.nonce;
   agent.nonce_coordinator = *nonce;
   agent.phase = Phase::kProof;
-  Emit(Send{conn, Challenge{*nonce}});
+  Emit(Send{conn, Challenge{*nonce, ProofFor(options_.token, Prover::kCoordinator, hello.nonce, *nonce, options_.run_id)}});
 }
 
 void Coordinator::OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now) {

@@ -5,7 +5,8 @@
 #      ranks agree on the parameters, ranks 0..7 appear once each, contiguous
 #      per node and ordered by node rank;
 #   2. a shared token (env on one agent, a mode-600 token file on the other):
-#      an agent with the wrong token, and one with none, are refused quickly
+#      an agent with the wrong token (it finds the coordinator cannot prove the
+#      token) and one with none (refused) end quickly
 #      while the job carries on and exits 0;
 #   3. random bytes and a frame header with an oversized length sent to the
 #      coordinator mid-job: both connections are closed with a logged
@@ -124,7 +125,10 @@ run_dl 20 "${common[@]}" --rdzv-token "wrong-$token" -- "$TMP/sleep3.sh"
 log "wrong token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent with the wrong token should be refused (non-zero exit)"
 le "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
-assert_file_matches "$ERR" "$endpoint.*refused.*token" "the wrong-token agent names the refusal"
+# With mutual authentication the agent checks the coordinator's proof first, so a
+# wrong token shows on the agent's side before the coordinator could refuse it.
+assert_file_matches "$ERR" "$endpoint: the coordinator did not prove it holds the token \\(proof does not match\\)" \
+  "the wrong-token agent names the failed proof"
 [[ -s $OUT ]] && fail_run "the refused agent started workers"
 
 run_dl 20 "${common[@]}" -- "$TMP/sleep3.sh"

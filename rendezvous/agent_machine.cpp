@@ -1,0 +1,333 @@
+#include "rendezvous/agent_machine.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "rendezvous/auth.hpp"
+
+namespace dlaunch::rendezvous {
+namespace {
+
+std::string Seconds(std::chrono::milliseconds d) {
+  return fmt::format("{:.1f}s", std::chrono::duration<double>(d).count());
+}
+
+double DefaultRandom() {
+  static std::mt19937_64 gen{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+}
+
+}  // namespace
+
+AgentMachine::AgentMachine(AgentMachineOptions options) : options_(std::move(options)) {
+  if (!options_.random) options_.random = DefaultRandom;
+  if (!options_.nonce_source) options_.nonce_source = RandomNonce;
+}
+
+bool AgentMachine::Joined() const {
+  return state_ == State::kJoining || state_ == State::kRunning || state_ == State::kStopping ||
+         state_ == State::kBarrier;
+}
+
+std::vector<AgentAction> AgentMachine::Start(Clock::time_point now) {
+  if (state_ != State::kIdle) return Flush();
+  join_deadline_ = now + options_.join_timeout;
+  Connect(now);
+  return Flush();
+}
+
+void AgentMachine::Connect(Clock::time_point now) {
+  state_ = State::kConnecting;
+  deadline_ = std::min(now + options_.handshake_timeout, join_deadline_);
+  connected_ = true;
+  Emit(DoConnect{});
+}
+
+void AgentMachine::HangUp() {
+  if (connected_) Emit(DoHangUp{});
+  connected_ = false;
+}
+
+std::vector<AgentAction> AgentMachine::OnConnected(const std::string& local_address, Clock::time_point now) {
+  if (state_ != State::kConnecting) return Flush();
+  if (options_.join.addrs.empty() && !local_address.empty()) options_.join.addrs.push_back(local_address);
+  nonce_.clear();
+  if (!options_.token.empty()) {
+    Result<std::string> nonce = options_.nonce_source();
+    if (!nonce.ok()) {
+      Finish(1, nonce.status().message());
+      return Flush();
+    }
+    nonce_ = *nonce;
+  }
+  Emit(DoSend{Hello{kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes, options_.max_nodes,
+                    options_.max_restarts}});
+  state_ = State::kHandshake;
+  deadline_ = now + options_.handshake_timeout;
+  return Flush();
+}
+
+std::vector<AgentAction> AgentMachine::OnConnectFailed(const std::string& why, Clock::time_point now) {
+  if (state_ != State::kConnecting) return Flush();
+  connected_ = false;
+  Retry(why, now);
+  return Flush();
+}
+
+void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
+  last_error_ = why;
+  if (now >= join_deadline_) {
+    Finish(1, fmt::format("{}: cannot connect within {}s ({})", Subject(),
+                          std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count(), why));
+    return;
+  }
+  pause_ = pause_.count() == 0 ? options_.retry_min : std::min(pause_ * 2, options_.retry_max);
+  // Cut by up to a quarter at random: agents that failed together retry apart.
+  auto jitter = std::chrono::duration_cast<std::chrono::milliseconds>(pause_ * (0.25 * options_.random()));
+  state_ = State::kBackoff;
+  deadline_ = now + (pause_ - jitter);
+}
+
+std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::time_point now) {
+  if (Joined()) last_heard_ = now;
+  auto* refused = std::get_if<Refused>(&message);
+  auto* abort = std::get_if<Abort>(&message);
+  auto* done = std::get_if<Done>(&message);
+  auto* assignment = std::get_if<Assignment>(&message);
+  switch (state_) {
+    case State::kHandshake:
+      if (auto* challenge = std::get_if<Challenge>(&message)) {
+        OnChallenge(*challenge, now);
+      } else if (refused) {
+        Finish(1, fmt::format("{}: refused ({})", Subject(), refused->reason));
+      } else if (abort) {
+        Finish(1, abort->reason);
+      } else {
+        Finish(1, fmt::format("{}: the peer at {} is not a dlaunch coordinator (it sent {} before a challenge)",
+                              Subject(), options_.endpoint, TypeName(message)));
+      }
+      break;
+    case State::kJoining:
+      if (assignment) {
+        generation_ = assignment->generation;
+        node_rank_ = assignment->node_rank;
+        state_ = State::kRunning;
+        Emit(DoRunWorkers{*assignment});
+      } else if (refused) {
+        Finish(1, fmt::format("{}: refused ({})", Subject(), refused->reason));
+      } else if (abort) {
+        Finish(1, abort->reason);
+      } else if (done) {
+        Finish(done->exit_code, fmt::format("{}: the job ended without this node", Subject()));
+      }
+      break;
+    case State::kRunning:
+      if (assignment) {
+        next_ = *assignment;
+        outcome_.reset();
+        state_ = State::kStopping;
+        Emit(DoStopWorkers{1, fmt::format("{}: restarting the job as generation {}", Subject(),
+                                          assignment->generation)});
+      } else if (abort || done || refused) {
+        int code = abort ? abort->code : done ? done->exit_code : 1;
+        outcome_ = code;
+        state_ = State::kStopping;
+        std::string reason = abort && !options_.quiet_abort ? abort->reason
+                             : refused ? fmt::format("{}: refused ({})", Subject(), refused->reason)
+                                       : "";
+        Emit(DoStopWorkers{code, reason});
+      }
+      break;
+    case State::kStopping:
+      if (assignment && !outcome_) {
+        next_ = *assignment;  // a newer generation replaces the one we were going to run
+      } else if (abort || done) {
+        next_.reset();
+        outcome_ = abort ? abort->code : done->exit_code;
+      }
+      break;
+    case State::kBarrier:
+      if (done) {
+        Finish(own_code_ != 0 ? own_code_ : done->exit_code, "");
+      } else if (abort) {
+        Finish(own_code_ != 0 ? own_code_ : abort->code, options_.quiet_abort ? "" : abort->reason);
+      } else if (assignment) {
+        // The job restarts while this node's workers had already finished.
+        generation_ = assignment->generation;
+        node_rank_ = assignment->node_rank;
+        state_ = State::kRunning;
+        Emit(DoRunWorkers{*assignment});
+      } else if (refused) {
+        Lost(fmt::format("refused ({})", refused->reason));
+      }
+      break;
+    default:
+      break;  // nothing is expected: a late message on a connection being dropped
+  }
+  return Flush();
+}
+
+void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now) {
+  if (options_.token.empty() && !challenge.nonce.empty()) {
+    return Finish(1, fmt::format("{}: the coordinator wants a token (--rdzv-token, {} or --rdzv-token-file)",
+                                 Subject(), kTokenEnvVar));
+  }
+  if (!options_.token.empty()) {
+    // The coordinator proves the token first: a fake coordinator on the endpoint
+    // must not hand this node a MASTER_ADDR of its choosing.
+    std::string problem;
+    if (challenge.nonce.empty()) problem = "it has no token";
+    else if (challenge.nonce.size() != kNonceSize)
+      problem = fmt::format("challenge nonce of {} bytes, expected {}", challenge.nonce.size(), kNonceSize);
+    else if (!Verify(options_.token, Prover::kCoordinator, nonce_, challenge.nonce, options_.join.run_id,
+                     challenge.proof))
+      problem = "proof does not match";
+    if (!problem.empty()) {
+      return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({})", Subject(), problem));
+    }
+    Emit(DoSend{Proof{ProofFor(options_.token, Prover::kAgent, nonce_, challenge.nonce, options_.join.run_id)}});
+  }
+  Emit(DoSend{options_.join});
+  state_ = State::kJoining;
+  pause_ = std::chrono::milliseconds(0);
+  last_heard_ = now;
+  next_beat_ = now + options_.heartbeat_interval;
+}
+
+std::vector<AgentAction> AgentMachine::OnClosed(const Status& why, Clock::time_point now) {
+  if (!connected_) return Flush();  // we hung up first
+  connected_ = false;
+  switch (state_) {
+    case State::kHandshake:
+      if (why.code() == Code::kInvalidArgument) {
+        Finish(1, fmt::format("{}: the peer at {} is not a dlaunch coordinator ({})", Subject(), options_.endpoint,
+                              why.message()));
+      } else {
+        Retry(why.message(), now);
+      }
+      break;
+    case State::kJoining:
+    case State::kRunning:
+    case State::kStopping:
+    case State::kBarrier:
+      Lost(why.message());
+      break;
+    default:
+      break;
+  }
+  return Flush();
+}
+
+void AgentMachine::Lost(const std::string& why) {
+  std::string reason = fmt::format("{}: lost the coordinator ({})", Subject(), why);
+  HangUp();
+  switch (state_) {
+    case State::kJoining:
+      Finish(1, reason);
+      break;
+    case State::kRunning:
+      outcome_ = 1;
+      state_ = State::kStopping;
+      Emit(DoStopWorkers{1, reason});
+      break;
+    case State::kStopping:
+      if (!outcome_) {
+        next_.reset();  // no restart without the coordinator
+        outcome_ = 1;
+        Emit(DoNotice{reason});
+      }
+      break;
+    case State::kBarrier:
+      Finish(own_code_ != 0 ? own_code_ : 1, reason);
+      break;
+    default:
+      break;
+  }
+}
+
+std::vector<AgentAction> AgentMachine::OnWorkerFailed(int rank, int code, const std::string& reason) {
+  if (state_ == State::kRunning && connected_)
+    Emit(DoSend{WorkerFailed{generation_, node_rank_, rank, code, reason}});
+  return Flush();
+}
+
+std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point) {
+  if (state_ == State::kRunning) {
+    own_code_ = code;
+    state_ = State::kBarrier;
+    Emit(DoSend{Done{generation_, node_rank_, code}});
+  } else if (state_ == State::kStopping) {
+    if (next_) {
+      generation_ = next_->generation;
+      node_rank_ = next_->node_rank;
+      state_ = State::kRunning;
+      Emit(DoRunWorkers{*std::exchange(next_, std::nullopt)});
+    } else {
+      Finish(code != 0 ? code : outcome_.value_or(1), "");
+    }
+  }
+  return Flush();
+}
+
+std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now) {
+  switch (state_) {
+    case State::kConnecting:
+      if (now >= deadline_) {
+        HangUp();
+        Retry(fmt::format("no connection within {}", Seconds(options_.handshake_timeout)), now);
+      }
+      break;
+    case State::kBackoff:
+      if (now < deadline_) break;
+      if (now >= join_deadline_) {
+        Retry(last_error_, now);  // gives up
+      } else {
+        Connect(now);
+      }
+      break;
+    case State::kHandshake:
+      if (now >= deadline_) {
+        HangUp();
+        if (!warned_silent_) {
+          warned_silent_ = true;
+          Emit(DoNotice{fmt::format("{}: no answer to hello within {} (not a dlaunch coordinator, or a stopped "
+                                    "one?); trying again until the join timeout",
+                                    Subject(), Seconds(options_.handshake_timeout))});
+        }
+        Retry(fmt::format("no answer to hello within {}", Seconds(options_.handshake_timeout)), now);
+      }
+      break;
+    default:
+      if (!Joined() || !connected_) break;
+      if (now - last_heard_ > options_.heartbeat_timeout) {
+        Lost(fmt::format("nothing heard for {}", Seconds(options_.heartbeat_timeout)));
+      } else if (now >= next_beat_) {
+        Emit(DoSend{Heartbeat{}});
+        next_beat_ = now + options_.heartbeat_interval;
+      }
+      break;
+  }
+  return Flush();
+}
+
+std::optional<AgentMachine::Clock::time_point> AgentMachine::NextDeadline() const {
+  switch (state_) {
+    case State::kConnecting:
+    case State::kBackoff:
+    case State::kHandshake:
+      return deadline_;
+    default:
+      if (!Joined() || !connected_) return std::nullopt;
+      return std::min(next_beat_, last_heard_ + options_.heartbeat_timeout + std::chrono::milliseconds(1));
+  }
+}
+
+void AgentMachine::Finish(int code, std::string error) {
+  HangUp();
+  state_ = State::kEnded;
+  Emit(DoFinish{code, std::move(error)});
+}
+
+}  // namespace dlaunch::rendezvous

@@ -1,0 +1,167 @@
+// The agent of one node, as a state machine with no sockets and no clock: the
+// mirror of coordinator.hpp on the other end of the connection.
+//
+// The session layer (launcher/agent.hpp) owns the connection, the timer and the
+// local workers. It reports what happens (a connect finished or failed, a message
+// arrived, the connection closed, the workers finished, time passed) and carries
+// out the actions each call returns, in order. All methods are called from one
+// thread.
+//
+// An agent goes through:
+//   connecting: a TCP connect is in flight. A refused or timed-out connect is
+//     retried after a pause that doubles from retry_min to retry_max, with
+//     jitter, until join_timeout has passed since Start (the coordinator may not
+//     be up yet: at scale agents start before their host).
+//   handshake: Hello sent; the coordinator must answer with a Challenge within
+//     handshake_timeout. With a token the Challenge must prove the coordinator
+//     holds it too (auth.hpp), or the agent gives up: it never joins a coordinator
+//     it cannot trust. A silent peer is left and tried again (a host that was
+//     briefly stopped); a peer that speaks another protocol ends the agent at once.
+//   joining: Proof (with a token) and Join sent. Heartbeats start only now, so a
+//     coordinator that reads the Hello late still sees the handshake first.
+//   running: workers of the assigned generation run. A newer Assignment means the
+//     coordinator restarts the job; an Abort stops the job here too.
+//   stopping: the workers were told to stop (abort, restart, lost coordinator);
+//     the agent waits for them before it restarts or finishes.
+//   barrier: the workers finished and Done went out; the coordinator's Done (or
+//     Abort) says how the job ended.
+//   ended: Finish was returned.
+// While joined (joining, running, stopping, barrier) the agent sends a Heartbeat
+// every heartbeat_interval; nothing heard for heartbeat_timeout means the
+// coordinator is lost.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "envmap/status.hpp"
+#include "rendezvous/codec.hpp"
+
+namespace dlaunch::rendezvous {
+
+struct AgentMachineOptions {
+  std::string endpoint;  // "head:29400", for messages
+  std::string token;     // "" = no authentication
+  // What this node joins with. An empty `addrs` is filled with the address this
+  // host reaches the coordinator from (OnConnected's `local_address`).
+  Join join;
+  int min_nodes = 1;  // the job's spec, for a stand-alone coordinator (Hello)
+  int max_nodes = 1;
+  int max_restarts = 0;
+  // From Start until an Assignment: connect attempts stop after this.
+  // Default: 600s, torchrun's join_timeout.
+  std::chrono::milliseconds join_timeout{600'000};
+  // A connect, or a Challenge after the Hello, must come within this. Default: 10s.
+  std::chrono::milliseconds handshake_timeout{10'000};
+  // Default: 5s and 15s, torchrun's keep-alive.
+  std::chrono::milliseconds heartbeat_interval{5'000};
+  std::chrono::milliseconds heartbeat_timeout{15'000};
+  // Pauses between connect attempts. Default: 100ms doubling to 2s, each cut by up
+  // to a quarter at random so a thousand agents do not retry in step.
+  std::chrono::milliseconds retry_min{100};
+  std::chrono::milliseconds retry_max{2'000};
+  // A number in [0, 1) for the jitter, and a nonce. Defaults: random.
+  std::function<double()> random;
+  std::function<Result<std::string>()> nonce_source;
+  // Leave the coordinator's abort reason unprinted (the hosting node logs it).
+  bool quiet_abort = false;
+};
+
+// Open a connection to the endpoint; a previous one is gone. The session answers
+// with OnConnected or OnConnectFailed.
+struct DoConnect {};
+// Write `message` on the connection.
+struct DoSend {
+  Message message;
+};
+// Close the connection (a connect in flight is abandoned); no OnClosed follows.
+struct DoHangUp {};
+// Start this node's workers for `assignment`. No workers run when it comes.
+struct DoRunWorkers {
+  Assignment assignment;
+};
+// Stop this node's workers: `code` is the job's, `reason` a line to print ("" to
+// print nothing). OnWorkersDone follows once they have exited.
+struct DoStopWorkers {
+  int code = 1;
+  std::string reason;
+};
+// A line for the console: a notice ("subject: problem (cause)").
+struct DoNotice {
+  std::string line;
+};
+// This node is done: exit with `code`; `error`, when set, is the one line that
+// says why (a failed join, a lost coordinator).
+struct DoFinish {
+  int code = 0;
+  std::string error;
+};
+using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish>;
+
+class AgentMachine {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class State { kIdle, kConnecting, kBackoff, kHandshake, kJoining, kRunning, kStopping, kBarrier, kEnded };
+
+  explicit AgentMachine(AgentMachineOptions options);
+
+  std::vector<AgentAction> Start(Clock::time_point now);
+  // The connect finished; `local_address` is this end's address ("10.0.0.1").
+  std::vector<AgentAction> OnConnected(const std::string& local_address, Clock::time_point now);
+  std::vector<AgentAction> OnConnectFailed(const std::string& why, Clock::time_point now);
+  std::vector<AgentAction> OnMessage(const Message& message, Clock::time_point now);
+  // The connection ended: InvalidArgument for bytes that are not our frames,
+  // anything else for a close or an error.
+  std::vector<AgentAction> OnClosed(const Status& why, Clock::time_point now);
+  // A local worker failed first: its global rank, shell code and how.
+  std::vector<AgentAction> OnWorkerFailed(int rank, int code, const std::string& reason);
+  // Every local worker has exited; `code` is the node's result.
+  std::vector<AgentAction> OnWorkersDone(int code, Clock::time_point now);
+  std::vector<AgentAction> OnTick(Clock::time_point now);
+
+  // When OnTick next has something to do; nullopt when nothing is timed.
+  std::optional<Clock::time_point> NextDeadline() const;
+  State state() const { return state_; }
+
+ private:
+  std::string Subject() const { return "rendezvous " + options_.endpoint; }
+  bool Joined() const;
+  void Emit(AgentAction action) { out_.push_back(std::move(action)); }
+  std::vector<AgentAction> Flush() { return std::exchange(out_, {}); }
+  void Finish(int code, std::string error);
+  void Connect(Clock::time_point now);
+  // Emits DoHangUp when a connection is open or being opened.
+  void HangUp();
+  // The connection is unusable before the join: retry after a pause, or give up
+  // with `why` once join_timeout has passed.
+  void Retry(const std::string& why, Clock::time_point now);
+  void OnChallenge(const Challenge& challenge, Clock::time_point now);
+  // The coordinator is gone while joined.
+  void Lost(const std::string& why);
+  // The job ends for this node with `code`: stop the workers or finish now.
+  void EndJob(int code, const std::string& reason);
+
+  AgentMachineOptions options_;
+  State state_ = State::kIdle;
+  Clock::time_point join_deadline_{};
+  Clock::time_point deadline_{};   // connect or handshake deadline; next retry in kBackoff
+  Clock::time_point last_heard_{};
+  Clock::time_point next_beat_{};
+  std::chrono::milliseconds pause_{0};
+  std::string last_error_ = "timed out";
+  bool warned_silent_ = false;
+  bool connected_ = false;  // a connection is open or being opened
+  std::string nonce_;
+  int generation_ = 0;
+  int node_rank_ = -1;
+  std::optional<Assignment> next_;  // a restart's assignment, while stopping
+  std::optional<int> outcome_;      // the job's code once it ended, while stopping
+  int own_code_ = 0;                // the workers' result, in the barrier
+  std::vector<AgentAction> out_;
+};
+
+}  // namespace dlaunch::rendezvous

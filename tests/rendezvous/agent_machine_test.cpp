@@ -1,0 +1,416 @@
+#include "rendezvous/agent_machine.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "rendezvous/auth.hpp"
+
+namespace dlaunch::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = AgentMachine::Clock;
+
+const std::string kNonceA(kNonceSize, 'A');
+const std::string kNonceC(kNonceSize, 'C');
+
+AgentMachineOptions Options(const std::string& token = "") {
+  AgentMachineOptions o;
+  o.endpoint = "head:29400";
+  o.token = token;
+  o.join.run_id = "job42";
+  o.join.host = "a";
+  o.join.nproc = 2;
+  o.min_nodes = o.max_nodes = 2;
+  o.join_timeout = 5s;
+  o.handshake_timeout = 10s;
+  o.heartbeat_interval = 5s;
+  o.heartbeat_timeout = 15s;
+  o.random = [] { return 0.0; };  // no jitter unless a test sets it
+  o.nonce_source = [] { return Result<std::string>(kNonceA); };
+  return o;
+}
+
+// Drives one machine with a fake clock and keeps every action it returned.
+class Harness {
+ public:
+  explicit Harness(AgentMachineOptions o) : m(std::move(o)) {}
+
+  std::vector<AgentAction> Take(std::vector<AgentAction> actions) {
+    all.insert(all.end(), actions.begin(), actions.end());
+    return actions;
+  }
+  std::vector<AgentAction> Start() { return Take(m.Start(now)); }
+  std::vector<AgentAction> Connected() { return Take(m.OnConnected("10.0.0.2", now)); }
+  std::vector<AgentAction> Receive(const Message& message) { return Take(m.OnMessage(message, now)); }
+  std::vector<AgentAction> TickAt(Clock::duration since_t0) {
+    now = t0 + since_t0;
+    return Take(m.OnTick(now));
+  }
+  // Connects and answers the Hello with a Challenge built by `challenge`.
+  std::vector<AgentAction> Handshake(const Challenge& challenge) {
+    Start();
+    Connected();
+    return Receive(challenge);
+  }
+  std::vector<AgentAction> Joined(const Assignment& a) {
+    Handshake(Challenge{});
+    return Receive(a);
+  }
+
+  size_t Heartbeats() const {
+    size_t n = 0;
+    for (const AgentAction& a : all)
+      if (auto* s = std::get_if<DoSend>(&a); s && std::holds_alternative<Heartbeat>(s->message)) ++n;
+    return n;
+  }
+
+  const Clock::time_point t0{};
+  Clock::time_point now = t0;
+  std::vector<AgentAction> all;
+  AgentMachine m;
+};
+
+// Copies, since the actions are often a temporary.
+template <typename T>
+std::optional<T> Find(const std::vector<AgentAction>& actions) {
+  for (const AgentAction& a : actions)
+    if (auto* t = std::get_if<T>(&a)) return *t;
+  return std::nullopt;
+}
+
+template <typename M>
+std::optional<M> Sent(const std::vector<AgentAction>& actions) {
+  for (const AgentAction& a : actions)
+    if (auto* s = std::get_if<DoSend>(&a))
+      if (auto* m = std::get_if<M>(&s->message)) return *m;
+  return std::nullopt;
+}
+
+Assignment Gen(int generation, int node_rank = 1) {
+  Assignment a;
+  a.generation = generation;
+  a.node_rank = node_rank;
+  a.nnodes = 2;
+  a.run_id = "job42";
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.join_timeout = 60s;
+  Harness h(o);
+  REQUIRE(Find<DoConnect>(h.Start()));
+  std::vector<Clock::duration> pauses;
+  for (int i = 0; i < 7; ++i) {
+    REQUIRE(h.Take(h.m.OnConnectFailed("Connection refused", h.now)).empty());
+    REQUIRE(h.m.state() == AgentMachine::State::kBackoff);
+    Clock::time_point retry = *h.m.NextDeadline();
+    pauses.push_back(retry - h.now);
+    // Nothing happens before the pause is over: no spinning.
+    CHECK(h.TickAt(retry - h.t0 - 1ms).empty());
+    REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
+  }
+  CHECK(pauses == std::vector<Clock::duration>{100ms, 200ms, 400ms, 800ms, 1600ms, 2s, 2s});
+}
+
+TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.random = [] { return 0.5; };
+  Harness h(o);
+  h.Start();
+  h.Take(h.m.OnConnectFailed("Connection refused", h.now));
+  CHECK(*h.m.NextDeadline() - h.now == 88ms);  // 100ms less an eighth, rounded down
+}
+
+TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error",
+          "[agent]") {
+  Harness h(Options());
+  h.Start();
+  for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+    h.Take(h.m.OnConnectFailed("Connection refused", h.now));
+    if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
+  }
+  std::optional<DoFinish> f = Find<DoFinish>(h.all);
+  REQUIRE(f);
+  CHECK(f->code == 1);
+  CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (Connection refused)");
+  CHECK(h.now - h.t0 <= 5s + 2s);
+}
+
+TEST_CASE("agent: a connect that hangs (a black hole) is abandoned at the handshake timeout", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.join_timeout = 60s;
+  Harness h(o);
+  h.Start();
+  CHECK(h.TickAt(9s).empty());
+  std::vector<AgentAction> out = h.TickAt(10s);
+  CHECK(Find<DoHangUp>(out));
+  CHECK(h.m.state() == AgentMachine::State::kBackoff);
+}
+
+TEST_CASE("agent: Hello carries the run id, the nonce and the job's size", "[agent]") {
+  Harness h(Options("tok"));
+  h.Start();
+  std::optional<Hello> hello = Sent<Hello>(h.Connected());
+  REQUIRE(hello);
+  CHECK(*hello == Hello{kProtocolVersion, "job42", kNonceA, 2, 2, 0});
+}
+
+TEST_CASE("agent: no heartbeat before the join, so a coordinator that reads the hello late still accepts it",
+          "[agent]") {
+  // Finding 5: the host was stopped for 7 s while this node connected.
+  Harness h(Options());
+  h.Start();
+  h.Connected();
+  for (auto t : {2s, 5s, 7s}) CHECK(h.TickAt(t).empty());
+  CHECK(h.Heartbeats() == 0);
+  std::vector<AgentAction> out = h.Receive(Challenge{});
+  std::optional<Join> join = Sent<Join>(out);
+  REQUIRE(join);
+  CHECK(join->addrs == std::vector<std::string>{"10.0.0.2"});
+  CHECK(h.m.state() == AgentMachine::State::kJoining);
+  // Heartbeats start with the join, every interval.
+  CHECK(h.TickAt(11s).empty());
+  CHECK(Sent<Heartbeat>(h.TickAt(12s)));
+  CHECK(Sent<Heartbeat>(h.TickAt(17s)));
+}
+
+TEST_CASE("agent: a silent peer is left at the handshake timeout with one notice, and tried again", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.join_timeout = 60s;
+  Harness h(o);
+  h.Start();
+  h.Connected();
+  std::vector<AgentAction> out = h.TickAt(10s);
+  CHECK(Find<DoHangUp>(out));
+  std::optional<DoNotice> notice = Find<DoNotice>(out);
+  REQUIRE(notice);
+  CHECK(notice->line ==
+        "rendezvous head:29400: no answer to hello within 10.0s (not a dlaunch coordinator, or a stopped one?); "
+        "trying again until the join timeout");
+  REQUIRE(Find<DoConnect>(h.TickAt(10s + 100ms)));
+  h.Connected();
+  CHECK_FALSE(Find<DoNotice>(h.TickAt(20s + 100ms)));  // said once
+}
+
+TEST_CASE("agent: a peer that speaks another protocol ends the agent at once", "[agent]") {
+  Harness h(Options());
+  h.Start();
+  h.Connected();
+  std::vector<AgentAction> out =
+      h.Take(h.m.OnClosed(Status::InvalidArgument("frame: bad magic 0x48545450 (expected 0x444c5256)"), h.now));
+  std::optional<DoFinish> f = Find<DoFinish>(out);
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator "
+                    "(frame: bad magic 0x48545450 (expected 0x444c5256))");
+}
+
+TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]") {
+  auto finish_of = [](const Challenge& c) {
+    Harness h(Options("tok"));
+    std::optional<DoFinish> f = Find<DoFinish>(h.Handshake(c));
+    CHECK_FALSE(Sent<Proof>(h.all));
+    CHECK_FALSE(Sent<Join>(h.all));
+    return f ? f->error : std::string("(no finish)");
+  };
+  const std::string prefix = "rendezvous head:29400: the coordinator did not prove it holds the token ";
+  CHECK(finish_of(Challenge{}) == prefix + "(it has no token)");
+  CHECK(finish_of(Challenge{"short", ""}) == prefix + "(challenge nonce of 5 bytes, expected 32)");
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("guess", Prover::kCoordinator, kNonceA, kNonceC, "job42")}) ==
+        prefix + "(proof does not match)");
+  // The agent's own proof reflected back, and one bound to another job, are refused too.
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kAgent, kNonceA, kNonceC, "job42")}) ==
+        prefix + "(proof does not match)");
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job43")}) ==
+        prefix + "(proof does not match)");
+}
+
+TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and join", "[agent]") {
+  Harness h(Options("tok"));
+  std::vector<AgentAction> out =
+      h.Handshake(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job42")});
+  std::optional<Proof> proof = Sent<Proof>(out);
+  REQUIRE(proof);
+  CHECK(Verify("tok", Prover::kAgent, kNonceA, kNonceC, "job42", proof->mac));
+  CHECK(Sent<Join>(out));
+  CHECK(h.m.state() == AgentMachine::State::kJoining);
+}
+
+TEST_CASE("agent: without a token, a coordinator that wants one is refused", "[agent]") {
+  Harness h(Options());
+  std::optional<DoFinish> f = Find<DoFinish>(h.Handshake(Challenge{kNonceC, ""}));
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: the coordinator wants a token (--rdzv-token, DLAUNCH_RDZV_TOKEN or "
+                    "--rdzv-token-file)");
+}
+
+TEST_CASE("agent: a refusal or an abort before the assignment ends the join with its reason", "[agent]") {
+  {
+    Harness h(Options());
+    h.Handshake(Challenge{});
+    std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Refused{"rendezvous head:29400: run id 'x' is not this job's"}));
+    REQUIRE(f);
+    CHECK(f->error == "rendezvous head:29400: refused (rendezvous head:29400: run id 'x' is not this job's)");
+  }
+  {
+    Harness h(Options());
+    h.Handshake(Challenge{});
+    std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Abort{"rendezvous head:29400: timed out", 1}));
+    REQUIRE(f);
+    CHECK(f->code == 1);
+    CHECK(f->error == "rendezvous head:29400: timed out");
+  }
+}
+
+TEST_CASE("agent: an assignment runs the workers; done goes out and the barrier's done ends the node",
+          "[agent]") {
+  Harness h(Options());
+  std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Joined(Gen(1)));
+  REQUIRE(run);
+  CHECK(run->assignment.generation == 1);
+  CHECK(h.m.state() == AgentMachine::State::kRunning);
+  std::vector<AgentAction> out = h.Take(h.m.OnWorkersDone(0, h.now));
+  CHECK(*Sent<Done>(out) == Done{1, 1, 0});
+  CHECK(h.m.state() == AgentMachine::State::kBarrier);
+  std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Done{1, 1, 0}));
+  REQUIRE(f);
+  CHECK(f->code == 0);
+  CHECK(f->error.empty());
+}
+
+TEST_CASE("agent: a local failure goes out with this generation and node rank", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(3));
+  std::vector<AgentAction> out = h.Take(h.m.OnWorkerFailed(5, 7, "exited with code 7"));
+  CHECK(*Sent<WorkerFailed>(out) == WorkerFailed{3, 1, 5, 7, "exited with code 7"});
+}
+
+TEST_CASE("agent: an abort while running stops the workers, then the node exits with the job's code", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Abort{"node 0 rank 1 exited with code 3", 3}));
+  REQUIRE(stop);
+  CHECK(stop->code == 3);
+  CHECK(stop->reason == "node 0 rank 1 exited with code 3");
+  CHECK(h.m.state() == AgentMachine::State::kStopping);
+  std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnWorkersDone(3, h.now)));
+  REQUIRE(f);
+  CHECK(f->code == 3);
+}
+
+TEST_CASE("agent: a hosting agent does not print the abort reason twice", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.quiet_abort = true;
+  Harness h(o);
+  h.Joined(Gen(1));
+  CHECK(Find<DoStopWorkers>(h.Receive(Abort{"why", 3}))->reason.empty());
+}
+
+TEST_CASE("agent: a new generation while running restarts the workers once they stopped", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Gen(2, 0)));
+  REQUIRE(stop);
+  CHECK(stop->reason == "rendezvous head:29400: restarting the job as generation 2");
+  // A third generation before the workers stopped replaces the second.
+  CHECK(h.Receive(Gen(3, 0)).empty());
+  std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Take(h.m.OnWorkersDone(143, h.now)));
+  REQUIRE(run);
+  CHECK(run->assignment.generation == 3);
+  CHECK(*Sent<Done>(h.Take(h.m.OnWorkersDone(0, h.now))) == Done{3, 0, 0});
+}
+
+TEST_CASE("agent: a restart that reaches a node already in the barrier runs the workers again", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  h.Take(h.m.OnWorkersDone(0, h.now));
+  std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Receive(Gen(2)));
+  REQUIRE(run);
+  CHECK(h.m.state() == AgentMachine::State::kRunning);
+}
+
+TEST_CASE("agent: in the barrier, an abort ends the node with its own failure code first", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  h.Take(h.m.OnWorkersDone(7, h.now));
+  std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Abort{"node 1 (a) rank 3 exited with code 7", 7}));
+  REQUIRE(f);
+  CHECK(f->code == 7);
+}
+
+TEST_CASE("agent: a silent coordinator is lost after the heartbeat timeout", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  h.TickAt(5s);
+  h.TickAt(10s);
+  CHECK(h.TickAt(15s).size() == 1);  // a heartbeat, nothing more
+  std::vector<AgentAction> out = h.TickAt(15s + 1ms);
+  CHECK(Find<DoHangUp>(out));
+  std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(out);
+  REQUIRE(stop);
+  CHECK(stop->reason == "rendezvous head:29400: lost the coordinator (nothing heard for 15.0s)");
+  // No heartbeat on a connection that is gone; the node exits 1 once its workers stopped.
+  size_t beats = h.Heartbeats();
+  h.TickAt(30s);
+  CHECK(h.Heartbeats() == beats);
+  CHECK(Find<DoFinish>(h.Take(h.m.OnWorkersDone(0, h.now)))->code == 1);
+}
+
+TEST_CASE("agent: being heard keeps the coordinator alive", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  for (int s = 5; s <= 60; s += 5) {
+    h.TickAt(std::chrono::seconds(s));
+    h.Receive(Heartbeat{});
+  }
+  CHECK(h.m.state() == AgentMachine::State::kRunning);
+}
+
+TEST_CASE("agent: a closed connection while joined is a lost coordinator", "[agent]") {
+  {
+    Harness h(Options());
+    h.Handshake(Challenge{});
+    std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now)));
+    REQUIRE(f);
+    CHECK(f->error == "rendezvous head:29400: lost the coordinator (closed by the peer)");
+  }
+  {
+    Harness h(Options());
+    h.Joined(Gen(1));
+    h.Take(h.m.OnWorkersDone(0, h.now));
+    std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now)));
+    REQUIRE(f);
+    CHECK(f->code == 1);
+  }
+}
+
+TEST_CASE("agent: a connection closed during the handshake is retried", "[agent]") {
+  Harness h(Options());
+  h.Start();
+  h.Connected();
+  h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now));
+  CHECK(h.m.state() == AgentMachine::State::kBackoff);
+}
+
+TEST_CASE("agent: a job that ends without this late node ends it with the job's code", "[agent]") {
+  Harness h(Options());
+  h.Handshake(Challenge{});
+  std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Done{1, -1, 0}));
+  REQUIRE(f);
+  CHECK(f->code == 0);
+  CHECK(f->error == "rendezvous head:29400: the job ended without this node");
+}
+
+TEST_CASE("agent: after finishing, nothing more happens", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  h.Take(h.m.OnWorkersDone(0, h.now));
+  h.Receive(Done{1, 1, 0});
+  CHECK(h.Receive(Abort{"late", 1}).empty());
+  CHECK(h.TickAt(100s).empty());
+  CHECK_FALSE(h.m.NextDeadline());
+}
+
+}  // namespace dlaunch::rendezvous
