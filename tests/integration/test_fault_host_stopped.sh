@@ -47,10 +47,10 @@ run_case() {
   port=$(free_port)
   endpoint=127.0.0.1:$port
   local common=(--nnodes 3 --nproc-per-node 1 --rdzv-endpoint "$endpoint" --rdzv-id "stopped-$c-$$")
-  start_dl "${c}0" 60 "${common[@]}" --node-rank 0 --rdzv-conf "heartbeat_timeout=$HB,is_host=1" -- "$TMP/sleeper.sh"
+  start_dl "${c}0" 30 "${common[@]}" --node-rank 0 --rdzv-conf "heartbeat_timeout=$HB,is_host=1" -- "$TMP/sleeper.sh"
   wait_for 10 port_listening "$port" || { show_nodes "${c}0"; fail "case $c: node 0 did not listen on $endpoint within 10s"; }
-  start_dl "${c}1" 60 "${common[@]}" --rdzv-conf "heartbeat_timeout=$HB,is_host=0" -- "$TMP/sleeper.sh"
-  start_dl "${c}2" 60 "${common[@]}" --rdzv-conf "heartbeat_timeout=$HB,is_host=0" -- "$TMP/sleeper.sh"
+  start_dl "${c}1" 30 "${common[@]}" --rdzv-conf "heartbeat_timeout=$HB,is_host=0" -- "$TMP/sleeper.sh"
+  start_dl "${c}2" 30 "${common[@]}" --rdzv-conf "heartbeat_timeout=$HB,is_host=0" -- "$TMP/sleeper.sh"
   three_started() { [[ $(cat "$TMP/${c}0.out" "$TMP/${c}1.out" "$TMP/${c}2.out" 2>/dev/null | grep -c 'started rank') == 3 ]]; }
   wait_for 20 three_started || { show_nodes "${c}0" "${c}1" "${c}2"; fail "case $c: the 3 workers did not start within 20s"; }
   sleep 0.5

@@ -38,9 +38,9 @@ run_case() {
   endpoint=$NET.1:$port
   local common=(--nnodes 3 --nproc-per-node 2 --rdzv-endpoint "$endpoint" --rdzv-id "cut-$c-$$"
     --rdzv-conf "heartbeat_timeout=$HB")
-  start_dl_wrapped "${c}1" 60 "ip netns exec ${NS_HOSTS[0]}" "${common[@]}" --node-rank 0 -- "$TMP/sleeper.sh"
-  start_dl_wrapped "${c}2" 60 "ip netns exec ${NS_HOSTS[1]}" "${common[@]}" -- "$TMP/sleeper.sh"
-  start_dl_wrapped "${c}3" 60 "ip netns exec ${NS_HOSTS[2]}" "${common[@]}" -- "$TMP/sleeper.sh"
+  start_dl_wrapped "${c}1" 30 "ip netns exec ${NS_HOSTS[0]}" "${common[@]}" --node-rank 0 -- "$TMP/sleeper.sh"
+  start_dl_wrapped "${c}2" 30 "ip netns exec ${NS_HOSTS[1]}" "${common[@]}" -- "$TMP/sleeper.sh"
+  start_dl_wrapped "${c}3" 30 "ip netns exec ${NS_HOSTS[2]}" "${common[@]}" -- "$TMP/sleeper.sh"
   six_started() { [[ $(cat "$TMP/${c}1.out" "$TMP/${c}2.out" "$TMP/${c}3.out" 2>/dev/null | grep -c 'started rank') == 6 ]]; }
   wait_for 30 six_started || { show_nodes "${c}1" "${c}2" "${c}3"; fail "case $c: the 6 workers did not start within 30s"; }
   sleep 0.5
