@@ -317,3 +317,119 @@ le() { [[ $(awk -v a="$1" -v b="$2" 'BEGIN{print (a <= b)}') == 1 ]]; }
 
 # file_has FILE ERE: for wait_for.
 file_has() { grep -Eq -- "$2" "$1" 2>/dev/null; }
+
+# --- Fault-suite helpers ---------------------------------------------------------
+
+# port_listening PORT: true when a socket listens on TCP PORT in this network
+# namespace. Reads /proc/net/tcp{,6} and makes no connection, so a coordinator
+# logs nothing. For wait_for.
+port_listening() {
+  local hex
+  hex=$(printf ':%04X' "$1")
+  awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p {f = 1} END {exit !f}' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# connections_to PORT: the number of established TCP connections whose remote
+# end is PORT (the client side of connections to a local server on PORT).
+connections_to() {
+  local hex
+  hex=$(printf ':%04X' "$1")
+  awk -v p="$hex" '$4 == "01" && substr($3, length($3) - 4) == p {n++} END {print n + 0}' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# netns_hosts PREFIX N: N network namespaces ("hosts") PREFIX1..PREFIXN, each
+# with an eth0 (veth) on a bridge in a namespace PREFIXbr, on a private /24
+# picked at random that exists only inside them. Host i has address $NET.i.
+# Sets NET and NS_HOSTS (the N names, host 1 first); every namespace is removed
+# at exit, anything still inside killed first. Skips (77) without root or a
+# working `ip netns`; fails when hosts 2..N cannot reach host 1 over TCP.
+NS_ALL=()
+netns_remove_all() {
+  local ns pids
+  for ns in "${NS_ALL[@]}"; do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    # shellcheck disable=SC2086
+    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+  return 0
+}
+netns_hosts() {
+  local prefix=$1 n=$2 br=${1}br i ns
+  [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
+  command -v ip >/dev/null || skip "'ip' (iproute2) is not installed"
+  [[ ${#NS_ALL[@]} == 0 ]] && at_exit netns_remove_all
+  ip netns add "$br" 2>"$TMP/netns.err" || skip "'ip netns add' does not work here: $(cat "$TMP/netns.err")"
+  NS_ALL+=("$br")
+  NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
+  NS_HOSTS=()
+  {
+    ip -n "$br" link set lo up &&
+      ip -n "$br" link add br0 type bridge &&
+      ip -n "$br" link set br0 up
+  } 2>"$TMP/netns.err" || skip "cannot build a bridge in a namespace: $(cat "$TMP/netns.err")"
+  for ((i = 1; i <= n; i++)); do
+    ns=$prefix$i
+    ip netns add "$ns" 2>"$TMP/netns.err" || skip "'ip netns add $ns' failed: $(cat "$TMP/netns.err")"
+    NS_ALL+=("$ns")
+    NS_HOSTS+=("$ns")
+    {
+      ip -n "$br" link add "port$i" type veth peer name eth0 netns "$ns" &&
+        ip -n "$br" link set "port$i" master br0 &&
+        ip -n "$br" link set "port$i" up &&
+        ip -n "$ns" link set lo up &&
+        ip -n "$ns" addr add "$NET.$i/24" dev eth0 &&
+        ip -n "$ns" link set eth0 up
+    } 2>"$TMP/netns.err" || skip "cannot build the veth/bridge network: $(cat "$TMP/netns.err")"
+  done
+  # TCP from every other host to host 1 (a listener there, its command line
+  # marked so the exit trap finds it).
+  local port
+  port=$(ip netns exec "${NS_HOSTS[0]}" "$PY" -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
+  ip netns exec "${NS_HOSTS[0]}" timeout 20 "$PY" -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(64); s.settimeout(15)
+for _ in range(int(sys.argv[3])): s.accept()[0].close()
+' "$NET.1" "$port" "$((n - 1))" "$MARK" &
+  track_pid "$!"
+  for ((i = 2; i <= n; i++)); do
+    ip netns exec "${NS_HOSTS[i - 1]}" "$PY" -c '
+import socket, sys, time
+deadline = time.monotonic() + 10
+while True:
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close(); break
+    except OSError as e:
+        if time.monotonic() > deadline: sys.exit(f"cannot reach {sys.argv[1]}: {e}")
+        time.sleep(0.1)
+' "$NET.1" "$port" 2>"$TMP/reach.err" ||
+      fail "fixture: namespace ${NS_HOSTS[i - 1]} cannot reach $NET.1 over the bridge: $(cat "$TMP/reach.err")"
+  done
+  log "namespaces ${NS_HOSTS[*]} on $NET.0/24 (bridge in $br)"
+}
+
+# ns_marked NS: pids of the processes in namespace NS that carry $MARK.
+ns_marked() {
+  local pid
+  for pid in $(ip netns pids "$1" 2>/dev/null); do
+    grep -qF -- "$MARK" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+  done
+}
+
+# show_nodes NAME...: the tails of background runs' stdout and stderr, on stderr.
+show_nodes() {
+  local n
+  for n in "$@"; do
+    echo "--- $n: stdout (last 15 lines)"
+    tail -n 15 "$TMP/$n.out" | cut -c1-300
+    echo "--- $n: stderr (last 15 lines)"
+    tail -n 15 "$TMP/$n.err" | cut -c1-300
+  done >&2
+}
+
+# exited_badly RC: true when RC is a non-zero exit of dlaunch's own choosing
+# (not 0, not the 124/137 of `timeout`, not a signal death).
+exited_badly() { [[ $1 != 0 && $1 -lt 124 ]]; }

@@ -12,89 +12,22 @@
 #      slack), C notices the lost coordinator, and no worker is left.
 # Needs root and `ip netns`; skipped otherwise, with the reason.
 # shellcheck source=tests/integration/lib.sh
+# shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_torch
 
-[[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "'ip' (iproute2) is not installed"
-
-NS_A=dlrvA$$ NS_B=dlrvB$$ NS_C=dlrvC$$ NS_BR=dlrvBr$$
-NAMESPACES=()
-remove_namespaces() {
-  local ns
-  for ns in "${NAMESPACES[@]}"; do
-    # Anything still inside (it should not be) dies first.
-    local pids
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    # shellcheck disable=SC2086
-    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-}
-at_exit remove_namespaces
-
-ip netns add "$NS_BR" 2>"$TMP/netns.err" || skip "'ip netns add' does not work here: $(cat "$TMP/netns.err")"
-NAMESPACES+=("$NS_BR")
-# A private /24 picked at random; it exists only inside these namespaces.
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
+# Three hosts on a veth bridge (lib.sh); skips without root or `ip netns`.
+netns_hosts "dlrv$$-" 3
+NS_A=${NS_HOSTS[0]} NS_B=${NS_HOSTS[1]} NS_C=${NS_HOSTS[2]}
 ADDR_A=$NET.1  # B is $NET.2, C $NET.3
-setup() {
-  ip -n "$NS_BR" link set lo up &&
-    ip -n "$NS_BR" link add br0 type bridge &&
-    ip -n "$NS_BR" link set br0 up || return 1
-  local ns addr i=0
-  for ns in "$NS_A" "$NS_B" "$NS_C"; do
-    i=$((i + 1))
-    addr=$NET.$i
-    ip netns add "$ns" || return 1
-    NAMESPACES+=("$ns")
-    ip -n "$NS_BR" link add "port$i" type veth peer name eth0 netns "$ns" &&
-      ip -n "$NS_BR" link set "port$i" master br0 &&
-      ip -n "$NS_BR" link set "port$i" up &&
-      ip -n "$ns" link set lo up &&
-      ip -n "$ns" addr add "$addr/24" dev eth0 &&
-      ip -n "$ns" link set eth0 up || return 1
-  done
-}
-setup 2>"$TMP/setup.err" || skip "cannot build the veth/bridge network: $(cat "$TMP/setup.err")"
-
-# Can B and C reach A over the bridge? (A TCP connect from each to a listener in A.)
-reach_port=$(ip netns exec "$NS_A" "$PY" -c 'import socket; s=socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])')
-ip netns exec "$NS_A" timeout 20 "$PY" -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4); s.settimeout(15)
-for _ in range(2): s.accept()[0].close()
-' "$ADDR_A" "$reach_port" "$MARK" &
-track_pid "$!"
-for ns in "$NS_B" "$NS_C"; do
-  ip netns exec "$ns" "$PY" -c '
-import socket, sys, time
-deadline = time.monotonic() + 10
-while True:
-    try:
-        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close(); break
-    except OSError as e:
-        if time.monotonic() > deadline: sys.exit(f"cannot reach {sys.argv[1]}: {e}")
-        time.sleep(0.1)
-' "$ADDR_A" "$reach_port" 2>"$TMP/reach.err" || fail "namespace $ns cannot reach $ADDR_A over the bridge: $(cat "$TMP/reach.err")"
-done
-log "namespaces $NS_A $NS_B $NS_C on $NET.0/24 (bridge in $NS_BR)"
 
 # gloo picks the address it advertises from the interface; the hostname
 # resolves to loopback here.
 export GLOO_SOCKET_IFNAME=eth0
 export DLAUNCH_RDZV_TOKEN=netns-secret-$$-$RANDOM
 
-# Every namespace's worker processes (pids of processes in the namespace that
-# carry the marker).
-workers_in() {
-  local ns=$1 pid
-  for pid in $(ip netns pids "$ns" 2>/dev/null); do
-    grep -qF -- "$MARK" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
-  done
-}
+workers_in() { ns_marked "$1"; }
 no_workers_anywhere() {
   [[ -z $(workers_in "$NS_A")$(workers_in "$NS_B")$(workers_in "$NS_C") ]]
 }
@@ -102,16 +35,6 @@ assert_no_workers() {
   local what=$1
   wait_for 5 no_workers_anywhere && return 0
   fail "$what: processes left in the namespaces:$(ns_leftovers workers_in "$NS_A" "$NS_B" "$NS_C")"
-}
-
-show_nodes() {
-  local n
-  for n in "$@"; do
-    echo "--- $n: stdout (last 15 lines)"
-    tail -n 15 "$TMP/$n.out" | cut -c1-300
-    echo "--- $n: stderr (last 15 lines)"
-    tail -n 15 "$TMP/$n.err" | cut -c1-300
-  done >&2
 }
 
 # ---------------------------------------------------------------------------
