@@ -87,7 +87,7 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
   // Cut by up to a quarter at random: agents that failed together retry apart.
   auto jitter = std::chrono::duration_cast<std::chrono::milliseconds>(pause_ * (0.25 * options_.random()));
   state_ = State::kBackoff;
-  deadline_ = now + (pause_ - jitter);
+  deadline_ = std::min(now + (pause_ - jitter), join_deadline_);
 }
 
 std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::time_point now) {
