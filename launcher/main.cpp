@@ -77,7 +77,8 @@ Status EnsureDirectory(const std::string& flag, const std::string& path) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io) {
+int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
+              Console& console) {
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = o.node_rank;
   layout.master_addr = o.master_addr;
@@ -123,8 +124,8 @@ int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, boost:
   if (Status s = envmap::Validate(layout); !s.ok()) return Fail(kExitUsage, s.message());
 
   task_holds.clear();  // the TF tasks bind their ports now
-  PrintNotices(plan);
-  return RunJob(plan, watchdog, io);
+  PrintNotices(plan, console);
+  return RunJob(plan, watchdog, io, console);
 }
 
 }  // namespace
@@ -255,13 +256,17 @@ int main(int argc, char** argv) {
   if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
 
   boost::asio::io_context io;
-  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, io) : RunStatic(o, n, plan, watchdog, io);
+  Console console(io, STDOUT_FILENO, STDERR_FILENO);
+  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, io, console)
+                               : RunStatic(o, n, plan, watchdog, io, console);
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;
     fs::remove_all(plan.work_dir, ec);
   } else if (o.log_dir.empty()) {
-    std::fprintf(stderr, "dlaunch: logs are in %s\n", plan.work_dir.c_str());
+    console.Say(fmt::format("logs are in {}", plan.work_dir));
   }
+  // No line lost: wait for a slow reader, but not past a stop signal.
+  console.Drain(plan.stop_signals);
   return code;
 }

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -31,13 +30,6 @@ constexpr int kExitUsage = 2;
 // How long the host keeps serving after its own exit barrier, so the other
 // agents receive their last message.
 constexpr std::chrono::seconds kHostDrain{2};
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "dlaunch: %s\n", message.c_str());
-  return code;
-}
-
-void PrintLog(const std::string& line) { std::fprintf(stderr, "dlaunch: %s\n", line.c_str()); }
 
 // True when `host` names an address of this machine: binding to it succeeds.
 bool IsLocalAddress(asio::io_context& io, const std::string& host) {
@@ -99,7 +91,12 @@ Result<std::vector<HostEntry>> NodeList(const Options& o) {
 }
 
 int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
-                 asio::io_context& io) {
+                 asio::io_context& io, Console& console) {
+  auto Fail = [&console](int code, const std::string& message) {
+    console.Say(message);
+    return code;
+  };
+  auto PrintLog = [&console](const std::string& line) { console.Say(line); };
   Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
@@ -116,8 +113,8 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
   plan.layout.run_id = run_id;
   if (token->empty() && !IsLoopback(io, endpoint->host))
-    std::fprintf(stderr, "dlaunch: rendezvous %s: no token, so anyone who reaches it can join "
-                 "(set %s or --rdzv-token-file)\n", endpoint->ToString().c_str(), rdzv::kTokenEnvVar);
+    console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
+                            endpoint->ToString(), rdzv::kTokenEnvVar));
 
   // Host the coordinator when the endpoint is ours. With several agents on one
   // machine (loopback tests) each would qualify; the first to bind hosts it.
@@ -175,7 +172,7 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
 
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;
-  PrintNotices(plan);
+  PrintNotices(plan, console);
   int code = 1;
   for (;;) {
     Result<rdzv::Assignment> a = agent.WaitAssignment();
@@ -206,7 +203,7 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
       code = Fail(1, fmt::format("{}: bad assignment ({})", o.rdzv_endpoint, s.message()));
       break;
     }
-    code = RunJob(plan, watchdog, io, &agent);
+    code = RunJob(plan, watchdog, io, console, &agent);
     if (!agent.restart_pending()) break;
   }
 
@@ -217,7 +214,7 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
     while (!server->Flushed() && std::chrono::steady_clock::now() < deadline)
       io.run_one_for(std::chrono::milliseconds(50));
     if (server->ended() && server->ended()->exit_code != 0)
-      std::fprintf(stderr, "dlaunch: job: %s\n", server->ended()->summary.c_str());
+      console.Say(fmt::format("job: {}", server->ended()->summary));
   }
   return code;
 }

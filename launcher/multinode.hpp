@@ -27,7 +27,8 @@ Result<std::vector<HostEntry>> NodeList(const Options& options);
 // rank on every node finished with 0. `plan` is complete but for its layout,
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
+// Every line goes through `console`, which runs on `io`.
 int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
-                 boost::asio::io_context& io);
+                 boost::asio::io_context& io, Console& console);
 
 }  // namespace dlaunch::launcher

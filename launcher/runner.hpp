@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "envmap/worker_env.hpp"
+#include "launcher/console.hpp"
 #include "launcher/process.hpp"
 #include "launcher/supervisor.hpp"
 
@@ -53,12 +54,12 @@ class JobChannel {
 };
 
 // One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.
-void PrintNotices(const RunPlan& plan);
+void PrintNotices(const RunPlan& plan, Console& console);
 
 // Runs the job on `io` and returns the launcher's exit code. Prints the failure
-// summary on stderr when the job fails. `watchdog` must already be started.
-// `channel` is null for a single-node job.
-int RunJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
+// summary on the console's stderr when the job fails. `watchdog` must already be
+// started; `console` runs on `io`. `channel` is null for a single-node job.
+int RunJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io, Console& console,
            JobChannel* channel = nullptr);
 
 }  // namespace dlaunch::launcher

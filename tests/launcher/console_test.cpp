@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include "launcher/streams.hpp"
 
 using namespace dlaunch::launcher;
 namespace asio = boost::asio;
@@ -165,4 +168,55 @@ TEST_CASE("console: a regular file is written at once", "[console]") {
   CHECK(std::string(buf) == "one\ndlaunch: two\n");
   close(fd);
   unlink(path);
+}
+
+TEST_CASE("streams stop reading a child while the console is full, and lose no line", "[console]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  const size_t cap = 64 * 1024;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1], cap);
+  int child[2];
+  REQUIRE(pipe2(child, O_CLOEXEC) == 0);
+  std::string all = Lines(0, 40000, "w");  // about 4 MiB
+  // The child: blocking writes, as a worker's.
+  std::thread writer([fd = child[1], &all] {
+    for (size_t at = 0; at < all.size();) {
+      ssize_t n = write(fd, all.data() + at, all.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    close(fd);
+  });
+  Streams streams(io, console, 16 * 1024);
+  bool closed = false;
+  StreamRoute route;
+  route.console = ConsoleStream::kOut;
+  route.prefix = "[0]: ";
+  streams.Add(child[0], 0, route, [&] { closed = true; });
+  // With nobody reading the console, what dlaunch holds stays bounded.
+  size_t most = 0;
+  for (int i = 0; i < 50; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+    most = std::max(most, console.buffered());
+  }
+  CHECK(console.full());
+  CHECK(most < cap + 64 * 1024);
+  CHECK(streams.open(0) == 1);
+
+  std::string want;
+  for (size_t at = 0; at < all.size();) {
+    size_t nl = all.find('\n', at);
+    want += "[0]: " + all.substr(at, nl + 1 - at);
+    at = nl + 1;
+  }
+  std::string got = console_pipe.ReadAll(io, want.size());
+  writer.join();
+  for (int i = 0; i < 100 && !closed; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  CHECK(closed);
+  CHECK(got.size() == want.size());
+  CHECK(got == want);
 }
