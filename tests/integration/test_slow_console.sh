@@ -8,7 +8,9 @@
 #   3. head launch of two loopback nodes with heartbeat_timeout=3, workers
 #      printing 2 MB each (more than every pipe and buffer on the way holds) and
 #      a reader asleep for 9 s: the job completes with exit 0, no line lost, and
-#      the head's RSS stays under 64 MiB.
+#      the head's RSS stays under 64 MiB;
+#   4. a reader that goes away (`| head -n 1`): dlaunch neither dies of it nor
+#      hangs, and exits 0.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
@@ -97,4 +99,16 @@ assert_eq "$(cat "$TMP/3.count")" 40000 "lines from two nodes through a reader a
 [[ $HWM -lt 65536 ]] || fail "head launch with a slow reader: the head's RSS reached ${HWM} KiB (expected < 64 MiB)"
 wait_for 2 no_marked_processes
 assert_no_leftovers "after the head launch with a slow reader"
+
+# 4. A reader that goes away after one line.
+t0=$EPOCHREALTIME
+timeout -k 5 60 "$DLAUNCH" --nproc-per-node 2 -- sh "$TMP/print_more.sh" 2>"$TMP/4.err" </dev/null |
+  head -n 1 >"$TMP/4.out"
+RC=${PIPESTATUS[0]}
+OUT=$TMP/4.out ERR=$TMP/4.err ELAPSED=$(since "$t0")
+expect_rc 0 "a reader that goes away after one line"
+first=$(cat "$TMP/4.out")
+assert_eq "${first#\[?\]: }" "$(printf '%0100d' 1)" "the one line read"
+wait_for 2 no_marked_processes
+assert_no_leftovers "after a reader that went away"
 pass
