@@ -1,21 +1,17 @@
 #include "launcher/head.hpp"
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <list>
 #include <memory>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/udp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
@@ -25,6 +21,7 @@
 #include "launcher/multinode.hpp"
 #include "launcher/output.hpp"
 #include "launcher/process.hpp"
+#include "launcher/streams.hpp"
 #include "launcher/system.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
@@ -41,13 +38,17 @@ constexpr int kExitUsage = 2;
 // Default: how long an agent may take past --shutdown-timeout to finish once the
 // job has ended, before its connection is killed.
 constexpr std::chrono::seconds kFinishSlack{10};
-// Default: how long a node's output may drain after its ssh exited.
-constexpr std::chrono::seconds kDrainTimeout{2};
+// Default: bytes per read of one agent pipe.
+constexpr size_t kReadSize = size_t{1} << 16;
 constexpr const char* kDefaultTag = "[{node_rank},{rank}]: ";
 
 int Fail(int code, const std::string& message) {
   WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", message));
   return code;
+}
+
+std::vector<int> StopSignals(const Options& o) {
+  return o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o.signals_to_handle;
 }
 
 std::string Hex(const std::string& bytes) {
@@ -88,14 +89,21 @@ class Head {
     std::string launcher;  // "ssh", "pdsh" or "sh"
     int pid = -1;
     std::optional<int> code;  // shell exit code, once reaped
-    int open_streams = 0;
     bool finished = false;
-    TailBuffer err_tail{4096};
-    std::unique_ptr<asio::steady_timer> drain;
+    std::unique_ptr<TailBuffer> err_tail = std::make_unique<TailBuffer>(4096);  // stays put as nodes_ grows
   };
 
-  Head(const Options& o, asio::io_context& io, Watchdog& watchdog, rdzv::CoordinatorServer& server)
-      : o_(o), io_(io), watchdog_(watchdog), server_(server), signals_(io), deadline_(io), ticker_(io) {}
+  Head(const Options& o, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server)
+      : o_(o),
+        io_(io),
+        console_(console),
+        watchdog_(watchdog),
+        server_(server),
+        signals_(io),
+        deadline_(io),
+        ticker_(io),
+        streams_(io, console, kReadSize),
+        reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
 
   // Starts node `i`'s launcher; `stdin_line` is written to its stdin, which then closes.
   Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
@@ -107,22 +115,11 @@ class Head {
   void Run(std::function<void(int)> done);
 
  private:
-  struct Stream {
-    Stream(asio::io_context& io, int fd) : sd(io, fd) {}
-    asio::posix::stream_descriptor sd;
-    LineTagger lines;
-    size_t node = 0;
-    bool is_err = false;
-    bool open = true;
-    std::array<char, 1 << 16> buf;
-  };
-
-  void Read(Stream* s);
-  void CloseStream(Stream* s);
   void WaitSignals();
-  void Reap();
+  void Reaped(int pid, int status);
   void MaybeFinished(size_t i);
   void ArmDeadline();
+  void WaitDeadline(Clock::duration after);
   void KillAll();
   bool AllFinished() const;
   void Tick();
@@ -130,17 +127,18 @@ class Head {
 
   const Options& o_;
   asio::io_context& io_;
+  Console& console_;
   Watchdog& watchdog_;
   rdzv::CoordinatorServer& server_;
-  asio::signal_set signals_;
+  asio::signal_set signals_;  // stop signals
   asio::steady_timer deadline_;
   asio::steady_timer ticker_;
   bool deadline_armed_ = false;
   bool completed_ = false;
   std::function<void(int)> done_;
   std::vector<Node> nodes_;
-  std::list<std::unique_ptr<Stream>> streams_;
-  std::string out_;
+  Streams streams_;  // group i: node i's
+  Reaper reaper_;
   bool stopping_ = false;
   int stop_signal_ = 0;
 };
@@ -177,58 +175,24 @@ Status Head::StartNode(const std::string& name, const std::string& launcher, con
   node.name = name;
   node.launcher = launcher;
   node.pid = *pid;
-  node.drain = std::make_unique<asio::steady_timer>(io_);
   for (auto [fd, is_err] : {std::pair{out->read_fd, false}, std::pair{err->read_fd, true}}) {
-    auto s = std::make_unique<Stream>(io_, fd);
-    s->node = i;
-    s->is_err = is_err;
-    ++node.open_streams;
-    Stream* raw = s.get();
-    streams_.push_back(std::move(s));
-    Read(raw);
+    // The agents tag their workers' lines; the head only keeps lines whole, so
+    // two nodes' output never interleaves mid-line.
+    StreamRoute r;
+    r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
+    if (is_err) r.tail = node.err_tail.get();
+    streams_.Add(fd, static_cast<int>(i), std::move(r), [this, i] { MaybeFinished(i); });
   }
   return Status::Ok();
-}
-
-void Head::Read(Stream* s) {
-  s->sd.async_read_some(asio::buffer(s->buf), [this, s](boost::system::error_code ec, size_t n) {
-    if (!s->open) return;
-    std::string_view data(s->buf.data(), n);
-    if (n > 0) {
-      // The agents tag their workers' lines; the head only keeps lines whole,
-      // so two nodes' output never interleaves mid-line.
-      out_.clear();
-      s->lines.Feed(data, "", out_);
-      WriteAll(s->is_err ? STDERR_FILENO : STDOUT_FILENO, out_);
-      if (s->is_err) nodes_[s->node].err_tail.Append(data);
-    }
-    if (ec) {
-      CloseStream(s);
-      MaybeFinished(s->node);
-      return;
-    }
-    Read(s);
-  });
-}
-
-void Head::CloseStream(Stream* s) {
-  if (!s->open) return;
-  s->open = false;
-  out_.clear();
-  s->lines.Finish("", out_);
-  WriteAll(s->is_err ? STDERR_FILENO : STDOUT_FILENO, out_);
-  boost::system::error_code ignored;
-  s->sd.close(ignored);
-  --nodes_[s->node].open_streams;
 }
 
 void Head::WaitSignals() {
   signals_.async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
-    if (sig == SIGCHLD) {
-      Reap();
-    } else if (stop_signal_ == 0) {
+    if (stop_signal_ == 0) {
       stop_signal_ = sig;
+      // A stalled reader must not hold up the teardown the user asked for.
+      console_.NoteStop();
       Stop(128 + sig, fmt::format("stopped by {} on the head", SignalName(sig)));
     } else {
       // A second signal: do not wait for the agents.
@@ -238,37 +202,24 @@ void Head::WaitSignals() {
   });
 }
 
-void Head::Reap() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      Node& node = nodes_[i];
-      if (node.pid != pid) continue;
-      watchdog_.Remove(pid);
-      node.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (node.open_streams > 0) {
-        node.drain->expires_after(kDrainTimeout);
-        node.drain->async_wait([this, i](boost::system::error_code ec) {
-          if (ec) return;
-          for (auto& s : streams_)
-            if (s->node == i) CloseStream(s.get());
-          MaybeFinished(i);
-        });
-      }
-      MaybeFinished(i);
-    }
+void Head::Reaped(int pid, int status) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    if (node.pid != pid) continue;
+    watchdog_.Remove(pid);
+    node.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    streams_.Drain(static_cast<int>(i));
+    MaybeFinished(i);
   }
 }
 
 void Head::MaybeFinished(size_t i) {
   Node& node = nodes_[i];
-  if (node.finished || !node.code || node.open_streams > 0) return;
+  if (node.finished || !node.code || streams_.open(static_cast<int>(i)) > 0) return;
   node.finished = true;
-  node.drain->cancel();
   if (!server_.ended() && !stopping_) {
     // The agent is gone and the job has not ended: it never joined, or it died.
-    std::vector<std::string> last = node.err_tail.LastLines(1);
+    std::vector<std::string> last = node.err_tail->LastLines(1);
     std::string cause = fmt::format("{}: {} exited with code {} before the job ended{}", node.name, node.launcher,
                                     *node.code, last.empty() ? "" : " (" + last.back() + ")");
     Stop(1, cause);
@@ -281,7 +232,7 @@ void Head::Stop(int code, const std::string& cause) {
     stopping_ = true;
     server_.AbortAll(code, cause);
     // No agent had joined: no coordinator log line says why, so say it here.
-    if (!server_.ended()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", cause));
+    if (!server_.ended()) console_.Say(cause);
   }
   ArmDeadline();
 }
@@ -290,11 +241,21 @@ void Head::Stop(int code, const std::string& cause) {
 void Head::ArmDeadline() {
   if (deadline_armed_) return;
   deadline_armed_ = true;
-  deadline_.expires_after(o_.shutdown_timeout + kFinishSlack);
+  WaitDeadline(o_.shutdown_timeout + kFinishSlack);
+}
+
+void Head::WaitDeadline(Clock::duration after) {
+  deadline_.expires_after(after);
   deadline_.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
+    // Agents blocked on their output wait for our reader, not on a hang: no line
+    // may be lost to a slow console.
+    if (console_.full()) {
+      WaitDeadline(kFinishSlack);
+      return;
+    }
     for (const Node& n : nodes_)
-      if (!n.code) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: the agent did not finish; killing its {}\n", n.name, n.launcher));
+      if (!n.code) console_.Say(fmt::format("{}: the agent did not finish; killing its {}", n.name, n.launcher));
     KillAll();
   });
 }
@@ -312,11 +273,10 @@ bool Head::AllFinished() const {
 
 void Head::Run(std::function<void(int)> done) {
   done_ = std::move(done);
-  signals_.add(SIGCHLD);
-  for (int sig : o_.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o_.signals_to_handle)
-    signals_.add(sig);
+  reaper_.Start();
+  for (int sig : StopSignals(o_)) signals_.add(sig);
   WaitSignals();
-  Reap();  // a node that failed before the signal set was in place
+  reaper_.ReapNow();  // a node that failed before the reaper was in place
   Tick();
   Complete();  // no node could be started
 }
@@ -335,15 +295,15 @@ void Head::Complete() {
   completed_ = true;
   boost::system::error_code ignored;
   signals_.cancel(ignored);
+  reaper_.Stop();
   deadline_.cancel();
   ticker_.cancel();
-  for (auto& s : streams_) CloseStream(s.get());
-
+  streams_.CloseAll();
   int code = 1;
   if (stop_signal_ != 0) {
     code = 128 + stop_signal_;
   } else if (const auto& ended = server_.ended()) {
-    if (ended->exit_code != 0) WriteAll(STDERR_FILENO, fmt::format("dlaunch: job: {}\n", ended->summary));
+    if (ended->exit_code != 0) console_.Say(fmt::format("job: {}", ended->summary));
     code = ended->exit_code;
   }
   // The cancelled handlers above are queued already; `done` runs after them.
@@ -458,8 +418,10 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     *token = Hex(*fresh);
   }
 
+  signal(SIGPIPE, SIG_IGN);
   EventLoop loop;
   asio::io_context& io = loop.io();
+  Console console(io, STDOUT_FILENO, STDERR_FILENO);
   // The coordinator listens on the address that routes to the nodes, on a free port.
   std::string addr = o.local_addr;
   bool all_local = true;
@@ -486,7 +448,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   copts.max_restarts = o.max_restarts;
   copts.token = *token;
   copts.master_port = o.master_port.value_or(0);
-  auto log = [](const std::string& line) { WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", line)); };
+  auto log = [&console](const std::string& line) { console.Say(line); };
   Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
       rdzv::CoordinatorServer::Start(io, rdzv::HostPort{addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
   if (!server.ok()) return Fail(kExitUsage, server.status().message());
@@ -497,10 +459,9 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
   std::string cwd = std::filesystem::current_path(ec).string();
 
-  signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
   if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
-  Head head(o, io, watchdog, **server);
+  Head head(o, io, console, watchdog, **server);
   std::vector<std::string> base_env;
   for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
 
@@ -514,8 +475,8 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
     Result<std::string> exe = ResolveCommand(argv[0]);
     if (!exe.ok()) {
-      code = Fail(exe.status().code() == Code::kNotFound ? 127 : 126,
-                  fmt::format("--remote {}: {}", o.remote, exe.status().message()));
+      code = exe.status().code() == Code::kNotFound ? 127 : 126;
+      console.Say(fmt::format("--remote {}: {}", o.remote, exe.status().message()));
       break;
     }
     SpawnSpec spec;
@@ -530,7 +491,8 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec,
                               command.token_on_stdin ? *token + "\n" : "");
     if (!s.ok()) {
-      code = Fail(1, fmt::format("{}: {}", name, s.message()));
+      code = 1;
+      console.Say(fmt::format("{}: {}", name, s.message()));
       break;
     }
   }
@@ -538,6 +500,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   head.Run([&loop](int result) { loop.Exit(result); });
   int result = loop.Run();
   watchdog.Stop();
+  console.Drain(StopSignals(o));
   return code != 0 ? code : result;
 }
 

@@ -78,7 +78,7 @@ Status EnsureDirectory(const std::string& flag, const std::string& path) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog) {
+int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console) {
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = o.node_rank;
   layout.master_addr = o.master_addr;
@@ -124,9 +124,9 @@ int RunStatic(const Options& o, int n, RunPlan& plan, Watchdog& watchdog) {
   if (Status s = envmap::Validate(layout); !s.ok()) return Fail(kExitUsage, s.message());
 
   task_holds.clear();  // the TF tasks bind their ports now
-  PrintNotices(plan);
-  EventLoop loop;
-  std::unique_ptr<WorkerRun> run = StartJob(plan, watchdog, loop.io(), nullptr, [&loop](int code) { loop.Exit(code); });
+  PrintNotices(plan, console);
+  std::unique_ptr<WorkerRun> run =
+      StartJob(plan, watchdog, loop.io(), console, nullptr, [&loop](int code) { loop.Exit(code); });
   return loop.Run();
 }
 
@@ -257,13 +257,18 @@ int main(int argc, char** argv) {
   Watchdog watchdog;
   if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
 
-  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog) : RunStatic(o, n, plan, watchdog);
+  EventLoop loop;
+  Console console(loop.io(), STDOUT_FILENO, STDERR_FILENO);
+  int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, loop, console)
+                               : RunStatic(o, n, plan, watchdog, loop, console);
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;
     fs::remove_all(plan.work_dir, ec);
   } else if (o.log_dir.empty()) {
-    std::fprintf(stderr, "dlaunch: logs are in %s\n", plan.work_dir.c_str());
+    console.Say(fmt::format("logs are in {}", plan.work_dir));
   }
+  // No line lost: wait for a slow reader, but not past a stop signal.
+  console.Drain(plan.stop_signals);
   return code;
 }

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,13 +32,6 @@ constexpr int kExitUsage = 2;
 // How long the host keeps serving after its own exit barrier, so the other
 // agents receive their last message.
 constexpr std::chrono::seconds kHostDrain{2};
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "dlaunch: %s\n", message.c_str());
-  return code;
-}
-
-void PrintLog(const std::string& line) { std::fprintf(stderr, "dlaunch: %s\n", line.c_str()); }
 
 // True when `host` names an address of this machine: binding to it succeeds.
 bool IsLocalAddress(asio::io_context& io, const std::string& host) {
@@ -108,9 +100,10 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
-  NodeMode(EventLoop& loop, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
+  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts)
       : loop_(loop),
+        console_(console),
         endpoint_(endpoint),
         plan_(plan),
         watchdog_(watchdog),
@@ -118,7 +111,8 @@ class NodeMode {
         drain_(loop.io()),
         agent_(loop.io(), std::move(target), std::move(aopts),
                Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
-                            [this](int code, const std::string& error) { Finish(code, error); }, PrintLog}) {}
+                            [this](int code, const std::string& error) { Finish(code, error); },
+                            [this](const std::string& line) { console_.Say(line); }}) {}
 
   void Start() { agent_.Start(); }
 
@@ -143,11 +137,11 @@ class NodeMode {
     layout.restart_count = a.restart_count;
     if (Status s = envmap::Validate(layout); !s.ok())
       return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
-    run_ = StartJob(plan_, watchdog_, loop_.io(), &agent_, [this](int code) { agent_.WorkersDone(code); });
+    run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
   }
 
   void Finish(int code, const std::string& error) {
-    if (!error.empty()) PrintLog(error);
+    if (!error.empty()) console_.Say(error);
     code_ = code;
     if (!server_) return loop_.Exit(code);
     // Serve until the coordinator has ended the job and told every agent.
@@ -157,7 +151,7 @@ class NodeMode {
 
   void DrainHost() {
     if (server_->Flushed() || std::chrono::steady_clock::now() >= drain_deadline_) {
-      if (server_->ended() && server_->ended()->exit_code != 0) PrintLog("job: " + server_->ended()->summary);
+      if (server_->ended() && server_->ended()->exit_code != 0) console_.Say("job: " + server_->ended()->summary);
       return loop_.Exit(code_);
     }
     drain_.expires_after(std::chrono::milliseconds(50));
@@ -167,6 +161,7 @@ class NodeMode {
   }
 
   EventLoop& loop_;
+  Console& console_;
   std::string endpoint_;
   RunPlan& plan_;
   Watchdog& watchdog_;
@@ -180,9 +175,14 @@ class NodeMode {
 
 }  // namespace
 
-int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog) {
-  EventLoop loop;
+int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
+                 Console& console) {
   asio::io_context& io = loop.io();
+  auto Fail = [&console](int code, const std::string& message) {
+    console.Say(message);
+    return code;
+  };
+  auto PrintLog = [&console](const std::string& line) { console.Say(line); };
   Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
@@ -199,8 +199,8 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
   plan.layout.run_id = run_id;
   if (token->empty() && !IsLoopback(io, endpoint->host))
-    std::fprintf(stderr, "dlaunch: rendezvous %s: no token, so anyone who reaches it can join "
-                 "(set %s or --rdzv-token-file)\n", endpoint->ToString().c_str(), rdzv::kTokenEnvVar);
+    console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
+                            endpoint->ToString(), rdzv::kTokenEnvVar));
 
   // Host the coordinator when the endpoint is ours. With several agents on one
   // machine (loopback tests) each would qualify; the first to bind hosts it.
@@ -257,8 +257,8 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
 
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;
-  PrintNotices(plan);
-  NodeMode mode(loop, o.rdzv_endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
+  PrintNotices(plan, console);
+  NodeMode mode(loop, console, o.rdzv_endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
   mode.Start();
   return loop.Run();
 }

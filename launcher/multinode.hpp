@@ -4,6 +4,7 @@
 
 #include "envmap/layout.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/hostfile.hpp"
 #include "launcher/process.hpp"
 #include "launcher/runner.hpp"
@@ -25,7 +26,8 @@ Result<std::vector<HostEntry>> NodeList(const Options& options);
 // rank on every node finished with 0. `plan` is complete but for its layout,
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
-// Runs its own event loop (launcher/event_loop.hpp) until the job has ended.
-int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog);
+// Runs `loop` until the job has ended; every line goes through `console`, on the loop.
+int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
+                 EventLoop& loop, Console& console);
 
 }  // namespace dlaunch::launcher

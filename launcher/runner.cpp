@@ -1,31 +1,28 @@
 #include "launcher/runner.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <cerrno>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <list>
 #include <memory>
 #include <sstream>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "launcher/cli.hpp"
 #include "launcher/output.hpp"
+#include "launcher/streams.hpp"
 #include "launcher/summary.hpp"
 
 namespace dlaunch::launcher {
@@ -34,19 +31,24 @@ namespace {
 namespace asio = boost::asio;
 namespace fs = std::filesystem;
 
-// Default: how long output may keep draining after the last worker exited.
-constexpr std::chrono::seconds kDrainTimeout{2};
+// Default: bytes per read of one worker pipe.
+constexpr size_t kReadSize = size_t{1} << 18;
 
 class Runner : public WorkerRun, public WorkerControl {
  public:
-  Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobChannel* channel)
+  Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, Console& console, JobChannel* channel)
       : plan_(plan),
         watchdog_(watchdog),
         io_(io),
+        console_(console),
         channel_(channel),
         signals_(io_),
         timer_(io_),
-        drain_timer_(io_),
+        streams_(io_, console_, kReadSize),
+        reaper_(
+            io_,
+            [this](int pid, int status) { supervisor_.OnExit(pid, FromWaitStatus(status), Clock::now()); },
+            [this] { AfterEvent(); }),
         supervisor_(*this, plan.supervisor),
         slots_(envmap::LocalSlots(plan.layout)),
         tails_(slots_.size()) {}
@@ -63,25 +65,8 @@ class Runner : public WorkerRun, public WorkerControl {
   }
 
  private:
-  struct Stream {
-    Stream(asio::io_context& io, int fd) : sd(io, fd) {}
-    asio::posix::stream_descriptor sd;
-    LineTagger tagger;
-    std::string prefix;
-    std::string format;  // non-empty when the prefix holds {time} and is re-rendered
-    TagFields fields;
-    int console_fd = -1;
-    int file_fd = -1;
-    TailBuffer* tail = nullptr;
-    bool open = true;
-    std::array<char, 1 << 18> buf;
-  };
-
   Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
-  void Read(Stream* s);
-  void CloseStream(Stream* s);
   void WaitSignals();
-  void Reap();
   void AfterEvent();
   void Finish();
   void PrintSummary();
@@ -89,16 +74,15 @@ class Runner : public WorkerRun, public WorkerControl {
   const RunPlan& plan_;
   Watchdog& watchdog_;
   asio::io_context& io_;
+  Console& console_;
   JobChannel* channel_;
-  asio::signal_set signals_;
+  asio::signal_set signals_;  // stop and forwarded signals
   asio::steady_timer timer_;
-  asio::steady_timer drain_timer_;
+  Streams streams_;  // every worker's, in one group
+  Reaper reaper_;
   Supervisor supervisor_;
   std::vector<envmap::WorkerSlot> slots_;
   std::vector<TailBuffer> tails_;
-  std::list<std::unique_ptr<Stream>> streams_;
-  std::string out_;  // scratch for tagged output
-  bool draining_ = false;
   bool failure_reported_ = false;
   bool finished_ = false;
   std::function<void(int)> done_;
@@ -152,6 +136,7 @@ Result<int> Runner::Start(int local_rank, int restart) {
   watchdog_.Add(*pid);
   Status s = AddStream(out->read_fd, local_rank, false, dir);
   if (s.ok()) s = AddStream(err->read_fd, local_rank, true, dir);
+  else close(err->read_fd);
   if (!s.ok()) {
     // The supervisor never learns this pid, so it must not outlive the failure.
     Signal(*pid, SIGKILL);
@@ -162,74 +147,42 @@ Result<int> Runner::Start(int local_rank, int restart) {
 }
 
 Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
-  auto s = std::make_unique<Stream>(io_, fd);
+  StreamRoute r;
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  s->fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout"};
+  r.fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout"};
   if (plan_.tag_format) {
-    Result<std::string> prefix = RenderTag(*plan_.tag_format, s->fields, std::time(nullptr));
-    if (!prefix.ok()) return prefix.status();
-    s->prefix = *prefix;
-    if (plan_.tag_format->find("{time}") != std::string::npos) s->format = *plan_.tag_format;
+    Result<std::string> prefix = RenderTag(*plan_.tag_format, r.fields, std::time(nullptr));
+    if (!prefix.ok()) {
+      close(fd);
+      return prefix.status();
+    }
+    r.prefix = *prefix;
+    if (plan_.tag_format->find("{time}") != std::string::npos) r.format = *plan_.tag_format;
   }
   int bit = is_err ? 2 : 1;
   bool redirected = (StdFor(plan_.redirects, local_rank) & bit) != 0;
   bool shown = plan_.console_ranks.empty() ||
                std::find(plan_.console_ranks.begin(), plan_.console_ranks.end(), local_rank) != plan_.console_ranks.end();
-  if (!redirected && shown) s->console_fd = is_err ? STDERR_FILENO : STDOUT_FILENO;
+  if (!redirected && shown) r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
   if (plan_.write_logs) {
     std::string path = fmt::format("{}/{}.log", dir, is_err ? "stderr" : "stdout");
-    s->file_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (s->file_fd < 0) return Status::Io(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+    r.file_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (r.file_fd < 0) {
+      close(fd);
+      return Status::Io(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+    }
   }
-  if (is_err) s->tail = &tails_[static_cast<size_t>(local_rank)];
-  Stream* raw = s.get();
-  streams_.push_back(std::move(s));
-  Read(raw);
+  if (is_err) r.tail = &tails_[static_cast<size_t>(local_rank)];
+  streams_.Add(fd, 0, std::move(r), [this] { AfterEvent(); });
   return Status::Ok();
-}
-
-void Runner::Read(Stream* s) {
-  s->sd.async_read_some(asio::buffer(s->buf), [this, s](boost::system::error_code ec, size_t n) {
-    if (!s->open) return;
-    std::string_view data(s->buf.data(), n);
-    if (!s->format.empty()) s->prefix = RenderTag(s->format, s->fields, std::time(nullptr)).value();
-    if (n > 0) {
-      if (s->console_fd >= 0) {
-        out_.clear();
-        s->tagger.Feed(data, s->prefix, out_);
-        WriteAll(s->console_fd, out_);
-      }
-      if (s->file_fd >= 0) WriteAll(s->file_fd, data);
-      if (s->tail != nullptr) s->tail->Append(data);
-    }
-    if (ec) {
-      CloseStream(s);
-      AfterEvent();
-      return;
-    }
-    Read(s);
-  });
-}
-
-void Runner::CloseStream(Stream* s) {
-  if (!s->open) return;
-  s->open = false;
-  if (s->console_fd >= 0) {
-    out_.clear();
-    s->tagger.Finish(s->prefix, out_);
-    WriteAll(s->console_fd, out_);
-  }
-  if (s->file_fd >= 0) close(s->file_fd);
-  boost::system::error_code ignored;
-  s->sd.close(ignored);
 }
 
 void Runner::WaitSignals() {
   signals_.async_wait([this](boost::system::error_code ec, int sig) {
     if (ec) return;
-    if (sig == SIGCHLD) {
-      Reap();
-    } else if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
+    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
+      // A stalled reader must not hold up the teardown the user asked for.
+      console_.NoteStop();
       supervisor_.OnStopSignal(sig, Clock::now());
     } else {
       supervisor_.Forward(sig);
@@ -237,15 +190,6 @@ void Runner::WaitSignals() {
     AfterEvent();
     WaitSignals();
   });
-}
-
-void Runner::Reap() {
-  // The launcher is a subreaper (and may be PID 1): besides workers, orphaned
-  // grandchildren are reparented here and must be reaped too.
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-    supervisor_.OnExit(pid, FromWaitStatus(status), Clock::now());
 }
 
 void Runner::AfterEvent() {
@@ -257,19 +201,8 @@ void Runner::AfterEvent() {
     }
   }
   if (supervisor_.done()) {
-    bool open = false;
-    for (auto& s : streams_) open = open || s->open;
-    if (!open) {
-      Finish();
-    } else if (!draining_) {
-      draining_ = true;
-      drain_timer_.expires_after(kDrainTimeout);
-      drain_timer_.async_wait([this](boost::system::error_code ec) {
-        if (ec) return;
-        for (auto& s : streams_) CloseStream(s.get());
-        Finish();
-      });
-    }
+    if (streams_.open(0) == 0) Finish();
+    else streams_.Drain(0);  // AfterEvent runs again as each stream closes
     return;
   }
   if (std::optional<Clock::time_point> deadline = supervisor_.deadline()) {
@@ -287,9 +220,9 @@ void Runner::Finish() {
   finished_ = true;
   boost::system::error_code ignored;
   signals_.cancel(ignored);
+  reaper_.Stop();
   timer_.cancel();
-  drain_timer_.cancel();
-  for (auto& s : streams_) CloseStream(s.get());
+  streams_.CloseAll();
   int code = supervisor_.exit_code();
   if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) PrintSummary();
   // The cancelled handlers above are queued already; `done` runs after them, so
@@ -318,53 +251,50 @@ void Runner::PrintSummary() {
     r.stderr_tail = tails_[static_cast<size_t>(root->local_rank)].LastLines(5);
     cause = r;
   }
-  std::string out;
   for (const std::string& line : FailureSummary(supervisor_.exit_code(), cause ? &*cause : nullptr, reports,
                                                 supervisor_.stop_signal()))
-    out += "dlaunch: " + line + "\n";
-  WriteAll(STDERR_FILENO, out);
+    console_.Say(line);
 }
 
 void Runner::Run(std::function<void(int)> done) {
   done_ = std::move(done);
-  signals_.add(SIGCHLD);
+  reaper_.Start();
   for (int sig : plan_.stop_signals) signals_.add(sig);
   for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
   WaitSignals();
   if (channel_ != nullptr) {
     channel_->Attach([this](int code, const std::string& reason) {
-      if (!supervisor_.done() && !reason.empty()) WriteAll(STDERR_FILENO, "dlaunch: " + reason + "\n");
+      if (!supervisor_.done() && !reason.empty()) console_.Say(reason);
       supervisor_.Abort(code, Clock::now());
       AfterEvent();
     });
   }
 
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
-    WriteAll(STDERR_FILENO, "dlaunch: " + s.message() + "\n");
+    console_.Say(s.message());
   AfterEvent();
 }
 
 }  // namespace
 
-void PrintNotices(const RunPlan& plan) {
+void PrintNotices(const RunPlan& plan, Console& console) {
   int n = plan.supervisor.nproc;
   if (n > 1 && !plan.inherited.contains("OMP_NUM_THREADS"))
-    WriteAll(STDERR_FILENO,
-             fmt::format("dlaunch: setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)\n", n));
+    console.Say(fmt::format("setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)", n));
 }
 
 std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io,
-                                    JobChannel* channel, std::function<void(int)> done) {
+                                    Console& console, JobChannel* channel, std::function<void(int)> done) {
   if (!plan.flavors.azure_hostfile.empty()) {
     std::ofstream f(plan.flavors.azure_hostfile);
     f << envmap::AzureHostfile(plan.layout);
     if (!f) {
-      WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: cannot write\n", plan.flavors.azure_hostfile));
+      console.Say(fmt::format("{}: cannot write", plan.flavors.azure_hostfile));
       asio::post(io, [done = std::move(done)] { done(1); });
       return nullptr;
     }
   }
-  auto runner = std::make_unique<Runner>(plan, watchdog, io, channel);
+  auto runner = std::make_unique<Runner>(plan, watchdog, io, console, channel);
   runner->Run(std::move(done));
   return runner;
 }

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "envmap/worker_env.hpp"
+#include "launcher/console.hpp"
 #include "launcher/process.hpp"
 #include "launcher/supervisor.hpp"
 
@@ -56,16 +57,16 @@ class WorkerRun {
 };
 
 // One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.
-void PrintNotices(const RunPlan& plan);
+void PrintNotices(const RunPlan& plan, Console& console);
 
 // Starts this node's workers on `io` and returns at once. When every worker has
-// exited and its output has drained, prints the failure summary (when the job
-// failed) and calls `done(code)` with the node's exit code from a handler of its
-// own, after every handler of the run has finished: `done` may destroy the run.
-// `plan` and `watchdog` (already started) must outlive the run; `channel` is null
-// for a single-node job. A run destroyed before `done` stops nothing: that is a
-// programmer error.
+// exited and its output has gone to the console, prints the failure summary (when
+// the job failed) and calls `done(code)` with the node's exit code from a handler
+// of its own, after every handler of the run has finished: `done` may destroy the
+// run. `plan`, `watchdog` (already started) and `console` (on `io`) must outlive
+// the run; `channel` is null for a single-node job. A run destroyed before `done`
+// stops nothing: that is a programmer error.
 std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
-                                    JobChannel* channel, std::function<void(int code)> done);
+                                    Console& console, JobChannel* channel, std::function<void(int code)> done);
 
 }  // namespace dlaunch::launcher

@@ -1,0 +1,88 @@
+// The console: dlaunch's stdout and stderr, written without ever blocking the
+// event loop that carries heartbeats and signals.
+//
+// One Console per process owns both. Writes go through a bounded buffer and
+// non-blocking writes on a file description of its own (a reopened
+// /proc/self/fd/N for a pipe, FIFO or tty, a socket with MSG_DONTWAIT), so the
+// inherited description the user's shell shares is never switched to
+// O_NONBLOCK. When stdout and stderr are the same object, one queue keeps their
+// order. Workers' output is always accepted, but whoever reads it must stop
+// while the console is full() and resume on WhenRoom(), so the workers block on
+// their pipes as under a plain terminal and nothing is dropped or grows without
+// bound. Every call happens on the io_context's thread. The process must ignore
+// SIGPIPE (main does), so a reader that is gone reads as EPIPE.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace dlaunch::launcher {
+
+// Default: 4 MiB of output held for a slow reader before workers are paused.
+inline constexpr size_t kConsoleCap = size_t{4} << 20;
+// Default: after a stop signal, how long the end of the job waits for a stalled reader.
+inline constexpr std::chrono::milliseconds kStopGrace{500};
+
+enum class ConsoleStream { kOut, kErr };
+
+class Console {
+ public:
+  // Takes over writing to `out_fd` and `err_fd` (normally 1 and 2); they stay
+  // open and keep their flags. A regular file is written with plain writes (it
+  // never waits for a reader); so is a pipe or tty that cannot be reopened.
+  Console(boost::asio::io_context& io, int out_fd, int err_fd, size_t cap = kConsoleCap);
+  ~Console();
+  Console(const Console&) = delete;
+  Console& operator=(const Console&) = delete;
+
+  // Queues a worker's (whole-line) output. Always accepted; never blocks. After
+  // NoteStop(), what does not fit under the cap is dropped instead.
+  void Write(ConsoleStream stream, std::string_view data);
+  // dlaunch's own line on stderr, "dlaunch: MESSAGE\n": never dropped, never blocks.
+  void Say(std::string_view message);
+
+  // True while more than the cap waits for the reader: stop reading workers.
+  bool full() const;
+  // Bytes waiting in this process for the readers.
+  size_t buffered() const;
+  // Calls `resume` (posted to the io_context) once the console has drained to
+  // half its cap, or at once when it is not full.
+  void WhenRoom(std::function<void()> resume);
+
+  // A stop signal arrived: the console no longer holds workers back (output that
+  // does not fit is dropped) and Drain waits at most kStopGrace from now.
+  void NoteStop();
+  bool stopped() const { return stopped_; }
+
+  // Runs the io_context until everything queued is written or every reader is
+  // gone; a stop signal (one of `stop_signals`, or NoteStop before) limits the
+  // wait to kStopGrace. Returns true when nothing was left unwritten.
+  bool Drain(const std::vector<int>& stop_signals);
+
+  struct Sink;  // one output object; defined in console.cpp
+
+ private:
+  void Enqueue(Sink& sink, std::string_view data);
+  void Flush(Sink& sink);
+  void Arm(Sink& sink);
+  void Release();
+  Sink& SinkFor(ConsoleStream stream);
+
+  boost::asio::io_context& io_;
+  size_t cap_;
+  std::vector<std::unique_ptr<Sink>> sinks_;  // one, or stdout's then stderr's
+  std::vector<std::function<void()>> waiters_;
+  bool stopped_ = false;
+  std::chrono::steady_clock::time_point stop_at_;
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,222 @@
+#include "launcher/console.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "launcher/streams.hpp"
+
+using namespace dlaunch::launcher;
+namespace asio = boost::asio;
+using std::chrono::steady_clock;
+
+namespace {
+
+// A pipe whose reader reads only when told to, like `| (sleep 40; wc -l)`.
+struct StalledPipe {
+  StalledPipe() {
+    signal(SIGPIPE, SIG_IGN);  // as main() does: a gone reader reads as EPIPE
+    REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);  // the test's own end
+  }
+  ~StalledPipe() {
+    if (fds[0] >= 0) close(fds[0]);
+    close(fds[1]);
+  }
+  // Reads what the pipe holds now.
+  std::string ReadNow() {
+    std::string got;
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    return got;
+  }
+  // Reads, running `io` between reads, until `want` bytes arrived or 10 s passed.
+  std::string ReadAll(asio::io_context& io, size_t want) {
+    std::string got;
+    auto deadline = steady_clock::now() + std::chrono::seconds(10);
+    while (got.size() < want && steady_clock::now() < deadline) {
+      got += ReadNow();
+      io.restart();
+      io.run_for(std::chrono::milliseconds(5));
+    }
+    return got;
+  }
+  int fds[2] = {-1, -1};
+};
+
+std::string Lines(int first, int count, const char* tag) {
+  std::string s;
+  for (int i = first; i < first + count; ++i) s += fmt::format("{} {:0100d}\n", tag, i);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("console writes never block on a stalled reader and fill up at the cap", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  const size_t cap = 256 * 1024;
+  Console console(io, p.fds[1], p.fds[1], cap);
+  std::string all = Lines(0, 20000, "out");  // about 2 MiB: far more than the pipe holds
+  auto start = steady_clock::now();
+  for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
+  CHECK(steady_clock::now() - start < std::chrono::seconds(1));
+  CHECK(console.full());
+  CHECK(console.buffered() > cap);
+  CHECK(console.buffered() < all.size());  // the pipe took what it holds
+  // The inherited description keeps its flags: the user's shell shares it.
+  CHECK((fcntl(p.fds[1], F_GETFL) & O_NONBLOCK) == 0);
+
+  bool resumed = false;
+  console.WhenRoom([&] { resumed = true; });
+  io.poll();
+  CHECK_FALSE(resumed);
+
+  std::string got = p.ReadAll(io, all.size());
+  CHECK(resumed);
+  CHECK(got == all);
+  CHECK(console.buffered() == 0);
+  CHECK_FALSE(console.full());
+}
+
+TEST_CASE("console keeps the order of stdout and stderr when they are one pipe", "[console]") {
+  StalledPipe p;
+  int err_fd = dup(p.fds[1]);
+  asio::io_context io;
+  Console console(io, p.fds[1], err_fd, 64 * 1024);
+  std::string want;
+  for (int i = 0; i < 2000; ++i) {
+    std::string out = Lines(i, 1, "out"), err = Lines(i, 1, "err");
+    console.Write(ConsoleStream::kOut, out);
+    console.Write(ConsoleStream::kErr, err);
+    want += out + err;
+    if (i % 100 == 0) {
+      console.Say(fmt::format("note {}", i));
+      want += fmt::format("dlaunch: note {}\n", i);
+    }
+  }
+  CHECK(p.ReadAll(io, want.size()) == want);
+  close(err_fd);
+}
+
+TEST_CASE("console: dlaunch's own lines are never dropped, not even past the cap", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1], 1024);
+  std::string want;
+  for (int i = 0; i < 2000; ++i) {
+    console.Say(fmt::format("line {:0100d}", i));
+    want += fmt::format("dlaunch: line {:0100d}\n", i);
+  }
+  CHECK(console.full());
+  CHECK(p.ReadAll(io, want.size()) == want);
+}
+
+TEST_CASE("console: a reader that is gone neither kills nor hangs it", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1], 1024);
+  console.Write(ConsoleStream::kOut, "before\n");
+  close(p.fds[0]);
+  p.fds[0] = -1;
+  for (int i = 0; i < 1000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "out"));
+  console.Say("still here");
+  CHECK(console.buffered() == 0);
+  CHECK_FALSE(console.full());
+  auto start = steady_clock::now();
+  CHECK(console.Drain({SIGTERM}));  // nothing left behind to wait for
+  CHECK(steady_clock::now() - start < std::chrono::milliseconds(500));
+}
+
+TEST_CASE("console: a stop signal ends the final drain although the reader is stalled", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1], 1024);
+  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "out"));
+  REQUIRE(console.buffered() > 0);
+  console.NoteStop();
+  CHECK_FALSE(console.full());  // after a stop, workers are no longer held back
+  auto start = steady_clock::now();
+  CHECK_FALSE(console.Drain({SIGTERM}));
+  auto took = steady_clock::now() - start;
+  CHECK(took >= kStopGrace - std::chrono::milliseconds(50));
+  CHECK(took < kStopGrace + std::chrono::milliseconds(500));
+}
+
+TEST_CASE("console: a regular file is written at once", "[console]") {
+  char path[] = "/tmp/dlaunch-console-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  asio::io_context io;
+  {
+    Console console(io, fd, fd, 16);
+    console.Write(ConsoleStream::kOut, "one\n");
+    console.Say("two");
+    CHECK(console.buffered() == 0);
+  }
+  char buf[64] = {};
+  CHECK(pread(fd, buf, sizeof buf - 1, 0) == 17);
+  CHECK(std::string(buf) == "one\ndlaunch: two\n");
+  close(fd);
+  unlink(path);
+}
+
+TEST_CASE("streams stop reading a child while the console is full, and lose no line", "[console]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  const size_t cap = 64 * 1024;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1], cap);
+  int child[2];
+  REQUIRE(pipe2(child, O_CLOEXEC) == 0);
+  std::string all = Lines(0, 40000, "w");  // about 4 MiB
+  // The child: blocking writes, as a worker's.
+  std::thread writer([fd = child[1], &all] {
+    for (size_t at = 0; at < all.size();) {
+      ssize_t n = write(fd, all.data() + at, all.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    close(fd);
+  });
+  Streams streams(io, console, 16 * 1024);
+  bool closed = false;
+  StreamRoute route;
+  route.console = ConsoleStream::kOut;
+  route.prefix = "[0]: ";
+  streams.Add(child[0], 0, route, [&] { closed = true; });
+  // With nobody reading the console, what dlaunch holds stays bounded.
+  size_t most = 0;
+  for (int i = 0; i < 50; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+    most = std::max(most, console.buffered());
+  }
+  CHECK(console.full());
+  CHECK(most < cap + 64 * 1024);
+  CHECK(streams.open(0) == 1);
+
+  std::string want;
+  for (size_t at = 0; at < all.size();) {
+    size_t nl = all.find('\n', at);
+    want += "[0]: " + all.substr(at, nl + 1 - at);
+    at = nl + 1;
+  }
+  std::string got = console_pipe.ReadAll(io, want.size());
+  writer.join();
+  for (int i = 0; i < 100 && !closed; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  CHECK(closed);
+  CHECK(got.size() == want.size());
+  CHECK(got == want);
+}
