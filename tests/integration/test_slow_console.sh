@@ -10,7 +10,9 @@
 #      a reader asleep for 9 s: the job completes with exit 0, no line lost, and
 #      the head's RSS stays under 64 MiB;
 #   4. a reader that goes away (`| head -n 1`): dlaunch neither dies of it nor
-#      hangs, and exits 0.
+#      hangs, and exits 0;
+#   5. SIGTERM to a head launch whose reader is stalled: exit 143 within 2 s,
+#      nothing left on either node.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
@@ -111,4 +113,26 @@ first=$(cat "$TMP/4.out")
 assert_eq "${first#\[?\]: }" "$(printf '%0100d' 1)" "the one line read"
 wait_for 2 no_marked_processes
 assert_no_leftovers "after a reader that went away"
+
+# 5. SIGTERM to the head while its reader is stalled (the workers of case 2).
+rm -f "$TMP"/count.*
+LAST=-1
+exec 3<>"$TMP/stalled"
+"$DLAUNCH" -H 127.0.0.1:1,127.0.0.2:1 -- sh "$TMP/spew.sh" >"$TMP/stalled" 2>"$TMP/5.err" </dev/null &
+DLPID=$!
+track_pid "$DLPID"
+wait_for 60 stalled || fail "the workers never blocked on the head's stalled console (count $(counted))"
+kill -0 "$DLPID" 2>/dev/null || fail "the head exited before the SIGTERM: $(tail -n 3 "$TMP/5.err")"
+t0=$EPOCHREALTIME
+kill -TERM "$DLPID"
+wait_for 10 gone || fail "SIGTERM to the head with a stalled reader: still running 10s later (expected to exit within 2s)"
+took=$(since "$t0")
+wait "$DLPID"
+RC=$?
+exec 3<&-
+le "$took" 2 || fail "SIGTERM to the head with a stalled reader: it took ${took}s to exit (expected <= 2s)"
+OUT=/dev/null ERR=$TMP/5.err ELAPSED=$took
+expect_rc 143 "SIGTERM to the head with a stalled reader"
+wait_for 5 no_marked_processes
+assert_no_leftovers "after SIGTERM to the head with a stalled reader"
 pass

@@ -220,3 +220,30 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   CHECK(got.size() == want.size());
   CHECK(got == want);
 }
+
+TEST_CASE("streams: time paused on a full console does not count against the drain", "[console]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1], 64 * 1024);
+  int child[2];
+  REQUIRE(pipe2(child, O_CLOEXEC) == 0);
+  fcntl(child[1], F_SETFL, O_NONBLOCK);
+  // The child wrote about 60 KiB (what its pipe holds) and exited.
+  std::string all = Lines(0, 600, "w");
+  REQUIRE(write(child[1], all.data(), all.size()) == static_cast<ssize_t>(all.size()));
+  close(child[1]);
+  // Enough to fill the console first.
+  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
+  REQUIRE(console.full());
+  Streams streams(io, console, 16 * 1024);
+  int closed = 0;
+  StreamRoute route;
+  route.console = ConsoleStream::kOut;
+  streams.Add(child[0], 0, route, [&] { ++closed; });
+  streams.Drain(0);
+  io.run_for(kDrainTimeout + std::chrono::milliseconds(500));
+  CHECK(closed == 0);  // still waiting for the console, not cut off
+  std::string got = console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + all.size());
+  CHECK(closed == 1);
+  CHECK(got == Lines(0, 2000, "x") + all);
+}
