@@ -30,8 +30,12 @@ Result<rdzv::Assignment> Agent::WaitAssignment() {
       if (!nonce.ok()) return nonce.status();
       nonce_ = *nonce;
     }
-    conn_->Send(rdzv::Hello{rdzv::kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes,
-                            options_.max_nodes, options_.max_restarts});
+    rdzv::Hello hello{rdzv::kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes,
+                      options_.max_nodes, options_.max_restarts};
+    // The encoder never truncates: a run id or address over its cap is an error here.
+    for (const rdzv::Message& m : {rdzv::Message(hello), rdzv::Message(options_.join)})
+      if (Status s = rdzv::CheckEncodable(m); !s.ok()) return Status::InvalidArgument(Subject() + ": " + s.message());
+    conn_->Send(hello);
     last_heard_ = Clock::now();
     ArmHeartbeat();
   }
@@ -52,6 +56,18 @@ Result<rdzv::Assignment> Agent::WaitAssignment() {
 void Agent::OnMessage(rdzv::Message message) {
   last_heard_ = Clock::now();
   if (auto* c = std::get_if<rdzv::Challenge>(&message)) {
+    // Mutual authentication: with a token, nothing goes out (and no Assignment is
+    // believed) until the coordinator has proven it holds the token too.
+    if (!options_.token.empty()) {
+      Status proven = rdzv::CheckCoordinatorProof(options_.token, nonce_, c->nonce, options_.join.run_id, c->proof);
+      if (!proven.ok()) {
+        join_error_ = Status::InvalidArgument(
+            fmt::format("{}: the coordinator did not prove it holds the token ({})", Subject(), proven.message()));
+        conn_->Close();
+        return;
+      }
+    }
+    challenged_ = true;
     if (!c->nonce.empty()) {
       if (options_.token.empty()) {
         join_error_ = Status::InvalidArgument(Subject() + ": the coordinator wants a token (--rdzv-token, " +
@@ -59,12 +75,18 @@ void Agent::OnMessage(rdzv::Message message) {
         conn_->Close();
         return;
       }
-      conn_->Send(rdzv::Proof{rdzv::ProofFor(options_.token, nonce_, c->nonce, options_.join.run_id)});
+      conn_->Send(rdzv::Proof{rdzv::ProofFor(options_.token, rdzv::Prover::kAgent, nonce_, c->nonce, options_.join.run_id)});
     }
     // Without --local-addr, advertise the address this host reaches the coordinator from.
     if (options_.join.addrs.empty()) options_.join.addrs.push_back(conn_->local_address());
     conn_->Send(options_.join);
   } else if (auto* a = std::get_if<rdzv::Assignment>(&message)) {
+    if (!challenged_ && !options_.token.empty()) {
+      join_error_ = Status::InvalidArgument(fmt::format(
+          "{}: the coordinator did not prove it holds the token (an assignment before any challenge)", Subject()));
+      conn_->Close();
+      return;
+    }
     bool running = abort_ && !pending_exit_;
     assignment_ = std::move(*a);
     if (running || (abort_ && finish_)) {

@@ -64,6 +64,7 @@ class Agent : public JobChannel {
   boost::asio::steady_timer heartbeat_timer_;
   std::chrono::steady_clock::time_point last_heard_;
   std::string nonce_;
+  bool challenged_ = false;  // a Challenge passed (with a token: its proof verified)
   std::optional<rendezvous::Assignment> assignment_;
   std::optional<Status> join_error_;
   int generation_ = 0;
