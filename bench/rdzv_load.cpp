@@ -415,7 +415,11 @@ class Load {
       if (sim.phase != Sim::Phase::kHello) Die(kExitFail, fmt::format("agent sim-{}: a second challenge", sim.index));
       if (!c->nonce.empty()) {
         if (o_.token.empty()) Die(kExitFail, "the coordinator wants a token (--token)");
-        Write(sim, rdzv::Proof{rdzv::ProofFor(o_.token, sim.nonce, c->nonce, o_.run_id)});
+        // As a real agent does (protocol 3): the coordinator proves the token first.
+        if (dlaunch::Status s = rdzv::CheckCoordinatorProof(o_.token, sim.nonce, c->nonce, o_.run_id, c->proof); !s.ok())
+          Die(kExitFail, fmt::format("agent sim-{}: the coordinator did not prove it holds the token ({})", sim.index,
+                                     s.message()));
+        Write(sim, rdzv::Proof{rdzv::ProofFor(o_.token, rdzv::Prover::kAgent, sim.nonce, c->nonce, o_.run_id)});
       }
       rdzv::Join join;
       join.run_id = o_.run_id;

@@ -45,7 +45,11 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
     }
     if (name == "-h" || name == "--help") {
       std::puts("usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
-                "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]");
+                "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
+                "\n"
+                "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
+                "join of its run id, sized by that agent's --nnodes and --max-restarts. A job with\n"
+                "no agent connected for join_timeout (default 600s) is forgotten.");
       return 0;
     }
     std::string dashed = name;
@@ -78,8 +82,10 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
     std::fprintf(stderr, "dlaunch coordinator: %s: no token, so anyone who reaches it can join\n",
                  at->ToString().c_str());
 
-  // Each job is made from the first Hello of its run id: its size and restarts
-  // come from the agents' own flags, the timeouts and token from ours.
+  // Each job is made from the first authenticated Join of its run id: its size and
+  // restarts come from that agent's Hello (its own flags), the timeouts and token
+  // from ours. The factory runs for every Hello, but the server creates a job only
+  // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at->ToString();
   auto factory = [&, token = *token](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
     rdzv::CoordinatorOptions c;
@@ -100,6 +106,8 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
     std::fprintf(stderr, "dlaunch coordinator: %s\n", line.c_str());
   });
   if (!server.ok()) return Fail(kExitUsage, server.status().message());
+  // A job whose agents all went away before it ran would otherwise stay for ever.
+  (*server)->ExpireAbandonedJobs(o->join_timeout);
   std::fprintf(stderr, "dlaunch coordinator: listening on %s\n", endpoint.c_str());
 
   boost::asio::signal_set stop(io, SIGINT, SIGTERM);

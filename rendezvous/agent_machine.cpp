@@ -33,6 +33,16 @@ bool AgentMachine::Joined() const {
 
 std::vector<AgentAction> AgentMachine::Start(Clock::time_point now) {
   if (state_ != State::kIdle) return Flush();
+  // The wire refuses what it cannot carry whole (a run id or an address too long):
+  // say so now, naming the field, rather than fail at the first send.
+  for (const Message& m : {Message(Hello{kProtocolVersion, options_.join.run_id, std::string(kNonceSize, 'n')}),
+                           Message(options_.join)}) {
+    if (Status s = CheckEncodable(m); !s.ok()) {
+      state_ = State::kEnded;
+      Emit(DoFinish{2, fmt::format("{}: {}", Subject(), s.message())});
+      return Flush();
+    }
+  }
   join_deadline_ = now + options_.join_timeout;
   Connect(now);
   return Flush();
@@ -177,15 +187,11 @@ void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now
   if (!options_.token.empty()) {
     // The coordinator proves the token first: a fake coordinator on the endpoint
     // must not hand this node a MASTER_ADDR of its choosing.
-    std::string problem;
-    if (challenge.nonce.empty()) problem = "it has no token";
-    else if (challenge.nonce.size() != kNonceSize)
-      problem = fmt::format("challenge nonce of {} bytes, expected {}", challenge.nonce.size(), kNonceSize);
-    else if (!Verify(options_.token, Prover::kCoordinator, nonce_, challenge.nonce, options_.join.run_id,
-                     challenge.proof))
-      problem = "proof does not match";
-    if (!problem.empty()) {
-      return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({})", Subject(), problem));
+    Status proved =
+        CheckCoordinatorProof(options_.token, nonce_, challenge.nonce, options_.join.run_id, challenge.proof);
+    if (!proved.ok()) {
+      return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({})", Subject(),
+                                   proved.message()));
     }
     Emit(DoSend{Proof{ProofFor(options_.token, Prover::kAgent, nonce_, challenge.nonce, options_.join.run_id)}});
   }

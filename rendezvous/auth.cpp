@@ -18,9 +18,11 @@
 namespace dlaunch::rendezvous {
 namespace {
 
-// Changing this label (or the layout below) is a protocol change: bump
-// kProtocolVersion with it.
-constexpr std::string_view kProofLabel = "dlaunch-rdzv-v1 agent proof";
+// Changing these labels (or the layout below) is a protocol change: bump
+// kProtocolVersion with it. They differ per direction so that a coordinator's proof
+// sent back to it (or an agent's to an agent) never verifies.
+constexpr std::string_view kAgentLabel = "dlaunch-rdzv-v3 agent proof";
+constexpr std::string_view kCoordinatorLabel = "dlaunch-rdzv-v3 coordinator proof";
 constexpr std::size_t kMaxTokenFile = 64 * 1024;
 
 void AppendField(std::string& out, std::string_view field) {
@@ -51,37 +53,34 @@ std::string HmacSha256(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<const char*>(mac), len);
 }
 
-std::string ProofFor(std::string_view token, std::string_view nonce_agent,
-                     std::string_view nonce_coordinator, std::string_view run_id) {
-  std::string data(kProofLabel);
-  AppendField(data, nonce_agent);
-  AppendField(data, nonce_coordinator);
-  AppendField(data, run_id);
-  return HmacSha256(token, data);
-}
-
 std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_agent,
                      std::string_view nonce_coordinator, std::string_view run_id) {
-  if (who == Prover::kAgent) return ProofFor(token, nonce_agent, nonce_coordinator, run_id);
-  std::string data("dlaunch-rdzv-v1 coordinator proof");
+  std::string data(who == Prover::kAgent ? kAgentLabel : kCoordinatorLabel);
   AppendField(data, nonce_agent);
   AppendField(data, nonce_coordinator);
   AppendField(data, run_id);
   return HmacSha256(token, data);
 }
 
-bool Verify(std::string_view token, Prover who, std::string_view nonce_agent, std::string_view nonce_coordinator,
-            std::string_view run_id, std::string_view proof) {
+bool Verify(std::string_view token, Prover who, std::string_view nonce_agent,
+            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof) {
   if (proof.size() != kProofSize) return false;
   std::string expected = ProofFor(token, who, nonce_agent, nonce_coordinator, run_id);
   return CRYPTO_memcmp(expected.data(), proof.data(), kProofSize) == 0;
 }
 
-bool Verify(std::string_view token, std::string_view nonce_agent,
-            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof) {
-  if (proof.size() != kProofSize) return false;
-  std::string expected = ProofFor(token, nonce_agent, nonce_coordinator, run_id);
-  return CRYPTO_memcmp(expected.data(), proof.data(), kProofSize) == 0;
+Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent,
+                             std::string_view nonce_coordinator, std::string_view run_id,
+                             std::string_view proof) {
+  if (nonce_coordinator.empty() && proof.empty()) return Status::InvalidArgument("it sent no challenge");
+  if (nonce_coordinator.size() != kNonceSize) {
+    return Status::InvalidArgument(
+        fmt::format("challenge nonce of {} bytes (expected {})", nonce_coordinator.size(), kNonceSize));
+  }
+  if (!Verify(token, Prover::kCoordinator, nonce_agent, nonce_coordinator, run_id, proof)) {
+    return Status::InvalidArgument("its proof does not match this agent's token");
+  }
+  return Status::Ok();
 }
 
 Result<std::string> RandomNonce() {
@@ -118,7 +117,9 @@ Result<std::string> ChooseToken(const TokenSources& sources) {
 }
 
 Result<TokenFile> ReadTokenFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO with no writer would block for ever; its type is
+  // refused below before any read.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int err = errno;
     std::string msg = fmt::format("token file {}: {}", path, std::strerror(err));
@@ -131,6 +132,13 @@ Result<TokenFile> ReadTokenFile(const std::string& path) {
     int err = errno;
     close(fd);
     return Status::Io(fmt::format("token file {}: {}", path, std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : "not a file";
+    return Status::InvalidArgument(fmt::format("token file {}: not a regular file ({})", path, kind));
   }
   file.mode = st.st_mode & 07777;
   char buf[4096];

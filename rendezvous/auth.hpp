@@ -1,10 +1,14 @@
-// Authentication of agents: a shared token and an HMAC-SHA256 challenge/response.
+// Mutual authentication of agents and coordinator: a shared token and an
+// HMAC-SHA256 challenge/response in both directions.
 //
-// The agent sends a nonce in Hello, the coordinator answers with its own nonce in
-// Challenge, and the agent proves it holds the token with
-// ProofFor(token, agent nonce, coordinator nonce, run id). Both nonces are fresh,
-// so a recorded proof cannot be replayed, and the run id is bound in, so a proof
-// for one job is worthless for another. The token itself never crosses the wire.
+// The agent sends a nonce in Hello; the coordinator answers with its own nonce and
+// its proof, ProofFor(token, kCoordinator, agent nonce, coordinator nonce, run id),
+// in Challenge; the agent checks that proof before it sends anything else, then
+// proves itself with ProofFor(token, kAgent, ...). Both nonces are fresh, so a
+// recorded proof cannot be replayed; the run id is bound in, so a proof for one job
+// is worthless for another; and each direction has its own label, so a proof
+// reflected back to the side that made it does not verify. The token itself never
+// crosses the wire.
 //
 // Everything here is thread-safe (OpenSSL 3 needs no locking set-up).
 #pragma once
@@ -22,26 +26,30 @@ inline constexpr std::size_t kNonceSize = 32;
 inline constexpr std::size_t kProofSize = 32;  // SHA-256
 inline constexpr const char* kTokenEnvVar = "DLAUNCH_RDZV_TOKEN";
 
-// Who proves: each direction has its own label, so a proof cannot be reflected.
-enum class Prover { kAgent, kCoordinator };
-
 // HMAC-SHA256 of `data` under `key`: 32 raw bytes.
 std::string HmacSha256(std::string_view key, std::string_view data);
 
-// The agent's proof: HMAC-SHA256 under the token of a domain label and the three
-// values, each length-prefixed so that no two inputs share an encoding.
-std::string ProofFor(std::string_view token, std::string_view nonce_agent,
-                     std::string_view nonce_coordinator, std::string_view run_id);
+// Who proves it holds the token. Each has its own label in the proof.
+enum class Prover { kAgent, kCoordinator };
 
+// The proof of `who`: HMAC-SHA256 under the token of `who`'s domain label and the
+// three values, each length-prefixed so that no two inputs share an encoding.
 std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_agent,
                      std::string_view nonce_coordinator, std::string_view run_id);
+
+// True when `proof` is ProofFor(token, who, ...) of the same values. Compares in
+// constant time (CRYPTO_memcmp); a proof of the wrong length is simply false.
 bool Verify(std::string_view token, Prover who, std::string_view nonce_agent,
             std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof);
 
-// True when `proof` is ProofFor(...) of the same values. Compares in constant
-// time (CRYPTO_memcmp); a proof of the wrong length is simply false.
-bool Verify(std::string_view token, std::string_view nonce_agent,
-            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof);
+// The agent's check of a Challenge when it holds a token: Ok when the nonce is
+// kNonceSize bytes and `proof` is the coordinator's proof for it. Else
+// InvalidArgument with the cause alone, for "rendezvous HOST:PORT: the coordinator
+// did not prove it holds the token (CAUSE)": "it sent no challenge", "challenge
+// nonce of 5 bytes (expected 32)" or "its proof does not match this agent's token".
+Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent,
+                             std::string_view nonce_coordinator, std::string_view run_id,
+                             std::string_view proof);
 
 // kNonceSize bytes from OpenSSL's CSPRNG, or Io when RAND_bytes fails.
 Result<std::string> RandomNonce();
@@ -68,7 +76,10 @@ struct TokenSources {
 Result<std::string> ChooseToken(const TokenSources& sources);
 
 // Reads a token file (at most 64 KiB) and its permission bits. NotFound when it is
-// missing, Io for any other failure, each naming the file.
+// missing, InvalidArgument when it is not a regular file (a FIFO, a directory, a
+// device: "token file /x/tok: not a regular file (a FIFO)"), which is never read, so
+// a FIFO with no writer cannot hang the caller; Io for any other failure. Each
+// message names the file.
 Result<TokenFile> ReadTokenFile(const std::string& path);
 
 }  // namespace dlaunch::rendezvous

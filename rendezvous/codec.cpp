@@ -108,10 +108,10 @@ class Writer {
  public:
   explicit Writer(std::string& out) : out_(out) {}
   void Int(const char*, int v) { U32(static_cast<std::uint32_t>(v)); }
+  // Only called for messages that passed CheckEncodable: nothing is cut.
   void Str(const char*, const std::string& s) {
-    std::size_t n = std::min<std::size_t>(s.size(), kMaxString);
-    U32(static_cast<std::uint32_t>(n));
-    out_.append(s, 0, n);
+    U32(static_cast<std::uint32_t>(s.size()));
+    out_.append(s);
   }
   template <typename T, typename F> void List(const char*, const std::vector<T>& items, F item) {
     U32(static_cast<std::uint32_t>(items.size()));
@@ -127,15 +127,32 @@ class Writer {
   std::string& out_;
 };
 
+// Sizes a message and finds the first field over its cap (the same caps Reader
+// enforces, so whatever is encoded also decodes).
 class Sizer {
  public:
+  explicit Sizer(std::string_view message) : message_(message) {}
   void Int(const char*, int) { size += 4; }
-  void Str(const char*, const std::string& s) { size += 4 + std::min<std::size_t>(s.size(), kMaxString); }
-  template <typename T, typename F> void List(const char*, const std::vector<T>& items, F item) {
+  void Str(const char* name, const std::string& s) {
+    size += 4 + s.size();
+    if (s.size() > kMaxString && status.ok()) {
+      status = Status::InvalidArgument(fmt::format("frame: string '{}' of {} is {} bytes, over its cap of {}",
+                                                   name, message_, s.size(), kMaxString));
+    }
+  }
+  template <typename T, typename F> void List(const char* name, const std::vector<T>& items, F item) {
     size += 4;
+    if (items.size() > kMaxListItems && status.ok()) {
+      status = Status::InvalidArgument(fmt::format("frame: list '{}' of {} has {} items, over its cap of {}",
+                                                   name, message_, items.size(), kMaxListItems));
+    }
     for (const T& x : items) item(*this, x);
   }
   std::size_t size = 0;
+  Status status;
+
+ private:
+  std::string_view message_;
 };
 
 // Reads fields in order; the first problem is kept and every later read is a no-op.
@@ -258,12 +275,24 @@ std::uint8_t TypeOf(const Message& message) { return static_cast<std::uint8_t>(m
 std::string_view TypeName(const Message& message) { return kTypeNames[message.index()]; }
 
 std::size_t PayloadSize(const Message& message) {
-  Sizer sizer;
+  Sizer sizer(TypeName(message));
   std::visit([&](const auto& m) { Fields(sizer, m); }, message);
   return sizer.size;
 }
 
+Status CheckEncodable(const Message& message) {
+  Sizer sizer(TypeName(message));
+  std::visit([&](const auto& m) { Fields(sizer, m); }, message);
+  if (!sizer.status.ok()) return sizer.status;
+  if (sizer.size > kMaxPayload) {
+    return Status::InvalidArgument(fmt::format("frame: {} payload of {} bytes over the cap of {}",
+                                               TypeName(message), sizer.size, kMaxPayload));
+  }
+  return Status::Ok();
+}
+
 std::string Encode(const Message& message) {
+  if (Status s = CheckEncodable(message); !s.ok()) throw std::length_error(s.message());
   std::string out(kMagic, 4);
   out += static_cast<char>(kProtocolVersion);
   out += static_cast<char>(TypeOf(message));
@@ -271,10 +300,6 @@ std::string Encode(const Message& message) {
   Writer writer(out);
   std::visit([&](const auto& m) { Fields(writer, m); }, message);
   std::size_t length = out.size() - kHeaderSize;
-  if (length > kMaxPayload) {
-    throw std::length_error(fmt::format("frame: {} payload of {} bytes over the cap of {}",
-                                        TypeName(message), length, kMaxPayload));
-  }
   StoreU32(static_cast<std::uint32_t>(length), out.data() + 8);
   return out;
 }

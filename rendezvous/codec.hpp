@@ -26,7 +26,10 @@ namespace dlaunch::rendezvous {
 
 inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
 // 2: Join::wants_table and Assignment's nnodes, rank_offset and world_size.
-inline constexpr std::uint8_t kProtocolVersion = 2;
+// 3: mutual authentication: Challenge::proof, the coordinator's own proof, and a
+//    label per direction in every proof (auth.hpp). A version-2 agent would accept
+//    a coordinator that proves nothing, so the two must not talk.
+inline constexpr std::uint8_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderSize = 12;
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;  // 1 MiB: a 10,000-node table fits
 inline constexpr std::uint32_t kMaxString = 4096;       // bytes in one string field
@@ -39,22 +42,26 @@ struct Hello {
   std::string run_id;
   std::string nonce;
   // The job as this agent was told it (--nnodes, --max-restarts). A stand-alone
-  // coordinator creates the job from the first Hello of a run id and refuses an
-  // agent whose spec differs.
+  // coordinator sizes a new job from the Hello of the first agent that proves the
+  // token and joins; later agents join the job as it is.
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
 
   bool operator==(const Hello&) const = default;
 };
-// Coordinator -> agent: its own nonce. Empty: no token is set, send Join directly.
+// Coordinator -> agent: its own nonce and its proof that it holds the token,
+// ProofFor(token, Prover::kCoordinator, hello nonce, this nonce, run id). Both
+// empty: no token is set, send Join directly. An agent with a token accepts only a
+// nonce of kNonceSize bytes and a proof that verifies.
 struct Challenge {
   std::string nonce;
-  std::string proof;  // ProofFor(token, Prover::kCoordinator, ...); empty without a token
+  std::string proof;
 
   bool operator==(const Challenge&) const = default;
 };
-// Agent -> coordinator: ProofFor(token, hello nonce, challenge nonce, run id).
+// Agent -> coordinator: ProofFor(token, Prover::kAgent, hello nonce, challenge
+// nonce, run id), sent only after the Challenge's proof verified.
 struct Proof {
   std::string mac;
 
@@ -155,10 +162,16 @@ std::string_view TypeName(const Message& message);
 // The bytes of the payload alone, without encoding it.
 std::size_t PayloadSize(const Message& message);
 
-// One whole frame. A string longer than kMaxString is cut to its first kMaxString
-// bytes (only free-text reasons can get that long). A payload over kMaxPayload is a
-// programmer error and throws std::length_error; check PayloadSize first when a
-// message grows with the job (Assignment).
+// Ok when `message` can be encoded: every string within kMaxString bytes, every
+// list within kMaxListItems and the payload within kMaxPayload. Otherwise
+// InvalidArgument naming the first field over its cap, e.g. "frame: string
+// 'run_id' of hello is 5000 bytes, over its cap of 4096".
+Status CheckEncodable(const Message& message);
+
+// One whole frame. Never truncates: a message that fails CheckEncodable is a
+// programmer error and throws std::length_error with CheckEncodable's message, so
+// a caller that sends anything that grows (peer-supplied text, a run id, the node
+// table) checks CheckEncodable first and handles the error.
 std::string Encode(const Message& message);
 
 // Splits a byte stream into messages, for one connection. Feed bytes as they

@@ -1,6 +1,8 @@
 #include "rendezvous/coordinator.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -11,7 +13,7 @@ namespace dlaunch::rendezvous {
 namespace {
 
 std::string JoinProblem(const Join& join, const std::string& run_id) {
-  if (join.run_id != run_id) return fmt::format("run id '{}' is not this job's ('{}')", join.run_id, run_id);
+  if (join.run_id != run_id) return fmt::format("run id {} is not this job's ({})", QuoteId(join.run_id), QuoteId(run_id));
   if (join.host.empty()) return "join without a host name";
   if (join.host.size() > kMaxHostLength) {
     return fmt::format("join: host name of {} bytes (at most {})", join.host.size(), kMaxHostLength);
@@ -24,6 +26,9 @@ std::string JoinProblem(const Join& join, const std::string& run_id) {
     }
   }
   if (join.nproc < 1) return fmt::format("{}: nproc {} is below 1", from, join.nproc);
+  if (join.nproc > kMaxNprocPerNode) {
+    return fmt::format("{}: nproc {} is over the cap of {}", from, join.nproc, kMaxNprocPerNode);
+  }
   if (join.gpus < 0) return fmt::format("{}: gpus {} is negative", from, join.gpus);
   if (join.wants_table != 0 && join.wants_table != 1) return fmt::format("{}: wants_table {} is not 0 or 1", from, join.wants_table);
   if (join.master_port_hint < 0 || join.master_port_hint > 65535) {
@@ -39,6 +44,42 @@ std::string JoinProblem(const Join& join, const std::string& run_id) {
 }
 
 }  // namespace
+
+std::string QuoteId(std::string_view text) {
+  constexpr std::size_t kShown = 64;
+  if (text.size() <= kShown) return fmt::format("'{}'", text);
+  return fmt::format("'{}...' ({} bytes)", text.substr(0, kShown), text.size());
+}
+
+Result<Challenge> AnswerHello(const std::string& token, const std::string& run_id, const Hello& hello,
+                              const std::function<Result<std::string>()>& nonce_source, HandshakeState& state) {
+  auto bad = [](std::string msg) { return Status::InvalidArgument(std::move(msg)); };
+  if (hello.version != kProtocolVersion) {
+    return bad(fmt::format("protocol version {} is not supported (this coordinator speaks {})", hello.version,
+                           kProtocolVersion));
+  }
+  if (hello.run_id != run_id) {
+    return bad(fmt::format("run id {} is not this job's ({})", QuoteId(hello.run_id), QuoteId(run_id)));
+  }
+  if (token.empty()) return Challenge{};
+  if (hello.nonce.empty()) return bad("this job needs a token, and the agent has none");
+  if (hello.nonce.size() != kNonceSize) {
+    return bad(fmt::format("hello nonce of {} bytes (expected {})", hello.nonce.size(), kNonceSize));
+  }
+  Result<std::string> nonce = nonce_source ? nonce_source() : RandomNonce();
+  if (!nonce.ok()) return nonce.status();
+  state.nonce_agent = hello.nonce;
+  state.nonce_coordinator = *nonce;
+  return Challenge{*nonce, ProofFor(token, Prover::kCoordinator, hello.nonce, *nonce, run_id)};
+}
+
+Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state,
+                  const Proof& proof) {
+  if (!Verify(token, Prover::kAgent, state.nonce_agent, state.nonce_coordinator, run_id, proof.mac)) {
+    return Status::InvalidArgument("wrong token (proof does not match)");
+  }
+  return Status::Ok();
+}
 
 Status Validate(const CoordinatorOptions& o) {
   auto bad = [](std::string msg) { return Status::InvalidArgument(std::move(msg)); };
@@ -96,6 +137,12 @@ std::vector<Action> Coordinator::OnConnect(ConnId conn, std::string peer, Clock:
   return Flush();
 }
 
+std::vector<Action> Coordinator::OnAuthenticated(ConnId conn, std::string peer, Clock::time_point now) {
+  std::vector<Action> actions = OnConnect(conn, std::move(peer), now);
+  if (auto it = agents_.find(conn); it != agents_.end()) it->second.phase = Phase::kJoin;
+  return actions;
+}
+
 std::vector<Action> Coordinator::OnMessage(ConnId conn, const Message& message, Clock::time_point now) {
   auto it = agents_.find(conn);
   if (it == agents_.end()) return Flush();  // already closed by us, or the job ended
@@ -133,33 +180,16 @@ std::vector<Action> Coordinator::OnMessage(ConnId conn, const Message& message, 
 }
 
 void Coordinator::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now) {
-  if (hello.version != kProtocolVersion) {
-    return Refuse(conn, fmt::format("protocol version {} is not supported (this coordinator speaks {})",
-                                    hello.version, kProtocolVersion), now);
-  }
-  if (hello.run_id != options_.run_id) {
-    return Refuse(conn, fmt::format("run id '{}' is not this job's ('{}')", hello.run_id, options_.run_id), now);
-  }
-  if (options_.token.empty()) {
-    agent.phase = Phase::kJoin;
-    Emit(Send{conn, Challenge{}});
-    return;
-  }
-  if (hello.nonce.empty()) return Refuse(conn, "this job needs a token, and the agent has none", now);
-  if (hello.nonce.size() != kNonceSize) {
-    return Refuse(conn, fmt::format("hello nonce of {} bytes (expected {})", hello.nonce.size(), kNonceSize), now);
-  }
-  Result<std::string> nonce = options_.nonce_source();
-  if (!nonce.ok()) return Refuse(conn, nonce.status().message(), now);
-  agent.nonce_agent = hello.nonce;
-  agent.nonce_coordinator = *nonce;
-  agent.phase = Phase::kProof;
-  Emit(Send{conn, Challenge{*nonce, ProofFor(options_.token, Prover::kCoordinator, hello.nonce, *nonce, options_.run_id)}});
+  Result<Challenge> challenge = AnswerHello(options_.token, options_.run_id, hello, options_.nonce_source,
+                                            agent.handshake);
+  if (!challenge.ok()) return Refuse(conn, challenge.status().message(), now);
+  agent.phase = options_.token.empty() ? Phase::kJoin : Phase::kProof;
+  Emit(Send{conn, *challenge});
 }
 
 void Coordinator::OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now) {
-  if (!Verify(options_.token, agent.nonce_agent, agent.nonce_coordinator, options_.run_id, proof.mac)) {
-    return Refuse(conn, "wrong token (proof does not match)", now);
+  if (Status s = CheckProof(options_.token, options_.run_id, agent.handshake, proof); !s.ok()) {
+    return Refuse(conn, s.message(), now);
   }
   agent.phase = Phase::kJoin;
 }
@@ -243,6 +273,15 @@ void Coordinator::Assign() {
   if (assignment.master_port == 0) assignment.master_port = kDefaultMasterPort;
   assignment.run_id = options_.run_id;
   assignment.restart_count = restart_count_;
+  // Each Join's nproc is capped, but the sum of many is not: refuse a world size
+  // that would overflow the int fields of Assignment and WORLD_SIZE.
+  std::int64_t total = 0;
+  for (const envmap::Node& node : table_) total += node.nproc;
+  if (total > std::numeric_limits<std::int32_t>::max()) {
+    std::string why = fmt::format("{}: {} nodes ask for {} workers in all, over the cap of {}", Subject(),
+                                  table_.size(), total, std::numeric_limits<std::int32_t>::max());
+    return End(1, why, [&](const Agent&) { return Message(Abort{why, 1}); });
+  }
   // Only agents that asked for the whole table receive it.
   bool any_table = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.second->join.wants_table; });
   if (std::size_t size = PayloadSize(assignment); any_table && size > kMaxPayload) {

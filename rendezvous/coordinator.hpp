@@ -2,8 +2,12 @@
 //
 // The session layer (Asio) owns the connections. It reports what happens (a peer
 // connected, a message arrived, a peer went away, time passed) and carries out the
-// actions each call returns, in order. A multi-job daemon keeps one Coordinator per
-// run id, chosen by Hello::run_id. All methods are called from one thread.
+// actions each call returns, in order. A session layer either feeds a connection
+// from its first byte (OnConnect, then Hello, Proof, Join), or shakes hands itself
+// with AnswerHello and CheckProof and hands the connection over authenticated
+// (OnAuthenticated, then Join): the server does the latter, so that a job exists
+// only once an authenticated Join arrives (server.hpp). All methods are called from
+// one thread.
 //
 // A job goes through:
 //   gathering: agents shake hands (Hello, Challenge, Proof when a token is set) and
@@ -21,9 +25,13 @@
 //
 // Every joined agent, waiting or assigned, must send a Heartbeat at least every
 // heartbeat_timeout (a third of it is a good period); each one is answered, so the
-// agent can tell a lost coordinator by the missing answers. Each agent's Send holds
-// its own copy of the node table: n agents cost O(n^2) bytes in actions and on the
-// wire (about 30 MB at 1024 nodes).
+// agent can tell a lost coordinator by the missing answers. An Assignment carries
+// the whole node table only to agents whose Join asked for it (wants_table); the
+// others get their own row, so a job of n such agents costs O(n) bytes, and only
+// the whole-table agents cost O(n) each (O(n^2) when all ask).
+//
+// Sizes are checked: a Join with nproc over kMaxNprocPerNode is refused, and a
+// generation whose world size would reach 2^31 ends the job with Abort.
 #pragma once
 
 #include <chrono>
@@ -45,6 +53,29 @@ using ConnId = std::uint64_t;
 
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's --master-port
 inline constexpr int kMaxHostLength = 255;        // a DNS name is at most 253
+inline constexpr int kMaxNprocPerNode = 65536;    // workers one Join may ask for
+
+// `text` in single quotes for a message, shortened to its first 64 bytes with its
+// length when longer ("'aaaa...' (5000 bytes)"), so that a peer's long run id
+// cannot make a Refused reason too long to encode, nor flood a log.
+std::string QuoteId(std::string_view text);
+
+// The coordinator's side of the handshake of one connection.
+struct HandshakeState {
+  std::string nonce_agent;        // from Hello
+  std::string nonce_coordinator;  // sent in Challenge; empty without a token
+};
+// Answers a Hello for job `run_id`: the Challenge to send (with the coordinator's
+// nonce and proof when `token` is set, empty without), filling `state`. Fails with
+// InvalidArgument saying why the agent is refused ("protocol version 2 is not
+// supported (this coordinator speaks 3)", "this job needs a token, and the agent
+// has none", ...) or the nonce source's error.
+Result<Challenge> AnswerHello(const std::string& token, const std::string& run_id, const Hello& hello,
+                              const std::function<Result<std::string>()>& nonce_source, HandshakeState& state);
+// Ok when `proof` is the agent's proof for `state` under `token`; else
+// InvalidArgument "wrong token (proof does not match)".
+Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state,
+                  const Proof& proof);
 
 // Write `message` to `conn`.
 struct Send {
@@ -111,6 +142,10 @@ class Coordinator {
 
   // `peer` names the connection in log lines ("10.0.0.2:51234").
   std::vector<Action> OnConnect(ConnId conn, std::string peer, Clock::time_point now);
+  // A connection whose session layer already answered `hello` and checked the proof
+  // (AnswerHello, CheckProof with this job's token): its next message must be Join,
+  // within handshake_timeout of `now`. Refused like OnConnect once the job ended.
+  std::vector<Action> OnAuthenticated(ConnId conn, std::string peer, Clock::time_point now);
   std::vector<Action> OnMessage(ConnId conn, const Message& message, Clock::time_point now);
   // The peer closed, or the connection failed.
   std::vector<Action> OnDisconnect(ConnId conn, Clock::time_point now);
@@ -141,8 +176,7 @@ class Coordinator {
     Phase phase = Phase::kHello;
     Clock::time_point connected;
     Clock::time_point last_seen;
-    std::string nonce_agent;
-    std::string nonce_coordinator;
+    HandshakeState handshake;
     Join join;
     std::uint64_t arrival = 0;  // sequence number of its Join
     int slot = -1;              // fixed slot claimed at Join (ranks.hpp)

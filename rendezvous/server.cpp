@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace dlaunch::rendezvous {
@@ -10,13 +13,14 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 CoordinatorServer::CoordinatorServer(asio::io_context& io, JobFactory factory, LogSink log)
-    : io_(io), acceptor_(io), ticker_(io), factory_(std::move(factory)), log_(std::move(log)) {}
+    : io_(io), acceptor_(io), ticker_(io), factory_(std::move(factory)), log_(std::move(log)), accept_timer_(io) {}
 
 CoordinatorServer::~CoordinatorServer() {
   *alive_ = false;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   ticker_.cancel();
+  accept_timer_.cancel();
   for (auto& [id, conn] : conns_) conn->Close();
 }
 
@@ -24,7 +28,8 @@ CoordinatorServer::JobFactory CoordinatorServer::OneJob(CoordinatorOptions optio
   return [options](const Hello& hello) -> Result<CoordinatorOptions> {
     if (hello.run_id != options.run_id)
       return Status::InvalidArgument(
-          fmt::format("this coordinator serves job '{}', not '{}' (check --rdzv-id)", options.run_id, hello.run_id));
+          fmt::format("this coordinator serves job {}, not {} (check --rdzv-id)", QuoteId(options.run_id),
+                      QuoteId(hello.run_id)));
     return options;
   };
 }
@@ -48,6 +53,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(asio::io_con
   server->acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (server->acceptor_.bind(ep, ec); ec) return fail("listen");
   if (server->acceptor_.listen(asio::socket_base::max_listen_connections, ec); ec) return fail("listen");
+  server->subject_ = "rendezvous " + HostPort{listen.host, server->port()}.ToString();
   server->Accept();
   server->Tick();
   return server;
@@ -68,21 +74,22 @@ int CoordinatorServer::port() const {
 void CoordinatorServer::Accept() {
   acceptor_.async_accept([this, alive = alive_](boost::system::error_code ec, tcp::socket socket) {
     if (!*alive) return;
-    if (ec) {
-      if (ec != asio::error::operation_aborted) Accept();  // e.g. EMFILE: keep serving
-      return;
+    if (ec) return AcceptFailed(ec);
+    if (accept_backoff_.count() > 0) {
+      accept_backoff_ = std::chrono::milliseconds(0);
+      if (log_) log_(subject_ + ": accepting connections again");
     }
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
-    unrouted_[id] = Clock::now();
+    lobby_[id].since = Clock::now();
     std::erase_if(all_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
     all_.push_back(conn);
     conn->Start(
         [this, id, alive](Message m) {
           if (!*alive) return;
           auto route = route_.find(id);
-          if (route == route_.end()) return OnFirstMessage(id, std::move(m));
+          if (route == route_.end()) return OnLobbyMessage(id, std::move(m));
           auto job = jobs_.find(route->second);
           if (job != jobs_.end()) Apply(route->second, job->second->OnMessage(id, m, Clock::now()));
         },
@@ -93,31 +100,115 @@ void CoordinatorServer::Accept() {
   });
 }
 
-// The first message picks the job: it must be a Hello.
-void CoordinatorServer::OnFirstMessage(ConnId id, Message message) {
-  auto conn = conns_.at(id);
-  unrouted_.erase(id);
-  auto* hello = std::get_if<Hello>(&message);
-  auto refuse = [&](const std::string& why) {
-    if (log_) log_(fmt::format("rendezvous: refused {} ({})", conn->peer(), why));
-    conn->Send(Refused{why});
-    conn->Close();
-    conns_.erase(id);
-  };
-  if (hello == nullptr) return refuse(fmt::format("expected hello first, got {}", TypeName(message)));
-  if (aborted_) return refuse(*aborted_);
-  auto job = jobs_.find(hello->run_id);
-  if (job == jobs_.end()) {
-    Result<CoordinatorOptions> options = factory_(*hello);
-    if (!options.ok()) return refuse(options.status().message());
-    if (Status s = Validate(*options); !s.ok()) return refuse(s.message());
-    job = jobs_.emplace(hello->run_id, std::make_unique<Coordinator>(std::move(*options))).first;
+void CoordinatorServer::AcceptFailed(const boost::system::error_code& ec) {
+  if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
+  // The peer gave up between SYN and accept(): nothing wrong here.
+  if (ec == asio::error::connection_aborted) return Accept();
+  // Out of fds (EMFILE) or memory: the pending connection stays queued, so
+  // accepting again at once fails again at once, a busy loop. Wait instead, and
+  // say so once rather than for every try.
+  if (accept_backoff_.count() == 0) {
+    accept_backoff_ = std::chrono::milliseconds(100);
+    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
+                               ec.message(), FormatDuration(accept_backoff_)));
+  } else {
+    accept_backoff_ = std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
   }
-  route_[id] = hello->run_id;
-  std::string run_id = hello->run_id;
-  Apply(run_id, job->second->OnConnect(id, conn->peer(), Clock::now()));
+  accept_timer_.expires_after(accept_backoff_);
+  accept_timer_.async_wait([this, alive = alive_](boost::system::error_code e) {
+    if (!e && *alive) Accept();
+  });
+}
+
+void CoordinatorServer::SendTo(Connection& conn, const Message& message) {
+  // Coordinator messages are built from bounded parts; this is the last guard, so
+  // that an oversized one is a logged refusal rather than an exception.
+  if (Status s = CheckEncodable(message); !s.ok()) {
+    if (log_) log_(fmt::format("{}: closed {}: cannot send its {} ({})", subject_, conn.peer(), TypeName(message),
+                               s.message()));
+    conn.Close();
+    return;
+  }
+  conn.Send(message);
+}
+
+void CoordinatorServer::LogDrop(const std::string& line, Clock::time_point now) {
+  if (!log_) return;
+  if (!drop_window_ || now - *drop_window_ >= kDropLogWindow) {
+    FlushDropCount();
+    drop_window_ = now;
+    drops_logged_ = 0;
+  }
+  if (drops_logged_ >= kDropLogBurst) {
+    ++drops_unlogged_;
+    return;
+  }
+  ++drops_logged_;
+  log_(line);
+}
+
+void CoordinatorServer::FlushDropCount() {
+  if (drops_unlogged_ > 0 && log_) {
+    log_(fmt::format("{}: dropped {} more connection{} in the last {}s", subject_, drops_unlogged_,
+                     drops_unlogged_ == 1 ? "" : "s", kDropLogWindow.count()));
+  }
+  drops_unlogged_ = 0;
+}
+
+void CoordinatorServer::RefuseInLobby(ConnId id, const std::string& why) {
+  auto conn = conns_.at(id);
+  LogDrop(fmt::format("{}: refused {} ({})", subject_, conn->peer(), why), Clock::now());
+  SendTo(*conn, Refused{subject_ + ": " + why});
+  conn->Close();
+  conns_.erase(id);
+  lobby_.erase(id);
+}
+
+// Hello, Challenge, Proof and Join happen here, before the connection belongs to
+// any job: a job is created (or reached) only by an authenticated Join.
+void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
+  auto it = lobby_.find(id);
+  if (it == lobby_.end()) return;
+  Lobby& lobby = it->second;
+  if (!lobby.hello) {
+    auto* hello = std::get_if<Hello>(&message);
+    if (hello == nullptr) return RefuseInLobby(id, fmt::format("expected hello first, got {}", TypeName(message)));
+    if (aborted_) return RefuseInLobby(id, *aborted_);
+    Result<CoordinatorOptions> options = factory_(*hello);
+    if (!options.ok()) return RefuseInLobby(id, options.status().message());
+    if (Status s = Validate(*options); !s.ok()) return RefuseInLobby(id, s.message());
+    Result<Challenge> challenge =
+        AnswerHello(options->token, options->run_id, *hello, options->nonce_source, lobby.handshake);
+    if (!challenge.ok()) return RefuseInLobby(id, challenge.status().message());
+    lobby.proven = options->token.empty();
+    lobby.hello = std::move(*hello);
+    lobby.token = options->token;
+    return SendTo(*conns_.at(id), *challenge);
+  }
+  if (!lobby.proven) {
+    auto* proof = std::get_if<Proof>(&message);
+    if (proof == nullptr) return RefuseInLobby(id, fmt::format("unexpected {} before the proof", TypeName(message)));
+    if (Status s = CheckProof(lobby.token, lobby.hello->run_id, lobby.handshake, *proof); !s.ok())
+      return RefuseInLobby(id, s.message());
+    lobby.proven = true;
+    return;
+  }
+  if (!std::holds_alternative<Join>(message))
+    return RefuseInLobby(id, fmt::format("unexpected {} before the join", TypeName(message)));
+  if (aborted_) return RefuseInLobby(id, *aborted_);
+  std::string run_id = lobby.hello->run_id;
+  auto job = jobs_.find(run_id);
+  if (job == jobs_.end()) {
+    Result<CoordinatorOptions> options = factory_(*lobby.hello);
+    if (!options.ok()) return RefuseInLobby(id, options.status().message());
+    job = jobs_.emplace(run_id, std::make_unique<Coordinator>(std::move(*options))).first;
+  }
+  lobby_.erase(it);
+  route_[id] = run_id;
+  Clock::time_point now = Clock::now();
+  Apply(run_id, job->second->OnAuthenticated(id, conns_.at(id)->peer(), now));
   auto again = jobs_.find(run_id);
-  if (again != jobs_.end()) Apply(run_id, again->second->OnMessage(id, message, Clock::now()));
+  if (again != jobs_.end() && route_.count(id)) Apply(run_id, again->second->OnMessage(id, message, now));
 }
 
 void CoordinatorServer::AbortAll(int code, const std::string& cause) {
@@ -134,12 +225,12 @@ void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
   auto conn = conns_.find(id);
   std::string peer = conn != conns_.end() ? conn->second->peer() : "a peer";
   if (conn != conns_.end()) conns_.erase(conn);
-  unrouted_.erase(id);
+  lobby_.erase(id);
   auto route = route_.find(id);
   if (route == route_.end()) {
-    // It never said Hello, so no job hears of it; a bad frame is still worth a line.
-    if (why.code() == Code::kInvalidArgument && log_)
-      log_(fmt::format("rendezvous: dropped {} ({})", peer, why.message()));
+    // It never joined, so no job hears of it; a bad frame is still worth a line.
+    if (why.code() == Code::kInvalidArgument)
+      LogDrop(fmt::format("{}: dropped {} ({})", subject_, peer, why.message()), Clock::now());
     return;
   }
   std::string run_id = route->second;
@@ -155,7 +246,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
   for (Action& action : actions) {
     if (auto* send = std::get_if<Send>(&action)) {
       auto it = conns_.find(send->conn);
-      if (it != conns_.end()) it->second->Send(send->message);
+      if (it != conns_.end()) SendTo(*it->second, send->message);
     } else if (auto* close = std::get_if<Close>(&action)) {
       auto it = conns_.find(close->conn);
       if (it != conns_.end()) {
@@ -170,6 +261,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       // Its connections are closed; forget the job so the run id can be used again.
       std::erase_if(route_, [&](const auto& r) { return r.second == run_id; });
       jobs_.erase(run_id);
+      idle_since_.erase(run_id);
       return;  // the coordinator is gone: its remaining actions went out above
     }
   }
@@ -180,21 +272,26 @@ void CoordinatorServer::Tick() {
   ticker_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
     Clock::time_point now = Clock::now();
-    // A connection that never says Hello belongs to no job; drop it here.
-    for (auto it = unrouted_.begin(); it != unrouted_.end();) {
-      if (now - it->second < hello_timeout_) {
+    // A connection that never joins belongs to no job; drop it here.
+    for (auto it = lobby_.begin(); it != lobby_.end();) {
+      if (now - it->second.since < hello_timeout_) {
         ++it;
         continue;
       }
       auto conn = conns_.find(it->first);
       if (conn != conns_.end()) {
-        if (log_) log_(fmt::format("rendezvous: dropped {} (no hello within {}s)", conn->second->peer(),
-                                   std::chrono::duration_cast<std::chrono::seconds>(hello_timeout_).count()));
+        LogDrop(fmt::format("{}: dropped {} (no join within {})", subject_, conn->second->peer(),
+                            FormatDuration(hello_timeout_)), now);
         conn->second->Close();
         conns_.erase(conn);
       }
-      it = unrouted_.erase(it);
+      it = lobby_.erase(it);
     }
+    if (drop_window_ && now - *drop_window_ >= kDropLogWindow) {
+      FlushDropCount();
+      drop_window_.reset();
+    }
+    ExpireJobs(now);
     std::vector<std::string> ids;
     for (auto& [run_id, job] : jobs_) ids.push_back(run_id);
     for (const std::string& run_id : ids) {
@@ -203,6 +300,31 @@ void CoordinatorServer::Tick() {
     }
     Tick();
   });
+}
+
+void CoordinatorServer::ExpireJobs(Clock::time_point now) {
+  if (!expire_after_) return;
+  std::set<std::string> connected;
+  for (const auto& [id, run_id] : route_) connected.insert(run_id);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const std::string& run_id = it->first;
+    if (connected.count(run_id)) {
+      idle_since_.erase(run_id);
+      ++it;
+      continue;
+    }
+    auto [since, fresh] = idle_since_.emplace(run_id, now);
+    if (fresh || now - since->second < *expire_after_) {
+      ++it;
+      continue;
+    }
+    if (log_) {
+      log_(fmt::format("{}: job {} expired: no agent connected for {}", subject_, QuoteId(run_id),
+                       FormatDuration(*expire_after_)));
+    }
+    idle_since_.erase(since);
+    it = jobs_.erase(it);
+  }
 }
 
 }  // namespace dlaunch::rendezvous

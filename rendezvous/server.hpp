@@ -1,10 +1,22 @@
 // The Asio session that hosts coordinators: accepts agents on the endpoint,
-// routes each connection to the job its Hello names (Hello::run_id), feeds that
-// job's Coordinator what happens, and carries out the actions it returns.
+// shakes hands with each connection itself (Hello, Challenge, Proof, with the
+// token of the job its Hello names), and only on the authenticated Join routes it
+// to that job's Coordinator, creating the job if it is new. So a peer without the
+// token never creates a job, never sizes one, and never reaches a running one.
+// Then it feeds the job's Coordinator what happens and carries out the actions it
+// returns.
 //
 // Inside a dlaunch that hosts its own job, the server serves that one job. As
-// `dlaunch coordinator --listen ADDR:PORT` it serves many, creating a job from
-// the first Hello of each run id. All of it runs on one io_context thread.
+// `dlaunch coordinator --listen ADDR:PORT` it serves many, creating a job from the
+// first authenticated Join of each run id, sized by that agent's Hello. All of it
+// runs on one io_context thread.
+//
+// Faults it absorbs: a connection that does not Join within 10s is dropped; drop
+// lines ("rendezvous HOST:PORT: refused PEER (why)") are rate-limited (the first
+// kDropLogBurst in each kDropLogWindow, then one line with the count of the
+// others); a refused agent gets Refused{"rendezvous HOST:PORT: why"}; when accept() fails for want of resources (EMFILE, ENFILE,
+// ENOBUFS, ENOMEM) it logs once, retries after 100ms, doubling up to 1s, and logs
+// again once it accepts.
 #pragma once
 
 #include <chrono>
@@ -28,6 +40,9 @@ namespace dlaunch::rendezvous {
 // How often deadlines are checked. Default: 50ms (a tenth of the smallest
 // timeout worth setting).
 inline constexpr std::chrono::milliseconds kTickPeriod{50};
+// Drop lines: at most kDropLogBurst per window, then a count.
+inline constexpr std::chrono::seconds kDropLogWindow{10};
+inline constexpr std::size_t kDropLogBurst = 5;
 
 class CoordinatorServer {
  public:
@@ -43,8 +58,14 @@ class CoordinatorServer {
                                                           const std::string& what, JobFactory factory,
                                                           LogSink log);
   // The factory of a dlaunch hosting its own job: `options`, for its run id only.
+  // It is called for each Hello, but a job is created only on an authenticated Join.
   static JobFactory OneJob(CoordinatorOptions options);
   ~CoordinatorServer();
+
+  // Forgets a job (without a word to anyone: no agent is there) once no agent has
+  // been connected to it for `after`, so abandoned jobs do not pile up. Off unless
+  // called; `dlaunch coordinator` sets it to the join timeout.
+  void ExpireAbandonedJobs(std::chrono::milliseconds after) { expire_after_ = after; }
 
   // Ends every job with Abort{cause, code} to its agents, and refuses every
   // Hello from now on with `cause`.
@@ -58,15 +79,31 @@ class CoordinatorServer {
   size_t jobs() const { return jobs_.size(); }
 
  private:
-  struct Pending {
-    std::shared_ptr<Connection> conn;
+  // A connection that has not joined a job yet.
+  struct Lobby {
     Clock::time_point since;
+    std::optional<Hello> hello;  // once it said Hello
+    // Of the job its Hello asks for; the factory runs again at the Join rather than
+    // each idle connection holding a copy of the options (node lists included).
+    std::string token;
+    HandshakeState handshake;
+    bool proven = false;                 // its Proof checked out (or no token)
   };
 
   CoordinatorServer(boost::asio::io_context& io, JobFactory factory, LogSink log);
   void Accept();
-  void OnFirstMessage(ConnId id, Message message);
+  // Accept failed with `ec`: retry now, or later with back-off.
+  void AcceptFailed(const boost::system::error_code& ec);
+  void OnLobbyMessage(ConnId id, Message message);
+  // Sends Refused{why} to a connection of the lobby, closes it, and logs (rate-limited).
+  void RefuseInLobby(ConnId id, const std::string& why);
   void OnClosed(ConnId id, const Status& why);
+  // Sends `message` unless it cannot be encoded: then logs why and closes `conn`.
+  void SendTo(Connection& conn, const Message& message);
+  // A log line for a dropped connection: the first of each kDropLogWindow, then a count.
+  void LogDrop(const std::string& line, Clock::time_point now);
+  void FlushDropCount();
+  void ExpireJobs(Clock::time_point now);
   // `run_id` is a copy: the actions may erase the route it came from.
   void Apply(std::string run_id, std::vector<Action> actions);
   void Tick();
@@ -78,13 +115,21 @@ class CoordinatorServer {
   LogSink log_;
   std::map<std::string, std::unique_ptr<Coordinator>> jobs_;
   std::map<ConnId, std::shared_ptr<Connection>> conns_;
-  std::map<ConnId, std::string> route_;   // connection -> run id, after its Hello
-  std::map<ConnId, Clock::time_point> unrouted_;  // connected, no Hello yet
+  std::map<ConnId, std::string> route_;   // connection -> run id, after its Join
+  std::map<ConnId, Lobby> lobby_;         // connected, not joined yet
   std::vector<std::weak_ptr<Connection>> all_;    // outlive conns_ while flushing
   ConnId next_id_ = 1;
   std::optional<JobEnded> ended_;
   std::optional<std::string> aborted_;  // why new agents are refused
   std::chrono::milliseconds hello_timeout_{10000};  // Default: 10s, as the handshake
+  std::optional<std::chrono::milliseconds> expire_after_;
+  std::map<std::string, Clock::time_point> idle_since_;  // jobs with no connection, since when
+  boost::asio::steady_timer accept_timer_;
+  std::chrono::milliseconds accept_backoff_{0};  // 0: accept() is not failing
+  std::optional<Clock::time_point> drop_window_;  // start of the current drop-log window
+  std::size_t drops_logged_ = 0;                 // drops logged in it
+  std::size_t drops_unlogged_ = 0;               // drops in it past the burst
+  std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

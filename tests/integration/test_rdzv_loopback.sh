@@ -5,8 +5,8 @@
 #      ranks agree on the parameters, ranks 0..7 appear once each, contiguous
 #      per node and ordered by node rank;
 #   2. a shared token (env on one agent, a mode-600 token file on the other):
-#      an agent with the wrong token (it finds the coordinator cannot prove the
-#      token) and one with none (refused) end quickly
+#      an agent with the wrong token (which finds the coordinator's proof does
+#      not match), and one with none, are refused quickly
 #      while the job carries on and exits 0;
 #   3. random bytes and a frame header with an oversized length sent to the
 #      coordinator mid-job: both connections are closed with a logged
@@ -125,10 +125,8 @@ run_dl 20 "${common[@]}" --rdzv-token "wrong-$token" -- "$TMP/sleep3.sh"
 log "wrong token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent with the wrong token should be refused (non-zero exit)"
 le "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
-# With mutual authentication the agent checks the coordinator's proof first, so a
-# wrong token shows on the agent's side before the coordinator could refuse it.
-assert_file_matches "$ERR" "$endpoint: the coordinator did not prove it holds the token \\(proof does not match\\)" \
-  "the wrong-token agent names the failed proof"
+# Mutual authentication: with another token, the agent is the first to notice.
+assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\)$" "the wrong-token agent names the failed proof"
 [[ -s $OUT ]] && fail_run "the refused agent started workers"
 
 run_dl 20 "${common[@]}" -- "$TMP/sleep3.sh"
@@ -192,8 +190,8 @@ with open(random_file, "rb") as f:
     garbage = f.read()
 if garbage[:4] == b"DLRV":  # 1 in 2^32, but a test must not be flaky
     garbage = b"X" + garbage[1:]
-# magic, version 2 (kProtocolVersion), type 1, reserved 0, payload length 0xFFFFFFFF (big-endian)
-oversized = struct.pack(">4sBBHI", b"DLRV", 2, 1, 0, 0xFFFFFFFF)
+# magic, version 3 (kProtocolVersion), type 1, reserved 0, payload length 0xFFFFFFFF (big-endian)
+oversized = struct.pack(">4sBBHI", b"DLRV", 3, 1, 0, 0xFFFFFFFF)
 assert len(oversized) == 12
 ok = probe("random bytes", garbage)
 ok = probe("oversized length", oversized) and ok

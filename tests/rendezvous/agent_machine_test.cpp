@@ -216,15 +216,14 @@ TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]")
     return f ? f->error : std::string("(no finish)");
   };
   const std::string prefix = "rendezvous head:29400: the coordinator did not prove it holds the token ";
-  CHECK(finish_of(Challenge{}) == prefix + "(it has no token)");
-  CHECK(finish_of(Challenge{"short", ""}) == prefix + "(challenge nonce of 5 bytes, expected 32)");
+  CHECK(finish_of(Challenge{}) == prefix + "(it sent no challenge)");
+  CHECK(finish_of(Challenge{"short", ""}) == prefix + "(challenge nonce of 5 bytes (expected 32))");
+  const std::string mismatch = prefix + "(its proof does not match this agent's token)";
   CHECK(finish_of(Challenge{kNonceC, ProofFor("guess", Prover::kCoordinator, kNonceA, kNonceC, "job42")}) ==
-        prefix + "(proof does not match)");
+        mismatch);
   // The agent's own proof reflected back, and one bound to another job, are refused too.
-  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kAgent, kNonceA, kNonceC, "job42")}) ==
-        prefix + "(proof does not match)");
-  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job43")}) ==
-        prefix + "(proof does not match)");
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kAgent, kNonceA, kNonceC, "job42")}) == mismatch);
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job43")}) == mismatch);
 }
 
 TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and join", "[agent]") {
@@ -236,6 +235,29 @@ TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and
   CHECK(Verify("tok", Prover::kAgent, kNonceA, kNonceC, "job42", proof->mac));
   CHECK(Sent<Join>(out));
   CHECK(h.m.state() == AgentMachine::State::kJoining);
+}
+
+TEST_CASE("agent: an assignment before any challenge is not from a dlaunch coordinator", "[agent]") {
+  Harness h(Options("tok"));
+  h.Start();
+  h.Connected();
+  std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Gen(1)));
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator (it sent "
+                    "assignment before a challenge)");
+  CHECK_FALSE(Find<DoRunWorkers>(h.all));
+}
+
+TEST_CASE("agent: a run id the wire cannot carry whole ends the agent before it connects", "[agent]") {
+  AgentMachineOptions o = Options();
+  o.join.run_id = std::string(kMaxString + 1, 'x');
+  Harness h(o);
+  std::vector<AgentAction> out = h.Start();
+  CHECK_FALSE(Find<DoConnect>(out));
+  std::optional<DoFinish> f = Find<DoFinish>(out);
+  REQUIRE(f);
+  CHECK(f->code == 2);
+  CHECK(f->error.starts_with("rendezvous head:29400: frame: string 'run_id' of hello is 4097 bytes"));
 }
 
 TEST_CASE("agent: without a token, a coordinator that wants one is refused", "[agent]") {

@@ -54,24 +54,65 @@ TEST_CASE("HMAC-SHA256 matches RFC 4231", "[auth]") {
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
 }
 
-TEST_CASE("a proof verifies only with the same token, nonces and run id", "[auth]") {
+TEST_CASE("a proof verifies only with the same token, direction, nonces and run id", "[auth]") {
   std::string na(kNonceSize, 'a'), nc(kNonceSize, 'c');
-  std::string proof = ProofFor("s3cret", na, nc, "job42");
-  CHECK(proof.size() == kProofSize);
-  CHECK(proof == ProofFor("s3cret", na, nc, "job42"));  // deterministic
-  CHECK(Verify("s3cret", na, nc, "job42", proof));
+  for (Prover who : {Prover::kAgent, Prover::kCoordinator}) {
+    std::string proof = ProofFor("s3cret", who, na, nc, "job42");
+    CHECK(proof.size() == kProofSize);
+    CHECK(proof == ProofFor("s3cret", who, na, nc, "job42"));  // deterministic
+    CHECK(Verify("s3cret", who, na, nc, "job42", proof));
 
-  CHECK_FALSE(Verify("s3cret!", na, nc, "job42", proof));
-  CHECK_FALSE(Verify("s3cret", nc, na, "job42", proof));  // nonces swapped
-  CHECK_FALSE(Verify("s3cret", na, std::string(kNonceSize, 'd'), "job42", proof));
-  CHECK_FALSE(Verify("s3cret", na, nc, "job43", proof));
-  CHECK_FALSE(Verify("s3cret", na, nc, "job42", proof.substr(0, 31)));
-  CHECK_FALSE(Verify("s3cret", na, nc, "job42", ""));
-  std::string flipped = proof;
-  flipped[31] = static_cast<char>(flipped[31] ^ 1);
-  CHECK_FALSE(Verify("s3cret", na, nc, "job42", flipped));
+    CHECK_FALSE(Verify("s3cret!", who, na, nc, "job42", proof));
+    CHECK_FALSE(Verify("s3cret", who, nc, na, "job42", proof));  // nonces swapped
+    CHECK_FALSE(Verify("s3cret", who, na, std::string(kNonceSize, 'd'), "job42", proof));
+    CHECK_FALSE(Verify("s3cret", who, na, nc, "job43", proof));  // another run id
+    CHECK_FALSE(Verify("s3cret", who, na, nc, "job42", proof.substr(0, 31)));
+    CHECK_FALSE(Verify("s3cret", who, na, nc, "job42", ""));
+    std::string flipped = proof;
+    flipped[31] = static_cast<char>(flipped[31] ^ 1);
+    CHECK_FALSE(Verify("s3cret", who, na, nc, "job42", flipped));
+  }
   // Length prefixes keep field boundaries apart: "ab"+"c" is not "a"+"bc".
-  CHECK(ProofFor("t", "ab", "c", "r") != ProofFor("t", "a", "bc", "r"));
+  CHECK(ProofFor("t", Prover::kAgent, "ab", "c", "r") != ProofFor("t", Prover::kAgent, "a", "bc", "r"));
+}
+
+TEST_CASE("a proof is bound to its direction: reflected to the other side it fails", "[auth]") {
+  std::string na(kNonceSize, 'a'), nc(kNonceSize, 'c');
+  std::string by_coordinator = ProofFor("s3cret", Prover::kCoordinator, na, nc, "job42");
+  std::string by_agent = ProofFor("s3cret", Prover::kAgent, na, nc, "job42");
+  CHECK(by_coordinator != by_agent);
+  // A fake agent that echoes the coordinator's proof back as its own fails ...
+  CHECK_FALSE(Verify("s3cret", Prover::kAgent, na, nc, "job42", by_coordinator));
+  // ... and so does a fake coordinator that replays an agent's proof.
+  CHECK_FALSE(Verify("s3cret", Prover::kCoordinator, na, nc, "job42", by_agent));
+}
+
+TEST_CASE("CheckCoordinatorProof says why a coordinator did not prove the token", "[auth]") {
+  std::string na(kNonceSize, 'a'), nc(kNonceSize, 'c');
+  std::string good = ProofFor("s3cret", Prover::kCoordinator, na, nc, "job42");
+  CHECK(CheckCoordinatorProof("s3cret", na, nc, "job42", good).ok());
+  static const struct {
+    const char* what;
+    std::string nonce, proof;
+    const char* cause;
+  } kCases[] = {
+      {"empty challenge", "", "", "it sent no challenge"},
+      {"short nonce", "short", "", "challenge nonce of 5 bytes (expected 32)"},
+      {"nonce without a proof", std::string(kNonceSize, 'c'), "", "its proof does not match this agent's token"},
+      {"the agent's own proof reflected", std::string(kNonceSize, 'c'),
+       ProofFor("s3cret", Prover::kAgent, std::string(kNonceSize, 'a'), std::string(kNonceSize, 'c'), "job42"),
+       "its proof does not match this agent's token"},
+  };
+  for (const auto& c : kCases) {
+    INFO(c.what);
+    Status s = CheckCoordinatorProof("s3cret", na, c.nonce, "job42", c.proof);
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(s.message() == c.cause);
+  }
+  CHECK(CheckCoordinatorProof("s3cret", na, nc, "job43", good).message() ==
+        "its proof does not match this agent's token");  // another job's proof
+  CHECK(CheckCoordinatorProof("guess", na, nc, "job42", good).message() ==
+        "its proof does not match this agent's token");
 }
 
 TEST_CASE("RandomNonce gives fresh nonces of kNonceSize bytes", "[auth]") {
@@ -144,6 +185,21 @@ TEST_CASE("ReadTokenFile reads the contents and the mode", "[auth]") {
   REQUIRE(open.ok());
   CHECK(open->mode == 0644);
   CHECK_FALSE(ChooseToken({std::nullopt, std::nullopt, *open}).ok());
+}
+
+TEST_CASE("ReadTokenFile refuses a FIFO at once instead of hanging on it", "[auth]") {
+  char dir[] = "/tmp/dlaunch_auth_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string fifo = std::string(dir) + "/token";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  Result<TokenFile> read = ReadTokenFile(fifo);  // with no writer, a blocking open never returns
+  unlink(fifo.c_str());
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.status().code() == Code::kInvalidArgument);
+  CHECK(read.status().message() == "token file " + fifo + ": not a regular file (a FIFO)");
+  Result<TokenFile> directory = ReadTokenFile(dir);
+  rmdir(dir);
+  CHECK(directory.status().message() == std::string("token file ") + dir + ": not a regular file (a directory)");
 }
 
 TEST_CASE("ReadTokenFile names a missing file", "[auth]") {

@@ -33,7 +33,7 @@ std::vector<Message> EveryMessage() {
   assignment.world_size = 5;
   return {
       Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3},
-      Challenge{std::string(32, '\x7f')},
+      Challenge{std::string(32, '\x7f'), std::string(32, '\x01')},
       Challenge{""},
       Proof{std::string(32, '\0')},
       join,
@@ -121,7 +121,7 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
 
 TEST_CASE("the wire layout of a frame is big-endian and length-prefixed", "[codec]") {
   std::string frame = Encode(Leave{258});
-  CHECK(frame == std::string("DLRV\x02\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
+  CHECK(frame == std::string("DLRV\x03\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
   CHECK(Encode(Abort{"ab", -1}) == Frame(kAbortType, Str("ab") + std::string(4, '\xff')));
 }
 
@@ -164,11 +164,11 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
   } kCases[] = {
       {"http", "GET / HTTP/1.1\r\n", "frame: bad magic 0x47455420 (expected 0x444c5256)"},
       {"one wrong byte", "X", "frame: bad magic 0x58 (expected 0x444c5256)"},
-      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 2)"},
-      {"type zero", std::string("DLRV\x02\x00", 6), "frame: unknown type 0"},
-      {"type too large", std::string("DLRV\x02\x63", 6), "frame: unknown type 99"},
-      {"reserved bits", std::string("DLRV\x02\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
-      {"oversized", std::string("DLRV\x02\x06\x00\x00", 8) + U32(kMaxPayload + 1),
+      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 3)"},
+      {"type zero", std::string("DLRV\x03\x00", 6), "frame: unknown type 0"},
+      {"type too large", std::string("DLRV\x03\x63", 6), "frame: unknown type 99"},
+      {"reserved bits", std::string("DLRV\x03\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
+      {"oversized", std::string("DLRV\x03\x06\x00\x00", 8) + U32(kMaxPayload + 1),
        "frame: payload length 1048577 over the cap of 1048576"},
       {"truncated int", Frame(kLeaveType, std::string("\x00\x01", 2)), "frame: truncated field 'node_rank' of leave"},
       {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"),
@@ -193,7 +193,7 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
 
 TEST_CASE("an oversized length is refused from the header alone", "[codec]") {
   FrameDecoder decoder;
-  decoder.Feed(std::string("DLRV\x02\x07\x00\x00", 8) + U32(0xffffffff));
+  decoder.Feed(std::string("DLRV\x03\x07\x00\x00", 8) + U32(0xffffffff));
   Result<std::optional<Message>> next = decoder.Next();
   REQUIRE_FALSE(next.ok());
   CHECK(next.status().message() == "frame: payload length 4294967295 over the cap of 1048576");
@@ -215,7 +215,7 @@ TEST_CASE("a decoder error is final", "[codec]") {
   decoder.Feed(Encode(Heartbeat{}));
   Result<std::optional<Message>> again = decoder.Next();
   REQUIRE_FALSE(again.ok());
-  CHECK(again.status().message() == "frame: unsupported version 9 (expected 2)");
+  CHECK(again.status().message() == "frame: unsupported version 9 (expected 3)");
   CHECK(decoder.buffered() == 0);
 }
 
@@ -238,11 +238,19 @@ TEST_CASE("a payload at exactly the cap is accepted", "[codec]") {
   CHECK_THROWS_AS(Encode(join), std::length_error);
 }
 
-TEST_CASE("Encode cuts a string over its cap instead of making a frame no one accepts", "[codec]") {
+TEST_CASE("Encode never truncates: a string over its cap is an error the caller sees first", "[codec]") {
   Abort abort{std::string(kMaxString + 100, 'r'), 1};
-  Message back = DecodeOne(Encode(abort));
-  CHECK(std::get<Abort>(back).reason == std::string(kMaxString, 'r'));
-  CHECK(PayloadSize(abort) == 4 + kMaxString + 4);
+  Status s = CheckEncodable(abort);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message() == "frame: string 'reason' of abort is 4196 bytes, over its cap of 4096");
+  CHECK_THROWS_AS(Encode(abort), std::length_error);
+  Hello hello{kProtocolVersion, std::string(5000, 'j'), ""};
+  CHECK(CheckEncodable(hello).message() == "frame: string 'run_id' of hello is 5000 bytes, over its cap of 4096");
+  // At the cap it encodes and decodes whole.
+  abort.reason.resize(kMaxString);
+  CHECK(CheckEncodable(abort).ok());
+  CHECK(DecodeOne(Encode(abort)) == Message(abort));
+  for (const Message& m : EveryMessage()) CHECK(CheckEncodable(m).ok());
 }
 
 }  // namespace dlaunch::rendezvous

@@ -73,7 +73,11 @@ class Harness {
     Send(id, Hello{kProtocolVersion, "job42", nonce});
     if (closed.count(id)) return id;
     const Challenge& challenge = std::get<Challenge>(inbox[id].back());
-    if (!challenge.nonce.empty()) Send(id, Proof{ProofFor(token, nonce, challenge.nonce, "job42")});
+    if (!challenge.nonce.empty()) {
+      // Mutual authentication: the coordinator proved the token first.
+      CHECK(Verify(token_, Prover::kCoordinator, nonce, challenge.nonce, "job42", challenge.proof));
+      Send(id, Proof{ProofFor(token, Prover::kAgent, nonce, challenge.nonce, "job42")});
+    }
     return id;
   }
   ConnId JoinAs(const Join& join) {

@@ -1,5 +1,7 @@
 #include "rendezvous/coordinator.hpp"
 
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "rendezvous/auth.hpp"
@@ -56,8 +58,63 @@ TEST_CASE("the proof is bound to this connection's nonces", "[coordinator]") {
   const auto& challenge = std::get<Challenge>(h.inbox[a].at(0));
   CHECK(challenge.nonce.size() == kNonceSize);
   // A proof computed for another challenge nonce (a replay) is refused.
-  h.Send(a, Proof{ProofFor("s3cret", na, std::string(kNonceSize, 'x'), "job42")});
+  h.Send(a, Proof{ProofFor("s3cret", Prover::kAgent, na, std::string(kNonceSize, 'x'), "job42")});
   CHECK(h.closed.at(a) == "wrong token (proof does not match)");
+}
+
+TEST_CASE("with a token, the Challenge carries the coordinator's proof over both nonces and the run id",
+          "[coordinator]") {
+  CoordinatorOptions o = Opts(1, 1);
+  o.token = "s3cret";
+  o.nonce_source = [] { return Result<std::string>(std::string(kNonceSize, 'c')); };
+  Harness h(o);
+  ConnId a = h.Connect();
+  std::string na(kNonceSize, 'n');
+  h.Send(a, Hello{kProtocolVersion, "job42", na});
+  const auto& challenge = std::get<Challenge>(h.inbox[a].at(0));
+  CHECK(challenge.nonce == std::string(kNonceSize, 'c'));
+  CHECK(challenge.proof == ProofFor("s3cret", Prover::kCoordinator, na, challenge.nonce, "job42"));
+  CHECK(CheckCoordinatorProof("s3cret", na, challenge.nonce, "job42", challenge.proof).ok());
+  CHECK_FALSE(Verify("other", Prover::kCoordinator, na, challenge.nonce, "job42", challenge.proof));
+  // Reflected back as the agent's own proof, it is refused.
+  h.Send(a, Proof{challenge.proof});
+  CHECK(h.closed.at(a) == "wrong token (proof does not match)");
+}
+
+TEST_CASE("without a token, the Challenge is empty: no nonce, no proof", "[coordinator]") {
+  Harness h(Opts(1, 1));
+  ConnId a = h.Connect();
+  h.Send(a, Hello{kProtocolVersion, "job42", std::string(kNonceSize, 'n')});
+  CHECK(h.inbox[a].at(0) == Message(Challenge{"", ""}));
+}
+
+TEST_CASE("a Join over the per-node cap is refused, and the world size stays below 2^31", "[coordinator]") {
+  {
+    Harness h(Opts(1, 1));
+    ConnId a = h.JoinAs(MakeJoin("a", std::numeric_limits<int>::max()));
+    CHECK(h.closed.at(a) == "join from host 'a': nproc 2147483647 is over the cap of 65536");
+    CHECK(h.AssignmentsOf(a).empty());
+  }
+  // 32,768 nodes of 65,536 workers each make 2^31: the job ends, nobody gets a
+  // negative WORLD_SIZE.
+  Harness h(Opts(32768, 32768));
+  std::vector<ConnId> conns;
+  for (int i = 0; i < 32768; ++i) conns.push_back(h.JoinAs(MakeJoin("n" + std::to_string(i), kMaxNprocPerNode)));
+  REQUIRE(h.ended.has_value());
+  CHECK(h.ended->summary ==
+        "rendezvous head:29400: 32768 nodes ask for 2147483648 workers in all, over the cap of 2147483647");
+  CHECK(h.AssignmentsOf(conns.front()).empty());
+  CHECK(h.inbox[conns.front()].back() == Message(Abort{h.ended->summary, 1}));
+}
+
+TEST_CASE("a long run id is quoted short, so the refusal still encodes", "[coordinator]") {
+  Harness h(Opts(1, 1));
+  ConnId a = h.Connect();
+  h.Send(a, Hello{kProtocolVersion, std::string(kMaxString, 'x'), ""});
+  const auto& refused = std::get<Refused>(h.inbox[a].back());
+  CHECK(refused.reason == "rendezvous head:29400: run id '" + std::string(64, 'x') +
+                              "...' (4096 bytes) is not this job's ('job42')");
+  CHECK(CheckEncodable(refused).ok());
 }
 
 TEST_CASE("a Hello of another version, job or nonce size is refused", "[coordinator]") {
@@ -67,7 +124,7 @@ TEST_CASE("a Hello of another version, job or nonce size is refused", "[coordina
     Hello hello;
     const char* problem;
   } kCases[] = {
-      {{1, "job42", std::string(kNonceSize, 'n')}, "protocol version 1 is not supported (this coordinator speaks 2)"},
+      {{1, "job42", std::string(kNonceSize, 'n')}, "protocol version 1 is not supported (this coordinator speaks 3)"},
       {{kProtocolVersion, "job7", std::string(kNonceSize, 'n')}, "run id 'job7' is not this job's ('job42')"},
       {{kProtocolVersion, "job42", "short"}, "hello nonce of 5 bytes (expected 32)"},
       {{kProtocolVersion, "job42", ""}, "this job needs a token, and the agent has none"},

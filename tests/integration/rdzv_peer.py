@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Hostile and helper rendezvous peers for the coordinator tests, on loopback only.
+
+Speaks the frame format of rendezvous/codec.hpp (12-byte header, big-endian,
+protocol version 3). Every loop is bounded in count and time.
+
+  junk PORT RUN_ID MIN MAX [nonce]  one Hello with no proof: prints the reply type
+                                    (2 challenge, 11 refused) and, with `nonce`, keeps
+                                    the connection open until stdin closes
+  flood PORT COUNT SECONDS          COUNT junk Hellos (run ids junk0.., min=max=100,
+                                    half with a nonce), each on its own connection,
+                                    closed once answered; stops after SECONDS
+  idle PORT COUNT                   COUNT idle connections, held until stdin closes
+  join-leave PORT TOKEN RUN_ID      a real handshake with TOKEN, a Join, then close
+"""
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import sys
+import time
+
+VERSION = int(os.environ.get("RDZV_PEER_VERSION", "3"))  # another only to show old builds fail
+HELLO, CHALLENGE, PROOF, JOIN = 1, 2, 3, 4
+
+
+def s(b):
+    return struct.pack(">I", len(b)) + b
+
+
+def i(v):
+    return struct.pack(">i", v)
+
+
+def frame(mtype, payload):
+    return b"DLRV" + bytes([VERSION, mtype]) + b"\0\0" + struct.pack(">I", len(payload)) + payload
+
+
+def hello(run_id, lo, hi, nonce=b""):
+    return frame(HELLO, i(VERSION) + s(run_id.encode()) + s(nonce) + i(lo) + i(hi) + i(0))
+
+
+def read_frame(conn):
+    data = b""
+    while len(data) < 12:
+        chunk = conn.recv(12 - len(data))
+        if not chunk:
+            return None, b""
+        data += chunk
+    length = struct.unpack(">I", data[8:12])[0]
+    body = b""
+    while len(body) < length:
+        chunk = conn.recv(length - len(body))
+        if not chunk:
+            return None, b""
+        body += chunk
+    return data[5], body
+
+
+def connect(port):
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return conn
+
+
+def strings(body, n):
+    out, pos = [], 0
+    for _ in range(n):
+        length = struct.unpack(">I", body[pos:pos + 4])[0]
+        out.append(body[pos + 4:pos + 4 + length])
+        pos += 4 + length
+    return out
+
+
+def proof(token, label, na, nc, run_id):
+    data = label + s(na) + s(nc) + s(run_id)
+    return hmac.new(token, data, hashlib.sha256).digest()
+
+
+def main():
+    cmd, port = sys.argv[1], int(sys.argv[2])
+    if cmd == "junk":
+        run_id, lo, hi = sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+        with_nonce = len(sys.argv) > 6
+        conn = connect(port)
+        conn.sendall(hello(run_id, lo, hi, os.urandom(32) if with_nonce else b""))
+        mtype, _ = read_frame(conn)
+        print(mtype, flush=True)
+        if with_nonce:
+            sys.stdin.read()
+        conn.close()
+    elif cmd == "flood":
+        count, secs = int(sys.argv[3]), float(sys.argv[4])
+        deadline = time.monotonic() + secs
+        done = 0
+        for n in range(count):
+            if time.monotonic() > deadline:
+                break
+            conn = connect(port)
+            conn.sendall(hello("junk%d" % n, 100, 100, os.urandom(32) if n % 2 else b""))
+            read_frame(conn)
+            conn.close()
+            done += 1
+        print(done, flush=True)
+    elif cmd == "idle":
+        conns = []
+        for _ in range(int(sys.argv[3])):
+            conns.append(connect(port))
+        print(len(conns), flush=True)
+        sys.stdin.read()
+    elif cmd == "join-leave":
+        token, run_id = sys.argv[3].encode(), sys.argv[4].encode()
+        conn = connect(port)
+        na = os.urandom(32)
+        conn.sendall(frame(HELLO, i(VERSION) + s(run_id) + s(na) + i(2) + i(2) + i(0)))
+        mtype, body = read_frame(conn)
+        if mtype != CHALLENGE:
+            print("no challenge: type %s" % mtype, flush=True)
+            return 1
+        nc, theirs = strings(body, 2)
+        if theirs != proof(token, b"dlaunch-rdzv-v3 coordinator proof", na, nc, run_id):
+            print("the coordinator's proof does not verify", flush=True)
+            return 1
+        conn.sendall(frame(PROOF, s(proof(token, b"dlaunch-rdzv-v3 agent proof", na, nc, run_id))))
+        join = (s(run_id) + s(b"leaver") + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
+                i(-1) + i(0) + struct.pack(">I", 0) + i(0))
+        conn.sendall(frame(JOIN, join))
+        conn.sendall(frame(6, b""))  # a heartbeat, answered only once joined
+        mtype, _ = read_frame(conn)
+        print("joined" if mtype == 6 else "not joined: type %s" % mtype, flush=True)
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
