@@ -12,10 +12,18 @@ namespace dlaunch::envmap {
 
 namespace {
 
-// A value as quoted in a message: a 100 KiB variable would make an unreadable line.
-std::string Shown(std::string_view list) {
+// A value as quoted in a message: its first 200 bytes (a 100 KiB variable would
+// make an unreadable line), bytes outside printable ASCII as \xNN (they would
+// drive the terminal).
+std::string Shown(std::string_view value) {
   constexpr size_t kShown = 200;
-  return list.size() > kShown ? std::string(list.substr(0, kShown)) + "..." : std::string(list);
+  std::string out;
+  for (char c : value.substr(0, kShown)) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) out += c;
+    else out += fmt::format("\\x{:02x}", byte);
+  }
+  return value.size() > kShown ? out + "..." : out;
 }
 
 const std::string* Get(const EnvMap& env, const char* name) {
@@ -215,7 +223,7 @@ Result<Detected> Azure(const EnvMap& env) {
 Result<Detected> TfConfig(const EnvMap& env) {
   const std::string& text = *Get(env, "TF_CONFIG");
   auto bad = [&](const char* what) {
-    return Status::InvalidArgument(fmt::format("TF_CONFIG: {} in '{}'", what, text.substr(0, 200)));
+    return Status::InvalidArgument(fmt::format("TF_CONFIG: {} in '{}'", what, Shown(text)));
   };
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);

@@ -85,6 +85,13 @@ TEST_CASE("node and task counts from the surroundings are bounded", "[detect][bo
   CHECK(MustDetect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1048576"}}).nnodes == 1048576);
 }
 
+TEST_CASE("values quoted from the environment are escaped and cut", "[detect][bounds]") {
+  CHECK(ExpandHostlist("a\x1b[2J").status().message() == "unbalanced '[' in 'a\\x1b[2J'");
+  CHECK(Detect({{"TF_CONFIG", "\x07{"}}).status().message() == "TF_CONFIG: not a JSON object in '\\x07{'");
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "\x7f"}}).status().message() ==
+        "SLURM_NODEID: expected a number >= 0, got '\\x7f'");
+}
+
 TEST_CASE("Slurm task counts never overflow", "[detect][bounds]") {
   CHECK(TasksOnNode("2(x2147483647),3(x2147483647)", 2147483647) == 3);
   CHECK(TasksOnNode("2(x2147483647),3(x2147483647),4", 2147483647) == 3);
