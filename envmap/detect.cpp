@@ -1,6 +1,9 @@
 #include "envmap/detect.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -9,25 +12,47 @@ namespace dlaunch::envmap {
 
 namespace {
 
+// A value as quoted in a message: its first 200 bytes (a 100 KiB variable would
+// make an unreadable line), bytes outside printable ASCII as \xNN (they would
+// drive the terminal).
+std::string Shown(std::string_view value) {
+  constexpr size_t kShown = 200;
+  std::string out;
+  for (char c : value.substr(0, kShown)) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) out += c;
+    else out += fmt::format("\\x{:02x}", byte);
+  }
+  return value.size() > kShown ? out + "..." : out;
+}
+
 const std::string* Get(const EnvMap& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() ? nullptr : &it->second;
 }
 
-// The variable as a number >= `min`, nullopt when absent; an error when malformed.
-Result<std::optional<int>> Int(const EnvMap& env, const char* name, int min = 0) {
+// Node and task counts become per-node tables downstream: bound them.
+constexpr int kMaxCount = static_cast<int>(kMaxHosts);
+
+// The variable as a number from `min` to `max`, nullopt when absent; an error
+// when malformed.
+Result<std::optional<int>> Int(const EnvMap& env, const char* name, int min = 0,
+                               int max = std::numeric_limits<int>::max()) {
   const std::string* v = Get(env, name);
   if (v == nullptr) return std::optional<int>();
   int n = 0;
   auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (v->empty() || ec != std::errc() || ptr != v->data() + v->size() || n < min)
-    return Status::InvalidArgument(fmt::format("{}: expected a number >= {}, got '{}'", name, min, *v));
+  if (v->empty() || ec != std::errc() || ptr != v->data() + v->size() || n < min || n > max)
+    return Status::InvalidArgument(
+        max == std::numeric_limits<int>::max()
+            ? fmt::format("{}: expected a number >= {}, got '{}'", name, min, Shown(*v))
+            : fmt::format("{}: expected a number from {} to {}, got '{}'", name, min, max, Shown(*v)));
   return std::optional<int>(n);
 }
 
 // Reads a required-or-optional number into `out`, noting where it came from.
-#define DLAUNCH_READ(var, name, min)                          \
-  auto var##_r = Int(env, name, min);                         \
+#define DLAUNCH_READ(var, name, ...)                          \
+  auto var##_r = Int(env, name, __VA_ARGS__);                 \
   if (!var##_r.ok()) return var##_r.status();                 \
   std::optional<int> var = *var##_r
 
@@ -55,7 +80,7 @@ Result<Detected> Kubeflow(const EnvMap& env) {
     // "N" or "MIN:MAX": the node count is the maximum.
     size_t colon = nnodes->find(':');
     EnvMap max = {{"PET_NNODES", colon == std::string::npos ? *nnodes : nnodes->substr(colon + 1)}};
-    auto n = Int(max, "PET_NNODES", 1);
+    auto n = Int(max, "PET_NNODES", 1, kMaxCount);
     if (!n.ok() || !*n) return Status::InvalidArgument(fmt::format("PET_NNODES: expected N or MIN:MAX, got '{}'", *nnodes));
     d.nnodes = **n;
     d.evidence.push_back(fmt::format("{} nodes from PET_NNODES={}", d.nnodes, *nnodes));
@@ -86,9 +111,9 @@ Result<Detected> Slurm(const EnvMap& env) {
   Detected d;
   d.source = Source::kSlurm;
   DLAUNCH_READ(node, "SLURM_NODEID", 0);
-  DLAUNCH_READ(nnodes, "SLURM_NNODES", 1);
+  DLAUNCH_READ(nnodes, "SLURM_NNODES", 1, kMaxCount);
   if (!nnodes) {
-    DLAUNCH_READ(job_nodes, "SLURM_JOB_NUM_NODES", 1);
+    DLAUNCH_READ(job_nodes, "SLURM_JOB_NUM_NODES", 1, kMaxCount);
     nnodes = job_nodes;
   }
   d.node_rank = node.value_or(0);
@@ -108,7 +133,7 @@ Result<Detected> Slurm(const EnvMap& env) {
     }
   }
   DLAUNCH_READ(procid, "SLURM_PROCID", 0);
-  DLAUNCH_READ(ntasks, "SLURM_NTASKS", 1);
+  DLAUNCH_READ(ntasks, "SLURM_NTASKS", 1, kMaxCount);
   DLAUNCH_READ(localid, "SLURM_LOCALID", 0);
   DLAUNCH_READ(per_node, "SLURM_NTASKS_PER_NODE", 1);
   if (procid && ntasks && localid) {
@@ -147,7 +172,7 @@ Result<Detected> OpenMpi(const EnvMap& env) {
   Detected d;
   d.source = Source::kOpenMpi;
   DLAUNCH_READ(rank, "OMPI_COMM_WORLD_RANK", 0);
-  DLAUNCH_READ(size, "OMPI_COMM_WORLD_SIZE", 1);
+  DLAUNCH_READ(size, "OMPI_COMM_WORLD_SIZE", 1, kMaxCount);
   DLAUNCH_READ(local_rank, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
   DLAUNCH_READ(local_size, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
   if (!size) return Status::InvalidArgument("OMPI_COMM_WORLD_SIZE: missing beside OMPI_COMM_WORLD_RANK");
@@ -184,7 +209,7 @@ Result<Detected> Azure(const EnvMap& env) {
     d.node_rank = *node_rank;
     d.evidence.push_back(fmt::format("node rank {} from NODE_RANK", d.node_rank));
   }
-  DLAUNCH_READ(count, "AZUREML_NODE_COUNT", 1);
+  DLAUNCH_READ(count, "AZUREML_NODE_COUNT", 1, kMaxCount);
   if (count) {
     d.nnodes = *count;
     d.evidence.push_back(fmt::format("{} nodes from AZUREML_NODE_COUNT", d.nnodes));
@@ -198,7 +223,7 @@ Result<Detected> Azure(const EnvMap& env) {
 Result<Detected> TfConfig(const EnvMap& env) {
   const std::string& text = *Get(env, "TF_CONFIG");
   auto bad = [&](const char* what) {
-    return Status::InvalidArgument(fmt::format("TF_CONFIG: {} in '{}'", what, text.substr(0, 200)));
+    return Status::InvalidArgument(fmt::format("TF_CONFIG: {} in '{}'", what, Shown(text)));
   };
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);
@@ -267,67 +292,157 @@ Result<Detected> Detect(const EnvMap& env) {
 }
 
 namespace {
-// Expands one host pattern with any number of [..] groups.
-Status ExpandOne(std::string_view pattern, const std::string& prefix, std::vector<std::string>& out,
-                 std::string_view whole) {
-  size_t open = pattern.find('[');
-  if (open == std::string_view::npos) {
-    if (pattern.find(']') != std::string_view::npos)
-      return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", whole));
-    out.push_back(prefix + std::string(pattern));
-    return Status::Ok();
-  }
-  size_t close = pattern.find(']', open);
-  if (close == std::string_view::npos) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", whole));
-  std::string head = prefix + std::string(pattern.substr(0, open));
-  std::string_view body = pattern.substr(open + 1, close - open - 1);
-  std::string_view tail = pattern.substr(close + 1);
-  size_t start = 0;
-  while (start <= body.size()) {
-    size_t comma = body.find(',', start);
-    std::string_view range = body.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    size_t dash = range.find('-');
-    std::string_view lo = range.substr(0, dash);
-    std::string_view hi = dash == std::string_view::npos ? lo : range.substr(dash + 1);
-    unsigned a = 0, b = 0;
-    auto ra = std::from_chars(lo.data(), lo.data() + lo.size(), a);
-    auto rb = std::from_chars(hi.data(), hi.data() + hi.size(), b);
-    if (lo.empty() || hi.empty() || ra.ptr != lo.data() + lo.size() || rb.ptr != hi.data() + hi.size() || b < a ||
-        b - a > 100000)
-      return Status::InvalidArgument(fmt::format("bad range '{}' in '{}'", range, whole));
-    // Zero padding is kept: "[09-10]" gives "09" and "10".
-    size_t width = lo.size();
-    for (unsigned n = a; n <= b; ++n)
-      if (Status s = ExpandOne(tail, head + fmt::format("{:0{}}", n, width), out, whole); !s.ok()) return s;
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return Status::Ok();
+
+// The largest number in a bracket group: Slurm's node numbers are 32-bit.
+constexpr uint64_t kMaxHostNumber = 4294967295;
+// A longer name is no DNS name; the cap also bounds the expansion's memory.
+constexpr size_t kMaxHostName = 255;
+
+struct Range {
+  uint64_t lo = 0, hi = 0;
+  size_t width = 0;  // of the low end as written: "[09-10]" keeps "09"
+};
+
+// One host pattern, "r[1-2]n[1,4]": text[0] group[0] text[1] ... group[n-1] text[n].
+struct Pattern {
+  std::vector<std::string> text;
+  std::vector<std::vector<Range>> groups;
+};
+
+Result<Range> ParseRange(std::string_view range, std::string_view whole) {
+  size_t dash = range.find('-');
+  std::string_view lo = range.substr(0, dash);
+  std::string_view hi = dash == std::string_view::npos ? lo : range.substr(dash + 1);
+  Range r{0, 0, lo.size()};
+  auto ra = std::from_chars(lo.data(), lo.data() + lo.size(), r.lo);
+  auto rb = std::from_chars(hi.data(), hi.data() + hi.size(), r.hi);
+  bool whole_numbers = !lo.empty() && !hi.empty() && ra.ptr == lo.data() + lo.size() && rb.ptr == hi.data() + hi.size();
+  if (whole_numbers && (ra.ec == std::errc::result_out_of_range || rb.ec == std::errc::result_out_of_range ||
+                        r.lo > kMaxHostNumber || r.hi > kMaxHostNumber))
+    return Status::InvalidArgument(
+        fmt::format("bad range '{}' in '{}' (a number over {})", range, Shown(whole), kMaxHostNumber));
+  if (!whole_numbers || ra.ec != std::errc() || rb.ec != std::errc() || r.hi < r.lo)
+    return Status::InvalidArgument(fmt::format("bad range '{}' in '{}'", range, Shown(whole)));
+  return r;
 }
+
+Result<Pattern> ParsePattern(std::string_view pattern, std::string_view whole) {
+  Pattern p;
+  for (;;) {
+    size_t open = pattern.find('[');
+    std::string_view text = pattern.substr(0, open);
+    if (text.find(']') != std::string_view::npos)
+      return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", Shown(whole)));
+    p.text.emplace_back(text);
+    if (open == std::string_view::npos) return p;
+    size_t close = pattern.find(']', open);
+    if (close == std::string_view::npos) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", Shown(whole)));
+    std::vector<Range>& group = p.groups.emplace_back();
+    std::string_view body = pattern.substr(open + 1, close - open - 1);
+    size_t start = 0;
+    for (;;) {
+      size_t comma = body.find(',', start);
+      Result<Range> r = ParseRange(body.substr(start, comma == std::string_view::npos ? comma : comma - start), whole);
+      if (!r.ok()) return r.status();
+      group.push_back(*r);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    pattern = pattern.substr(close + 1);
+  }
+}
+
+// How many hosts `p` gives, saturating at UINT64_MAX, and its longest name.
+uint64_t Count(const Pattern& p, size_t& longest) {
+  uint64_t count = 1;
+  longest = 0;
+  for (const std::string& t : p.text) longest += t.size();
+  for (const std::vector<Range>& group : p.groups) {
+    uint64_t n = 0;
+    size_t widest = 0;
+    for (const Range& r : group) {
+      if (__builtin_add_overflow(n, r.hi - r.lo + 1, &n)) n = UINT64_MAX;
+      widest = std::max({widest, r.width, fmt::formatted_size("{}", r.hi)});
+    }
+    if (__builtin_mul_overflow(count, n, &count)) count = UINT64_MAX;
+    longest += widest;
+  }
+  return count;
+}
+
+// Appends every host of `p`, the last group varying fastest (Slurm's order). An
+// odometer rather than recursion: a list of thousands of groups must not
+// exhaust the stack.
+void Expand(const Pattern& p, std::vector<std::string>& out) {
+  size_t n = p.groups.size();
+  std::vector<size_t> range(n, 0);
+  std::vector<uint64_t> value(n);
+  for (size_t g = 0; g < n; ++g) value[g] = p.groups[g][0].lo;
+  for (;;) {
+    std::string host = p.text[0];
+    for (size_t g = 0; g < n; ++g)
+      host += fmt::format("{:0{}}", value[g], p.groups[g][range[g]].width) + p.text[g + 1];
+    out.push_back(std::move(host));
+    size_t g = n;
+    for (;;) {
+      if (g == 0) return;  // the first group carried over: done
+      --g;
+      const std::vector<Range>& group = p.groups[g];
+      if (value[g] < group[range[g]].hi) {
+        ++value[g];
+        break;
+      }
+      if (range[g] + 1 < group.size()) {
+        value[g] = group[++range[g]].lo;
+        break;
+      }
+      range[g] = 0;
+      value[g] = group[0].lo;
+    }
+  }
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> ExpandHostlist(std::string_view list) {
-  std::vector<std::string> hosts;
-  // Split on commas outside brackets.
+  // Split on commas outside brackets, and count every host before making any.
+  std::vector<Pattern> patterns;
+  uint64_t total = 0;
   int depth = 0;
   size_t start = 0;
   for (size_t i = 0; i <= list.size(); ++i) {
     if (i < list.size() && list[i] == '[') ++depth;
     if (i < list.size() && list[i] == ']') --depth;
-    if (depth < 0) return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", list));
+    if (depth < 0) return Status::InvalidArgument(fmt::format("unbalanced ']' in '{}'", Shown(list)));
     if (i == list.size() || (list[i] == ',' && depth == 0)) {
       std::string_view one = list.substr(start, i - start);
-      if (one.empty()) return Status::InvalidArgument(fmt::format("empty host in '{}'", list));
-      if (Status s = ExpandOne(one, "", hosts, list); !s.ok()) return s;
+      if (one.empty()) return Status::InvalidArgument(fmt::format("empty host in '{}'", Shown(list)));
+      Result<Pattern> p = ParsePattern(one, list);
+      if (!p.ok()) return p.status();
+      size_t longest = 0;
+      uint64_t count = Count(*p, longest);
+      if (__builtin_add_overflow(total, count, &total)) total = UINT64_MAX;
+      if (longest > kMaxHostName)
+        return Status::InvalidArgument(
+            fmt::format("'{}' makes a host name of {} bytes, over the limit of {}", Shown(list), longest, kMaxHostName));
+      patterns.push_back(std::move(*p));
       start = i + 1;
     }
   }
-  if (depth != 0) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", list));
+  if (depth != 0) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", Shown(list)));
+  if (total == UINT64_MAX)
+    return Status::InvalidArgument(fmt::format("'{}' expands to more than {} hosts", Shown(list), kMaxHosts));
+  if (total > kMaxHosts)
+    return Status::InvalidArgument(
+        fmt::format("'{}' expands to {} hosts, over the limit of {}", Shown(list), total, kMaxHosts));
+  std::vector<std::string> hosts;
+  hosts.reserve(total);
+  for (const Pattern& p : patterns) Expand(p, hosts);
   return hosts;
 }
 
 std::optional<int> TasksOnNode(std::string_view counts, int node) {
-  int index = 0;
+  int64_t index = 0;  // a sum of ints: "2(x2147483647),1" must not wrap
   size_t start = 0;
   while (start <= counts.size()) {
     size_t comma = counts.find(',', start);

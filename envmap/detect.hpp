@@ -11,6 +11,7 @@
 //   local     none of the above: one node
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,10 +53,15 @@ struct Detected {
 // value when one is malformed, e.g. "SLURM_NODEID: expected a number, got 'x'".
 Result<Detected> Detect(const EnvMap& env);
 
+// The most hosts a node list may name (Slurm hostlist, -H, hostfile, --nodes).
+inline constexpr uint64_t kMaxHosts = 1048576;
+
 // Expands a Slurm hostlist: "gpu[001-004,007],cpu01" gives gpu001 .. gpu004,
 // gpu007, cpu01 (zero padding kept); "b04-[09-10]" gives b04-09, b04-10; several
 // bracket groups multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2). Fails on an
-// unbalanced bracket or a bad range, naming the text.
+// unbalanced bracket, a bad range, a number over 2^32-1, a host name over 255
+// bytes or more than kMaxHosts hosts (counted before any is made), naming the
+// text (its first 200 bytes).
 Result<std::vector<std::string>> ExpandHostlist(std::string_view list);
 
 // The number of tasks on node `node` from Slurm's compressed per-node counts:

@@ -3,12 +3,18 @@
 #include <cctype>
 #include <csignal>
 #include <cstring>
+#include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "launcher/hostfile.hpp"
 #include "launcher/text.hpp"
 
 namespace dlaunch::launcher {
@@ -33,7 +39,7 @@ struct Flag {
 };
 
 Status Bad(const std::string& flag, const std::string& what, const std::string& value) {
-  return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, value));
+  return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, Printable(value)));
 }
 
 Status SetNproc(Options& o, const std::string& v) {
@@ -43,6 +49,9 @@ Status SetNproc(Options& o, const std::string& v) {
   if (v == "cpu") { o.nproc_kind = NprocKind::kCpu; return Status::Ok(); }
   std::optional<int> n = ParseInt(v);
   if (!n || *n < 1) return Bad("nproc-per-node", "a positive number, 'auto', 'gpu' or 'cpu'", v);
+  if (*n > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--nproc-per-node: {} is over the limit of {} workers per node", *n, kMaxWorkersPerNode));
   o.nproc_kind = NprocKind::kNumber;
   o.nproc = *n;
   return Status::Ok();
@@ -54,6 +63,8 @@ Status SetNnodes(Options& o, const std::string& v) {
   std::optional<int> lo = ParseInt(sv.substr(0, colon));
   std::optional<int> hi = colon == std::string_view::npos ? lo : ParseInt(sv.substr(colon + 1));
   if (!lo || !hi || *lo < 1 || *hi < *lo) return Bad("nnodes", "N or MIN:MAX with 1 <= MIN <= MAX", v);
+  if (static_cast<uint64_t>(*hi) > kMaxHosts)
+    return Status::InvalidArgument(fmt::format("--nnodes: {} is over the limit of {} nodes", *hi, kMaxHosts));
   o.min_nodes = *lo;
   o.max_nodes = *hi;
   return Status::Ok();
@@ -85,9 +96,10 @@ Status SetMasterPort(Options& o, const std::string& v) {
 }
 
 Status SetShutdownTimeout(Options& o, const std::string& v) {
-  std::optional<double> s = ParseDouble(v);
-  if (!s || *s < 0) return Bad("shutdown-timeout", "a number of seconds >= 0", v);
-  o.shutdown_timeout = std::chrono::milliseconds(static_cast<long long>(*s * 1000));
+  // 0 is meaningful: SIGKILL at once. "inf" is not a way to say "never".
+  std::optional<std::chrono::milliseconds> t = ParseSeconds(v, /*allow_zero=*/true);
+  if (!t) return Bad("shutdown-timeout", fmt::format("seconds from 0 to {}", static_cast<long long>(kMaxSeconds)), v);
+  o.shutdown_timeout = *t;
   return Status::Ok();
 }
 
@@ -132,6 +144,7 @@ Status SetEnvFlavor(Options& o, const std::string& v) {
 
 Status SetRoles(Options& o, const std::string& v) {
   o.roles.clear();
+  int64_t total = 0;
   for (const std::string& part : Split(v, ',')) {
     size_t colon = part.find(':');
     std::optional<int> n = colon == std::string::npos ? std::optional<int>(1)
@@ -139,7 +152,11 @@ Status SetRoles(Options& o, const std::string& v) {
     std::string name = part.substr(0, colon);
     if (name.empty() || !n || *n < 1) return Bad("roles", "ROLE:COUNT pairs like 'chief:1,worker:2,ps:1'", v);
     o.roles.push_back(envmap::RoleSpec{name, *n, {}});
+    total += *n;  // int64: two counts of 2^30 must not wrap
   }
+  if (total > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--roles: {} workers in all is over the limit of {} workers per node", total, kMaxWorkersPerNode));
   return Status::Ok();
 }
 
@@ -168,6 +185,12 @@ Status SetBindTo(Options& o, const std::string& v) {
 
 Status Ignore(Options&, const std::string&) { return Status::Ok(); }
 
+// Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
+// ignored (dlaunch's rendezvous has no use for them). Any other key is a typo.
+constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
+                                                  "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
+                                                  "cacert", "cert", "key"};
+
 Status SetRdzvConf(Options& o, const std::string& v) {
   for (const std::string& pair : Split(v, ',')) {
     if (pair.empty()) continue;
@@ -185,22 +208,61 @@ Status SetRdzvConf(Options& o, const std::string& v) {
                                        : key == "heartbeat_timeout" ? &o.heartbeat_timeout
                                                                     : nullptr;
     if (field == nullptr) {
-      // torchrun passes other keys to its backends (read_timeout, ...); so do we: none.
-      continue;
+      if (std::find(std::begin(kTorchrunConfKeys), std::end(kTorchrunConfKeys), key) != std::end(kTorchrunConfKeys))
+        continue;
+      constexpr std::string_view kOurs[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
+      std::string_view best;
+      size_t best_d = 4;  // suggest only close names
+      for (std::string_view known : kOurs) {
+        size_t d = EditDistance(key, known);
+        if (d < best_d) { best_d = d; best = known; }
+      }
+      std::string hint = best.empty() ? fmt::format("dlaunch reads {}", fmt::join(kOurs, ", "))
+                                      : fmt::format("did you mean '{}'?", best);
+      return Status::InvalidArgument(fmt::format("--rdzv-conf: unknown key '{}' ({})", Printable(key), hint));
     }
-    std::optional<double> secs = ParseDouble(value);
-    if (!secs || *secs <= 0) return Bad("rdzv-conf", key + "=SECONDS (positive)", pair);
-    *field = std::chrono::milliseconds(static_cast<long long>(*secs * 1000));
+    std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
+    if (!t) return Bad("rdzv-conf", fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
+    *field = *t;
   }
   return Status::Ok();
 }
 
+// Strips an IPv6 literal's brackets, "[fe80::1]", as -H and hostfiles do.
+std::string BareHost(const std::string& host) {
+  return host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
 Status SetNodes(Options& o, const std::string& v) {
   o.nodes.clear();
-  for (const std::string& host : Split(v, ',')) {
+  std::vector<std::string> hosts = Split(v, ',');
+  if (hosts.size() > kMaxHosts) return Status::InvalidArgument(fmt::format("--nodes: more than {} hosts", kMaxHosts));
+  // A host named twice would silently shift the node ranks, as in -H and hostfiles.
+  std::map<std::string, size_t> rank;
+  for (const std::string& host : hosts) {
     if (host.empty()) return Bad("nodes", "a list of hosts like 'n1,n2'", v);
-    o.nodes.push_back(host);
+    auto [it, fresh] = rank.emplace(BareHost(host), o.nodes.size());
+    if (!fresh)
+      return Status::InvalidArgument(fmt::format("--nodes: host '{}' is listed twice (node ranks {} and {})",
+                                                 Printable(it->first), it->second, o.nodes.size()));
+    o.nodes.push_back(it->first);
   }
+  return Status::Ok();
+}
+
+Status SetRdzvToken(Options& o, const std::string& v) {
+  // An empty token would turn authentication off without a word.
+  if (v.empty()) return Status::InvalidArgument("--rdzv-token: empty token");
+  o.rdzv_token = v;
+  return Status::Ok();
+}
+
+Status SetRdzvId(Options& o, const std::string& v) {
+  // The wire takes strings up to 4 KiB and never truncates: refuse here, not mid-handshake.
+  constexpr size_t kMaxRunId = 1024;
+  if (v.size() > kMaxRunId)
+    return Status::InvalidArgument(fmt::format("--rdzv-id: {} bytes is over the limit of {}", v.size(), kMaxRunId));
+  o.rdzv_id = v;
   return Status::Ok();
 }
 
@@ -271,9 +333,9 @@ const std::vector<Flag>& Flags() {
       {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address"},
       {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility"},
       {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT"},
-      {"rdzv-id", 0, Arity::kValue, StringFlag(&Options::rdzv_id), "job id (TORCHELASTIC_RUN_ID)"},
+      {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)"},
       {"rdzv-conf", 0, Arity::kValue, SetRdzvConf, "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)"},
-      {"rdzv-token", 0, Arity::kValue, StringFlag(&Options::rdzv_token), "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)"},
+      {"rdzv-token", 0, Arity::kValue, SetRdzvToken, "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)"},
       {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)"},
       {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position"},
       {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position"},
@@ -459,6 +521,19 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
   if (!o.roles.empty() && o.max_nodes > 1)
     return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
+  // Here rather than in main, so that --explain refuses what a run would.
+  if (!o.roles.empty() && o.nproc_given && o.nproc_kind == NprocKind::kNumber) {
+    int total = 0;  // at most kMaxWorkersPerNode: SetRoles checked the sum
+    for (const envmap::RoleSpec& r : o.roles) total += r.count;
+    if (o.nproc != total)
+      return Status::InvalidArgument(fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
+  }
+  // WORLD_SIZE is an int everywhere downstream.
+  if (o.nproc_kind == NprocKind::kNumber &&
+      static_cast<int64_t>(o.nproc) * o.max_nodes > std::numeric_limits<int32_t>::max())
+    return Status::InvalidArgument(fmt::format("--nproc-per-node: {} nodes of {} workers make {}, over the limit of {} in a job",
+                                               o.max_nodes, o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes,
+                                               std::numeric_limits<int32_t>::max()));
   return o;
 }
 

@@ -1,6 +1,13 @@
 #include "launcher/hostfile.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -25,18 +32,64 @@ std::vector<std::string_view> Words(std::string_view line) {
   return words;
 }
 
-// "host" or "host:N".
-Result<HostEntry> HostWord(std::string_view word, const std::string& where) {
+// Host names are quoted into ssh and shell lines: refuse control bytes (a binary
+// file) and a leading '-' (ssh would take "-oProxyCommand=..." as an option).
+bool ValidHostName(std::string_view host) {
+  if (host.empty() || host[0] == '-') return false;
+  for (char c : host)
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) return false;
+  return true;
+}
+
+// An IPv6 literal, with an optional zone ("fe80::1%eth0"; the zone's bytes are
+// checked as a host name's).
+bool IsIpv6(std::string_view text) {
+  size_t percent = text.find('%');
+  if (percent + 1 == text.size()) return false;  // an empty zone
+  std::string addr(text.substr(0, percent));
+  in6_addr out{};
+  return inet_pton(AF_INET6, addr.c_str(), &out) == 1;
+}
+
+// "host", "host:N", "[v6]" or "[v6]:N"; with `bare_ipv6` (a hostfile line, where
+// slots come as "slots=N") also an unbracketed IPv6 literal. In -H a bare literal
+// is refused: "2001:db8::1:8" is as much "2001:db8::1" with 8 slots.
+Result<HostEntry> HostWord(std::string_view word, const std::string& where, bool bare_ipv6) {
   HostEntry e;
-  size_t colon = word.rfind(':');
-  if (colon == std::string_view::npos) {
-    e.host = std::string(word);
-    return e;
+  std::string_view host = word;
+  std::optional<std::string_view> slots;
+  if (word.starts_with('[')) {
+    size_t close = word.find(']');
+    std::string_view rest = close == std::string_view::npos ? word : word.substr(close + 1);
+    if (close == std::string_view::npos || !IsIpv6(word.substr(1, close - 1)) || !(rest.empty() || rest[0] == ':'))
+      return Status::InvalidArgument(
+          fmt::format("{}: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '{}'", where, Printable(word)));
+    host = word.substr(1, close - 1);
+    if (!rest.empty()) slots = rest.substr(1);
+  } else if (std::count(word.begin(), word.end(), ':') > 1) {
+    if (!bare_ipv6)
+      return Status::InvalidArgument(fmt::format(
+          "{}: ambiguous host '{}' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)", where,
+          Printable(word)));
+    if (!IsIpv6(word))
+      return Status::InvalidArgument(
+          fmt::format("{}: expected HOST[:SLOTS] or an IPv6 address, got '{}'", where, Printable(word)));
+  } else if (size_t colon = word.find(':'); colon != std::string_view::npos) {
+    host = word.substr(0, colon);
+    slots = word.substr(colon + 1);
   }
-  std::optional<int> n = ParseInt(word.substr(colon + 1));
-  if (colon == 0 || !n || *n < 1) return Status::InvalidArgument(fmt::format("{}: expected HOST:SLOTS, got '{}'", where, word));
-  e.host = std::string(word.substr(0, colon));
-  e.slots = *n;
+  if (slots) {
+    std::optional<int> n = ParseInt(*slots);
+    if (host.empty() || !n || *n < 1)
+      return Status::InvalidArgument(fmt::format("{}: expected HOST:SLOTS, got '{}'", where, Printable(word)));
+    if (*n > kMaxWorkersPerNode)
+      return Status::InvalidArgument(fmt::format("{}: '{}' is over the limit of {} workers per node", where,
+                                                 Printable(word), kMaxWorkersPerNode));
+    e.slots = *n;
+  }
+  if (!ValidHostName(host))
+    return Status::InvalidArgument(fmt::format("{}: expected a host name, got '{}'", where, Printable(word)));
+  e.host = std::string(host);
   return e;
 }
 
@@ -44,7 +97,9 @@ Result<HostEntry> HostWord(std::string_view word, const std::string& where) {
 Status AddUnique(std::vector<HostEntry>& hosts, std::map<std::string, std::string>& seen, HostEntry e,
                  const std::string& where) {
   auto [it, fresh] = seen.emplace(e.host, where);
-  if (!fresh) return Status::InvalidArgument(fmt::format("{}: host '{}' is listed twice (first at {})", where, e.host, it->second));
+  if (!fresh)
+    return Status::InvalidArgument(
+        fmt::format("{}: host '{}' is listed twice (first at {})", where, Printable(e.host), it->second));
   hosts.push_back(std::move(e));
   return Status::Ok();
 }
@@ -54,13 +109,45 @@ Result<std::vector<int>> SlotList(std::string_view list, const std::string& flag
   std::vector<int> slots;
   for (const std::string& s : Split(list, ',')) {
     std::optional<int> n = ParseInt(s);
-    if (!n || *n < 0) return Status::InvalidArgument(fmt::format("--{}: expected HOST[:SLOT,SLOT][@HOST...], got '{}'", flag, spec));
+    if (!n || *n < 0)
+      return Status::InvalidArgument(
+          fmt::format("--{}: expected HOST[:SLOT,SLOT][@HOST...], got '{}'", flag, Printable(spec)));
     slots.push_back(*n);
   }
   return slots;
 }
 
 }  // namespace
+
+Result<std::string> ReadHostfile(const std::string& path) {
+  auto fail = [&](const std::string& why) {
+    return Status::InvalidArgument(fmt::format("--hostfile {}: {}", Printable(path), why));
+  };
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return fail(fmt::format("cannot read ({})", std::strerror(errno)));
+  struct stat st {};
+  std::string text;
+  Status status = Status::Ok();
+  if (fstat(fd, &st) != 0) {
+    status = fail(fmt::format("cannot read ({})", std::strerror(errno)));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = fail("not a regular file");
+  } else {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) { status = fail(fmt::format("cannot read ({})", std::strerror(errno))); break; }
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > kMaxHostfileBytes) { status = fail(fmt::format("over the limit of {} bytes", kMaxHostfileBytes)); break; }
+    }
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
 
 Result<std::vector<HostEntry>> ParseHostfile(std::string_view text, const std::string& name) {
   std::vector<HostEntry> hosts;
@@ -73,14 +160,20 @@ Result<std::vector<HostEntry>> ParseHostfile(std::string_view text, const std::s
     line = line.substr(0, line.find('#'));
     std::vector<std::string_view> words = Words(line);
     if (words.empty()) continue;
-    Result<HostEntry> e = HostWord(words[0], where);
+    if (hosts.size() == kMaxHosts) return Status::InvalidArgument(fmt::format("{}: more than {} hosts", where, kMaxHosts));
+    Result<HostEntry> e = HostWord(words[0], where, true);
     if (!e.ok()) return e.status();
     for (size_t i = 1; i < words.size(); ++i) {
       std::string_view w = words[i];
       bool slots = w.starts_with("slots="), max_slots = w.starts_with("max_slots=") || w.starts_with("max-slots=");
-      if (!slots && !max_slots) return Status::InvalidArgument(fmt::format("{}: expected 'slots=N', got '{}'", where, w));
+      if (!slots && !max_slots)
+        return Status::InvalidArgument(fmt::format("{}: expected 'slots=N', got '{}'", where, Printable(w)));
       std::optional<int> n = ParseInt(w.substr(w.find('=') + 1));
-      if (!n || *n < 1) return Status::InvalidArgument(fmt::format("{}: expected a positive count in '{}'", where, w));
+      if (!n || *n < 1)
+        return Status::InvalidArgument(fmt::format("{}: expected a positive count in '{}'", where, Printable(w)));
+      if (slots && *n > kMaxWorkersPerNode)
+        return Status::InvalidArgument(
+            fmt::format("{}: '{}' is over the limit of {} workers per node", where, Printable(w), kMaxWorkersPerNode));
       // max_slots is Open MPI's oversubscription cap; dlaunch never oversubscribes.
       if (slots) e->slots = *n;
     }
@@ -93,10 +186,13 @@ Result<std::vector<HostEntry>> ParseHostfile(std::string_view text, const std::s
 Result<std::vector<HostEntry>> ParseHostList(std::string_view list, const std::string& flag) {
   std::vector<HostEntry> hosts;
   std::map<std::string, std::string> seen;
-  for (const std::string& word : Split(list, ',')) {
-    std::string where = fmt::format("{} '{}'", flag, word);
-    if (word.empty()) return Status::InvalidArgument(fmt::format("{}: expected HOST[:SLOTS],..., got '{}'", flag, list));
-    Result<HostEntry> e = HostWord(word, flag);
+  std::vector<std::string> words = Split(list, ',');
+  if (words.size() > kMaxHosts) return Status::InvalidArgument(fmt::format("{}: more than {} hosts", flag, kMaxHosts));
+  for (const std::string& word : words) {
+    std::string where = fmt::format("{} '{}'", flag, Printable(word));
+    if (word.empty())
+      return Status::InvalidArgument(fmt::format("{}: expected HOST[:SLOTS],..., got '{}'", flag, Printable(list)));
+    Result<HostEntry> e = HostWord(word, flag, false);
     if (!e.ok()) return e.status();
     if (Status s = AddUnique(hosts, seen, std::move(*e), where); !s.ok()) return s;
   }
@@ -115,22 +211,38 @@ Result<std::vector<HostEntry>> FilterHosts(std::vector<HostEntry> hosts, const s
   // host -> the slots named (empty: the whole host).
   std::map<std::string, std::vector<int>> named;
   for (const std::string& part : Split(spec, '@')) {
+    // "host:0,1" or, for an IPv6 literal, "[fe80::1]:0,1".
     size_t colon = part.find(':');
     std::string host = part.substr(0, colon);
-    if (host.empty()) return Status::InvalidArgument(fmt::format("--{}: expected HOST[:SLOT,SLOT][@HOST...], got '{}'", flag, spec));
+    if (part.starts_with('[')) {
+      size_t close = part.find(']');
+      colon = close == std::string::npos || close + 1 == part.size() ? std::string::npos : close + 1;
+      host = close == std::string::npos ? "" : part.substr(1, close - 1);
+      if (colon != std::string::npos && part[colon] != ':') host.clear();
+    }
+    if (host.empty())
+      return Status::InvalidArgument(
+          fmt::format("--{}: expected HOST[:SLOT,SLOT][@HOST...], got '{}'", flag, Printable(spec)));
     auto it = std::find_if(hosts.begin(), hosts.end(), [&](const HostEntry& e) { return e.host == host; });
-    if (it == hosts.end()) return Status::InvalidArgument(fmt::format("--{}: host '{}' is not in the node list", flag, host));
+    if (it == hosts.end())
+      return Status::InvalidArgument(fmt::format("--{}: host '{}' is not in the node list", flag, Printable(host)));
     std::vector<int> slots;
     if (colon != std::string::npos) {
       Result<std::vector<int>> s = SlotList(std::string_view(part).substr(colon + 1), flag, spec);
       if (!s.ok()) return s.status();
-      if (!it->slots) return Status::InvalidArgument(fmt::format("--{}: host '{}' has no slot count to pick from", flag, host));
+      if (!it->slots) return Status::InvalidArgument(fmt::format("--{}: host '{}' has no slot count to pick from", flag, Printable(host)));
       for (int slot : *s)
         if (slot >= *it->slots)
-          return Status::InvalidArgument(fmt::format("--{}: host '{}' has slots 0-{}, not {}", flag, host, *it->slots - 1, slot));
+          return Status::InvalidArgument(fmt::format("--{}: host '{}' has slots 0-{}, not {}", flag, Printable(host), *it->slots - 1, slot));
       slots = *s;
     }
-    named[host] = slots;
+    // A host named twice ("n1:0@n1:1") gets the union of its slots, and the
+    // whole host once named whole: DeepSpeed users read '@' as "and".
+    auto [entry, fresh] = named.emplace(host, slots);
+    if (!fresh) {
+      if (entry->second.empty() || slots.empty()) entry->second.clear();
+      else entry->second.insert(entry->second.end(), slots.begin(), slots.end());
+    }
   }
 
   std::vector<HostEntry> out;
@@ -152,7 +264,7 @@ Result<std::vector<HostEntry>> FilterHosts(std::vector<HostEntry> hosts, const s
     e.only_slots.erase(std::unique(e.only_slots.begin(), e.only_slots.end()), e.only_slots.end());
     out.push_back(std::move(e));
   }
-  if (out.empty()) return Status::InvalidArgument(fmt::format("--{} {}: no host is left", flag, spec));
+  if (out.empty()) return Status::InvalidArgument(fmt::format("--{} {}: no host is left", flag, Printable(spec)));
   return out;
 }
 

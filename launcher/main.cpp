@@ -181,8 +181,6 @@ int main(int argc, char** argv) {
   if (!o.roles.empty()) {
     int total = 0;
     for (const envmap::RoleSpec& r : o.roles) total += r.count;
-    if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && o.nproc != total)
-      return Fail(kExitUsage, fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
     n = total;
   }
   for (int r : o.local_ranks_filter)

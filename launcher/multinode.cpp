@@ -78,11 +78,9 @@ Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
 Result<std::vector<HostEntry>> NodeList(const Options& o) {
   Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
   if (!o.hostfile.empty()) {
-    std::ifstream f(o.hostfile);
-    if (!f) return Status::InvalidArgument(fmt::format("--hostfile {}: cannot read ({})", o.hostfile, std::strerror(errno)));
-    std::stringstream text;
-    text << f.rdbuf();
-    hosts = ParseHostfile(text.str(), o.hostfile);
+    Result<std::string> text = ReadHostfile(o.hostfile);
+    if (!text.ok()) return text.status();
+    hosts = ParseHostfile(*text, o.hostfile);
   } else if (!o.host_list.empty()) {
     hosts = ParseHostList(o.host_list, "-H");
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,24 @@ std::optional<T> ParseWhole(std::string_view s) {
 
 std::optional<int> ParseInt(std::string_view s) { return ParseWhole<int>(s); }
 std::optional<double> ParseDouble(std::string_view s) { return ParseWhole<double>(s); }
+
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view s, bool allow_zero) {
+  std::optional<double> secs = ParseDouble(s);
+  // The negated comparisons also refuse NaN, which compares false to everything.
+  if (!secs || !(*secs >= 0) || !(*secs <= kMaxSeconds) || (*secs == 0 && !allow_zero)) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(*secs * 1000)));
+}
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) out += c;
+    else out += fmt::format("\\x{:02x}", byte);
+  }
+  return out;
+}
 
 std::vector<std::string> Split(std::string_view s, char sep) {
   std::vector<std::string> out;

@@ -1,7 +1,9 @@
 // Small text helpers shared by the launcher: strict number parsing, splitting,
-// signal names, and the edit distance behind "did you mean".
+// signal names, the edit distance behind "did you mean", and escaping for
+// messages that quote bytes from outside.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,9 +15,21 @@ namespace dlaunch::launcher {
 std::optional<int> ParseInt(std::string_view s);
 std::optional<double> ParseDouble(std::string_view s);
 
+// The longest duration any flag takes: 30 days.
+inline constexpr double kMaxSeconds = 30 * 24 * 3600;
+
+// A number of seconds ("30", "0.5") as milliseconds, rounded up so that a positive
+// value stays positive. nullopt unless finite, at most kMaxSeconds, and > 0
+// (>= 0 when `allow_zero`): "inf", "nan" and "1e300" all fail.
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view s, bool allow_zero);
+
 // Splits on `sep`, keeping empty pieces ("a,,b" gives three).
 std::vector<std::string> Split(std::string_view s, char sep);
 std::string Upper(std::string_view s);
+
+// `s` with every byte outside printable ASCII (0x20-0x7e) written as \xNN, for
+// messages that quote a file's content: a binary file must not drive the terminal.
+std::string Printable(std::string_view s);
 
 // Levenshtein distance, for suggesting a flag.
 size_t EditDistance(std::string_view a, std::string_view b);

@@ -1,6 +1,7 @@
 #include "envmap/detect.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 namespace dlaunch::envmap {
 namespace {
@@ -35,6 +36,65 @@ TEST_CASE("hostlists expand with zero padding, several prefixes and groups", "[d
   CHECK(ExpandHostlist("gpu1]").status().message() == "unbalanced ']' in 'gpu1]'");
   CHECK(ExpandHostlist("gpu[4-2]").status().message() == "bad range '4-2' in 'gpu[4-2]'");
   CHECK(ExpandHostlist("a,,b").status().message() == "empty host in 'a,,b'");
+}
+
+TEST_CASE("hostlists are bounded: no wrap, no overflow, at most 1,048,576 hosts", "[detect][bounds]") {
+  // The top of the range ends the loop (an unsigned counter used to wrap and run for ever).
+  auto top = ExpandHostlist("a[4294967295-4294967295]");
+  REQUIRE(top.ok());
+  CHECK(*top == std::vector<std::string>{"a4294967295"});
+  CHECK(ExpandHostlist("a[4294967296]").status().message() ==
+        "bad range '4294967296' in 'a[4294967296]' (a number over 4294967295)");
+  CHECK(ExpandHostlist("a[4294967295-4294967296]").status().message() ==
+        "bad range '4294967295-4294967296' in 'a[4294967295-4294967296]' (a number over 4294967295)");
+  // Counted before anything is allocated, on the product of the groups.
+  CHECK(ExpandHostlist("a[0-99999]b[0-99999]").status().message() ==
+        "'a[0-99999]b[0-99999]' expands to 10000000000 hosts, over the limit of 1048576");
+  CHECK(ExpandHostlist("a[0-4294967295]").status().message() ==
+        "'a[0-4294967295]' expands to 4294967296 hosts, over the limit of 1048576");
+  CHECK(ExpandHostlist("a[0-999999],b[0-999999]").status().message() ==
+        "'a[0-999999],b[0-999999]' expands to 2000000 hosts, over the limit of 1048576");
+  // Twenty groups of 10 would be 10^20: saturated, never wrapped to a small count.
+  std::string deep;
+  for (int i = 0; i < 20; ++i) deep += "[0-9]";
+  CHECK(ExpandHostlist(deep).status().message() ==
+        fmt::format("'{}' expands to more than 1048576 hosts", deep));
+  auto most = ExpandHostlist("n[1-1048576]");
+  REQUIRE(most.ok());
+  CHECK(most->size() == 1048576);
+  CHECK(most->back() == "n1048576");
+  // A long list is quoted in part, so that the message stays one readable line.
+  std::string long_list = std::string(300, 'x') + "[";
+  CHECK(ExpandHostlist(long_list).status().message() == "unbalanced '[' in '" + std::string(200, 'x') + "...'");
+  // Host names are DNS names: at most 255 bytes, which also bounds the memory.
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "[1]";
+  CHECK(ExpandHostlist(many).status().message() ==
+        "'" + many.substr(0, 200) + "...' makes a host name of 20000 bytes, over the limit of 255");
+  CHECK(ExpandHostlist(std::string(255, 'h')).ok());
+}
+
+TEST_CASE("node and task counts from the surroundings are bounded", "[detect][bounds]") {
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "2000000000"}}).status().message() ==
+        "SLURM_NNODES: expected a number from 1 to 1048576, got '2000000000'");
+  CHECK(Detect({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2147483647"}}).status().message() ==
+        "OMPI_COMM_WORLD_SIZE: expected a number from 1 to 1048576, got '2147483647'");
+  CHECK(Detect({{"AZ_BATCH_MASTER_NODE", "h:6105"}, {"AZUREML_NODE_COUNT", "1048577"}}).status().message() ==
+        "AZUREML_NODE_COUNT: expected a number from 1 to 1048576, got '1048577'");
+  CHECK(Detect({{"PET_NNODES", "1:2000000000"}}).status().message() == "PET_NNODES: expected N or MIN:MAX, got '1:2000000000'");
+  CHECK(MustDetect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1048576"}}).nnodes == 1048576);
+}
+
+TEST_CASE("values quoted from the environment are escaped and cut", "[detect][bounds]") {
+  CHECK(ExpandHostlist("a\x1b[2J").status().message() == "unbalanced '[' in 'a\\x1b[2J'");
+  CHECK(Detect({{"TF_CONFIG", "\x07{"}}).status().message() == "TF_CONFIG: not a JSON object in '\\x07{'");
+  CHECK(Detect({{"SLURM_JOB_ID", "1"}, {"SLURM_NODEID", "\x7f"}}).status().message() ==
+        "SLURM_NODEID: expected a number >= 0, got '\\x7f'");
+}
+
+TEST_CASE("Slurm task counts never overflow", "[detect][bounds]") {
+  CHECK(TasksOnNode("2(x2147483647),3(x2147483647)", 2147483647) == 3);
+  CHECK(TasksOnNode("2(x2147483647),3(x2147483647),4", 2147483647) == 3);
 }
 
 TEST_CASE("each source, from recorded variables", "[detect]") {

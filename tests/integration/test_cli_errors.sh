@@ -7,16 +7,23 @@ lib_init "$@"
 require_python
 
 # usage_error WHAT NEEDLE... -- DLAUNCH-ARGS...
-#   expects exit 2, one stderr line starting "dlaunch: " containing every NEEDLE,
-#   nothing on stdout and no worker started.
+#   expects exit 2 within QUICK seconds, one stderr line starting "dlaunch: "
+#   containing every NEEDLE, nothing on stdout and no worker started. DL_ENV
+#   (NAME=VALUE words) is added to dlaunch's environment.
+DL_ENV=()
+# Bad input must end within a second; the slack is for a loaded CI machine. A
+# hang, a wrapped loop or an allocation of everything shows as a timeout.
+QUICK=3
 usage_error() {
   local what=$1
   shift
   local needles=()
   while (($#)) && [[ $1 != "--" ]]; do needles+=("$1"); shift; done
   shift
-  run_dl 15 "$@"
+  run_cmd 15 env "${DL_ENV[@]}" "$DLAUNCH" "$@"
   expect_rc 2 "$what"
+  [[ $(awk -v e="$ELAPSED" -v q="$QUICK" 'BEGIN{print (e < q)}') == 1 ]] ||
+    fail_run "$what: took ${ELAPSED}s, expected under ${QUICK}s"
   local n line
   n=$(wc -l <"$ERR")
   line=$(head -n 1 "$ERR")
@@ -45,6 +52,56 @@ usage_error "unwritable --log-dir" --log-dir /proc/nonexistent/x -- \
   --nproc-per-node 2 --log-dir /proc/nonexistent/x "${W[@]}"
 usage_error "--local-ranks-filter 5 with 2 processes" --local-ranks-filter 5 -- \
   --nproc-per-node 2 --local-ranks-filter 5 "${W[@]}"
+
+# Unbounded inputs: each ends at once, naming the input, with exit 2 (issue 9).
+usage_error "--nproc-per-node 2147483647" "--nproc-per-node: 2147483647 is over the limit of 65536 workers per node" -- \
+  --nproc-per-node 2147483647 "${W[@]}"
+usage_error "--roles that overflow an int" "--roles: 2147483648 workers in all is over the limit of 65536 workers per node" -- \
+  --roles worker:1073741824,ps:1073741824 "${W[@]}"
+# Node lists with --explain: should a check be lost, nothing is sent to a host.
+usage_error "-H with 2e9 slots" "-H: 'n1:2000000000' is over the limit of 65536 workers per node" -- \
+  --explain -H n1:2000000000 --exclude n1:0 "${W[@]}"
+usage_error "--nnodes 2000000000" "--nnodes: 2000000000 is over the limit of 1048576 nodes" -- \
+  --nnodes 2000000000 "${W[@]}"
+for t in inf nan 1e300; do
+  usage_error "--shutdown-timeout $t" "--shutdown-timeout: expected seconds from 0 to 2592000, got '$t'" -- \
+    --nproc-per-node 1 --shutdown-timeout "$t" "${W[@]}"
+done
+usage_error "join_timeout=inf" "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=inf'" -- \
+  --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-conf join_timeout=inf "${W[@]}"
+usage_error "misspelt --rdzv-conf key" "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)" -- \
+  --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-conf join_timout=5 "${W[@]}"
+usage_error "empty --rdzv-token" "--rdzv-token: empty token" -- \
+  --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-token '' "${W[@]}"
+usage_error "--rdzv-id over 1024 bytes" "--rdzv-id: 5000 bytes is over the limit of 1024" -- \
+  --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-id "$(printf 'x%.0s' {1..5000})" "${W[@]}"
+usage_error "--explain checks --roles" "--roles: counts add up to 2 but --nproc-per-node is 3" -- \
+  --explain --nproc-per-node 3 --roles chief:1,worker:1
+usage_error "--nodes n1,n1" "--nodes: host 'n1' is listed twice (node ranks 0 and 1)" -- --explain --nodes n1,n1 "${W[@]}"
+usage_error "a bare IPv6 literal with :N in -H" \
+  "-H: ambiguous host '2001:db8::1:8' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)" -- \
+  --explain -H 2001:db8::1:8 "${W[@]}"
+DL_ENV=(SLURM_JOB_ID=7 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_JOB_NODELIST=a[4294967296]")
+usage_error "a Slurm nodelist past 2^32" \
+  "SLURM_JOB_NODELIST: bad range '4294967296' in 'a[4294967296]' (a number over 4294967295)" -- "${W[@]}"
+DL_ENV=(SLURM_JOB_ID=7 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_JOB_NODELIST=a[0-99999]b[0-99999]")
+usage_error "a Slurm nodelist of 10^10 hosts" \
+  "SLURM_JOB_NODELIST: 'a[0-99999]b[0-99999]' expands to 10000000000 hosts, over the limit of 1048576" -- "${W[@]}"
+DL_ENV=()
+# The top of the 32-bit range used to wrap the counter and loop for ever.
+run_cmd 15 env SLURM_JOB_ID=7 SLURM_NODEID=0 SLURM_NNODES=1 "SLURM_JOB_NODELIST=a[4294967295-4294967295]" \
+  "$DLAUNCH" --explain
+expect_rc 0 "--explain under a[4294967295-4294967295]"
+assert_contains "$(cat "$OUT")" "master a4294967295" "--explain under a[4294967295-4294967295]"
+# A FIFO or a device as the hostfile: refused, not read for ever.
+mkfifo "$TMP/fifo"
+usage_error "a FIFO as the hostfile" "--hostfile $TMP/fifo: not a regular file" -- --explain --hostfile "$TMP/fifo" "${W[@]}"
+usage_error "/dev/zero as the hostfile" "--hostfile /dev/zero: not a regular file" -- --explain --hostfile /dev/zero "${W[@]}"
+# A binary hostfile: its bytes are escaped, never sent to the terminal.
+printf '\x7fELF\x02\x01\x01\x1b[31m slots=1\n' >"$TMP/binary-hosts"
+usage_error "a binary hostfile" "hostfile $TMP/binary-hosts:1: expected a host name, got '\\x7fELF\\x02\\x01\\x01\\x1b[31m'" -- \
+  --explain --hostfile "$TMP/binary-hosts" "${W[@]}"
+if LC_ALL=C grep -q $'[\x01-\x08\x1b\x7f]' "$ERR"; then fail_run "a binary hostfile: raw control bytes on stderr"; fi
 
 # --master-port that something else already listens on.
 "$PY" -c '

@@ -128,7 +128,7 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--nnodes", "3:2", "t.py"}, "--nnodes: expected N or MIN:MAX with 1 <= MIN <= MAX, got '3:2'"},
       {{"--master-port", "70000", "t.py"}, "--master-port: expected a port from 1 to 65535, got '70000'"},
       {{"--max-restarts", "-1", "t.py"}, "--max-restarts: expected a number >= 0, got '-1'"},
-      {{"--shutdown-timeout", "soon", "t.py"}, "--shutdown-timeout: expected a number of seconds >= 0, got 'soon'"},
+      {{"--shutdown-timeout", "soon", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got 'soon'"},
       {{"--tee", "7", "t.py"}, "--tee: expected 0-3 or a map like '0:1,1:2', got '7'"},
       {{"--redirects", "0:x", "t.py"}, "--redirects: expected 0-3 or a map like '0:1,1:2', got '0:x'"},
       {{"--local-ranks-filter", "0,a", "t.py"}, "--local-ranks-filter: expected local ranks like '0,2', got '0,a'"},
@@ -143,7 +143,7 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--nnodes", "2", "--node-rank", "2", "t.py"}, "--node-rank: 2 is outside the job's 2 node(s)"},
       {{"--nnodes", "2:4", "t.py"}, "--nnodes: elastic 2:4 needs --rdzv-endpoint"},
       {{"--rdzv-conf", "is_host=2", "t.py"}, "--rdzv-conf: expected is_host=0 or is_host=1, got 'is_host=2'"},
-      {{"--rdzv-conf", "join_timeout=-1", "t.py"}, "--rdzv-conf: expected join_timeout=SECONDS (positive), got 'join_timeout=-1'"},
+      {{"--rdzv-conf", "join_timeout=-1", "t.py"}, "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=-1'"},
       {{"--nodes", "a,,b", "t.py"}, "--nodes: expected a list of hosts like 'n1,n2', got 'a,,b'"},
   };
   for (const Case& c : cases) {
@@ -170,4 +170,75 @@ TEST_CASE("Std specs: one value for all, or per local rank", "[cli]") {
   CHECK(StdFor("0:1,1:2", 2) == 0);
   CHECK(StdFor("4", 0) == -1);
   CHECK(StdFor("0:", 0) == -1);
+}
+
+TEST_CASE("counts, sizes and durations are bounded", "[cli][bounds]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--nproc-per-node", "2147483647", "t.py"}, "--nproc-per-node: 2147483647 is over the limit of 65536 workers per node"},
+      {{"--nproc-per-node", "65537", "t.py"}, "--nproc-per-node: 65537 is over the limit of 65536 workers per node"},
+      {{"--nproc-per-node", "99999999999", "t.py"},
+       "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '99999999999'"},
+      {{"--roles", "worker:1073741824,ps:1073741824", "t.py"},
+       "--roles: 2147483648 workers in all is over the limit of 65536 workers per node"},
+      {{"--roles", "worker:65536,ps:1", "t.py"}, "--roles: 65537 workers in all is over the limit of 65536 workers per node"},
+      {{"--nnodes", "1048577", "t.py"}, "--nnodes: 1048577 is over the limit of 1048576 nodes"},
+      {{"--nnodes", "1:2000000000", "--rdzv-endpoint", "h:1", "t.py"}, "--nnodes: 2000000000 is over the limit of 1048576 nodes"},
+      {{"--nnodes", "1048576", "--nproc-per-node", "65536", "t.py"},
+       "--nproc-per-node: 1048576 nodes of 65536 workers make 68719476736, over the limit of 2147483647 in a job"},
+      {{"--shutdown-timeout", "inf", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got 'inf'"},
+      {{"--shutdown-timeout", "nan", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got 'nan'"},
+      {{"--shutdown-timeout", "1e300", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got '1e300'"},
+      {{"--shutdown-timeout", "-0.5", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got '-0.5'"},
+      {{"--rdzv-conf", "join_timeout=inf", "t.py"},
+       "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=inf'"},
+      {{"--rdzv-conf", "heartbeat_timeout=nan", "t.py"},
+       "--rdzv-conf: expected heartbeat_timeout=SECONDS (positive, at most 2592000), got 'heartbeat_timeout=nan'"},
+      {{"--rdzv-conf", "last_call_timeout=2592001", "t.py"},
+       "--rdzv-conf: expected last_call_timeout=SECONDS (positive, at most 2592000), got 'last_call_timeout=2592001'"},
+      {{"--rdzv-conf", "join_timeout=0", "t.py"},
+       "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=0'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args[0] << " " << c.args[1]);
+    CHECK(Error(c.args) == c.message);
+  }
+  // The limits themselves are allowed; a tiny positive timeout stays positive.
+  CHECK(MustParse({"--nproc-per-node", "65536", "t.py"}).nproc == 65536);
+  CHECK(MustParse({"--nnodes", "1048576", "t.py"}).max_nodes == 1048576);
+  CHECK(MustParse({"--shutdown-timeout", "2592000", "t.py"}).shutdown_timeout == std::chrono::hours(720));
+  CHECK(MustParse({"--shutdown-timeout", "0", "t.py"}).shutdown_timeout == std::chrono::milliseconds(0));
+  CHECK(MustParse({"--rdzv-conf", "join_timeout=0.0001", "t.py"}).join_timeout == std::chrono::milliseconds(1));
+}
+
+TEST_CASE("rendezvous identity and configuration are checked up front", "[cli][bounds]") {
+  CHECK(Error({"--rdzv-token", "", "t.py"}) == "--rdzv-token: empty token");
+  CHECK(Error({"--rdzv-token=", "t.py"}) == "--rdzv-token: empty token");
+  CHECK(Error({"t.py"}, {{"PET_RDZV_TOKEN", ""}}) == "--rdzv-token: empty token (from PET_RDZV_TOKEN)");
+  CHECK(Error({"--rdzv-id", std::string(1025, 'x'), "t.py"}) == "--rdzv-id: 1025 bytes is over the limit of 1024");
+  CHECK(MustParse({"--rdzv-id", std::string(1024, 'x'), "t.py"}).rdzv_id.size() == 1024);
+  CHECK(Error({"--rdzv-conf", "join_timout=5", "t.py"}) == "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
+  CHECK(Error({"--rdzv-conf", "is_hots=1", "t.py"}) == "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
+  CHECK(Error({"--rdzv-conf", "zzzzzzzz=1", "t.py"}) ==
+        "--rdzv-conf: unknown key 'zzzzzzzz' (dlaunch reads is_host, join_timeout, last_call_timeout, heartbeat_timeout)");
+  // torchrun's own c10d and etcd keys are still accepted, and ignored.
+  MustParse({"--rdzv-conf", "read_timeout=9,timeout=9,close_timeout=1,keep_alive_interval=5,use_libuv=1", "t.py"});
+}
+
+TEST_CASE("--roles against --nproc-per-node is checked by the parser, so --explain refuses too", "[cli][bounds]") {
+  CHECK(Error({"--roles", "chief:1,worker:1", "--nproc-per-node", "3", "--explain"}) ==
+        "--roles: counts add up to 2 but --nproc-per-node is 3");
+  CHECK(Error({"--nproc-per-node", "3", "--roles", "chief:1,worker:1", "t.py"}) ==
+        "--roles: counts add up to 2 but --nproc-per-node is 3");
+  MustParse({"--nproc-per-node", "2", "--roles", "chief:1,worker:1", "--explain"});
+  MustParse({"--nproc-per-node", "auto", "--roles", "chief:1,worker:1", "t.py"});
+}
+
+TEST_CASE("--nodes names each host once, as -H and hostfiles do", "[cli][bounds]") {
+  CHECK(Error({"--nodes", "n1,n2,n1", "t.py"}) == "--nodes: host 'n1' is listed twice (node ranks 0 and 2)");
+  CHECK(Error({"--nodes", "[::1],::1", "t.py"}) == "--nodes: host '::1' is listed twice (node ranks 0 and 1)");
+  CHECK(MustParse({"--nodes", "[fe80::1],n2", "t.py"}).nodes == std::vector<std::string>{"fe80::1", "n2"});
 }

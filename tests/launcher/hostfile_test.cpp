@@ -1,6 +1,13 @@
 #include "launcher/hostfile.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 namespace dlaunch::launcher {
 namespace {
@@ -86,6 +93,88 @@ TEST_CASE("workers per node: picked slots, else --nproc-per-node, else the list'
   CHECK(WorkersOn(HostEntry{"a", std::nullopt, {}}, false, 1) == 1);
   CHECK(WorkersOn(HostEntry{"a", std::nullopt, {}}, true, 3) == 3);
   CHECK(WorkersOn(HostEntry{"a", 8, {1, 5}}, true, 8) == 2);
+}
+
+}  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+
+TEST_CASE("IPv6 literals: bracketed in -H and hostfiles, bare in hostfile lines", "[hostfile][bounds]") {
+  CheckHosts(ParseHostfile("fe80::1 slots=2\n::1\n2001:db8::1:8\n[fe80::2]:4\n[::2] slots=3\nfe80::3%eth0\n", "h"),
+             {{"fe80::1", 2}, {"::1", std::nullopt}, {"2001:db8::1:8", std::nullopt}, {"fe80::2", 4}, {"::2", 3},
+              {"fe80::3%eth0", std::nullopt}});
+  CheckHosts(ParseHostList("[fe80::1]:4,[::1],n1:2", "-H"), {{"fe80::1", 4}, {"::1", std::nullopt}, {"n1", 2}});
+  CHECK(Error(ParseHostList("2001:db8::1:8", "-H")) ==
+        "-H: ambiguous host '2001:db8::1:8' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
+  CHECK(Error(ParseHostList("n1,::1", "-H")) ==
+        "-H: ambiguous host '::1' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
+  CHECK(Error(ParseHostList("[fe80::1", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[fe80::1'");
+  CHECK(Error(ParseHostList("[n1]:2", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[n1]:2'");
+  CHECK(Error(ParseHostList("[::1]x", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[::1]x'");
+  CHECK(Error(ParseHostfile("a:b:c slots=1\n", "h")) == "hostfile h:1: expected HOST[:SLOTS] or an IPv6 address, got 'a:b:c'");
+  CHECK(Error(ParseHostfile("[::1]\n::1 slots=2\n", "h")) == "hostfile h:2: host '::1' is listed twice (first at hostfile h:1)");
+  // --include and --exclude take bracketed literals too.
+  CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "[fe80::1]:1,2", ""), {{"fe80::1", 4, {1, 2}}});
+  CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "", "[fe80::1]"), {{"n2", 4}});
+}
+
+TEST_CASE("node lists are bounded: slots and host counts", "[hostfile][bounds]") {
+  CHECK(Error(ParseHostList("n1:2000000000", "-H")) == "-H: 'n1:2000000000' is over the limit of 65536 workers per node");
+  CHECK(Error(ParseHostfile("n1 slots=65537\n", "h")) == "hostfile h:1: 'slots=65537' is over the limit of 65536 workers per node");
+  CHECK(Error(ParseHostfile("n1:70000\n", "h")) == "hostfile h:1: 'n1:70000' is over the limit of 65536 workers per node");
+  CheckHosts(ParseHostList("n1:65536", "-H"), {{"n1", 65536}});
+  std::string many;
+  for (int i = 0; i <= 1048576; ++i) many += fmt::format("n{},", i);
+  many.pop_back();
+  CHECK(Error(ParseHostList(many, "-H")) == "-H: more than 1048576 hosts");
+  std::string lines;
+  for (int i = 0; i <= 1048576; ++i) lines += fmt::format("n{}\n", i);
+  CHECK(Error(ParseHostfile(lines, "big")) == "hostfile big:1048577: more than 1048576 hosts");
+}
+
+TEST_CASE("--include and --exclude merge repeated hosts", "[hostfile][bounds]") {
+  auto hosts = [] { return *ParseHostfile("w0 slots=4\nw1 slots=4\n", "h"); };
+  CheckHosts(FilterHosts(hosts(), "w0:0@w0:1", ""), {{"w0", 4, {0, 1}}});
+  CheckHosts(FilterHosts(hosts(), "w0:3@w0", ""), {{"w0", 4}});
+  CheckHosts(FilterHosts(hosts(), "", "w0:1@w0:2"), {{"w0", 4, {0, 3}}, {"w1", 4}});
+  CheckHosts(FilterHosts(hosts(), "", "w0:1@w0"), {{"w1", 4}});
+}
+
+TEST_CASE("file content in messages is escaped", "[hostfile][bounds]") {
+  CHECK(Error(ParseHostfile(std::string("\x7f" "ELF\x02\x01\x01 slots=1\n"), "bin")) ==
+        "hostfile bin:1: expected a host name, got '\\x7fELF\\x02\\x01\\x01'");
+  CHECK(Error(ParseHostfile(std::string("n0 \x1b[31mred\n"), "h")) == "hostfile h:1: expected 'slots=N', got '\\x1b[31mred'");
+  CHECK(Error(ParseHostfile(std::string("n\0 slots=1\n", 11), "h")) == "hostfile h:1: expected a host name, got 'n\\x00'");
+  CHECK(Error(ParseHostfile("-oProxyCommand=x slots=1\n", "h")) == "hostfile h:1: expected a host name, got '-oProxyCommand=x'");
+  CHECK(Error(ParseHostList("n\x01:2", "-H")) == "-H: expected a host name, got 'n\\x01:2'");
+}
+
+}  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+
+TEST_CASE("a hostfile is a regular file of bounded size", "[hostfile][bounds]") {
+  char dir_tmpl[] = "/tmp/dlaunch-hostfile-XXXXXX";
+  REQUIRE(mkdtemp(dir_tmpl) != nullptr);
+  std::string dir = dir_tmpl;
+  std::string fifo = dir + "/fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(ReadHostfile(fifo).status().message() == "--hostfile " + fifo + ": not a regular file");
+  CHECK(ReadHostfile("/dev/zero").status().message() == "--hostfile /dev/zero: not a regular file");
+  CHECK(ReadHostfile(dir + "/none").status().message() == "--hostfile " + dir + "/none: cannot read (No such file or directory)");
+  std::string plain = dir + "/hosts";
+  {
+    std::ofstream f(plain);
+    f << "n1 slots=2\n";
+  }
+  CHECK(*ReadHostfile(plain) == "n1 slots=2\n");
+  std::string big = dir + "/big";
+  {
+    std::ofstream f(big);
+  }
+  REQUIRE(truncate(big.c_str(), static_cast<off_t>(kMaxHostfileBytes) + 1) == 0);
+  CHECK(ReadHostfile(big).status().message() == "--hostfile " + big + ": over the limit of 67108864 bytes");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace dlaunch::launcher
