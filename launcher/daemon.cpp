@@ -1,5 +1,7 @@
 #include "launcher/daemon.hpp"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "launcher/cli.hpp"
+#include "launcher/console.hpp"
 #include "launcher/event_loop.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
@@ -102,22 +105,28 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
   };
   EventLoop loop;
   boost::asio::io_context& io = loop.io();
-  auto server = rdzv::CoordinatorServer::Start(io, *at, "--listen", factory, [](const std::string& line) {
-    std::fprintf(stderr, "dlaunch coordinator: %s\n", line.c_str());
-  });
+  // The log goes through the console: a stalled stderr must not stop the coordinator.
+  Console console(io, STDOUT_FILENO, STDERR_FILENO);
+  auto say = [&console](const std::string& line) {
+    console.Write(ConsoleStream::kErr, "dlaunch coordinator: " + line + "\n");
+  };
+  auto server = rdzv::CoordinatorServer::Start(io, *at, "--listen", factory, say);
   if (!server.ok()) return Fail(kExitUsage, server.status().message());
   // A job whose agents all went away before it ran would otherwise stay for ever.
   (*server)->ExpireAbandonedJobs(o->join_timeout);
-  std::fprintf(stderr, "dlaunch coordinator: listening on %s\n", endpoint.c_str());
+  say(fmt::format("listening on {}", endpoint));
 
   boost::asio::signal_set stop(io, SIGINT, SIGTERM);
   stop.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
-    std::fprintf(stderr, "dlaunch coordinator: stopping on %s with %zu job(s) open\n", SignalName(sig).c_str(),
-                 (*server)->jobs());
+    console.NoteStop();
+    say(fmt::format("stopping on {} with {} job(s) open", SignalName(sig), (*server)->jobs()));
     loop.Exit(0);
   });
-  return loop.Run();
+  int code = loop.Run();
+  stop.cancel();
+  console.Drain({SIGINT, SIGTERM});
+  return code;
 }
 
 }  // namespace dlaunch::launcher

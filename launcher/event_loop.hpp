@@ -11,7 +11,10 @@
 // A mode ends the process with Exit(code): Run returns after the handler that
 // called it. Objects that own sockets, timers or descriptors on io() must be
 // destroyed before the EventLoop (declare the loop first); handlers still queued
-// then are destroyed without running.
+// then are destroyed without running. The one other user of the loop is the
+// console's last flush (Console::Drain, launcher/console.hpp): after Run has
+// returned, it runs the loop for the console alone until a slow reader has taken
+// everything, or briefly after a stop signal.
 #pragma once
 
 #include <optional>
