@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <system_error>
 
@@ -19,6 +20,8 @@
 #include <boost/process/extend.hpp>
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
+
+#include "launcher/adopted.hpp"
 
 namespace dlaunch::launcher {
 
@@ -99,6 +102,7 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
   if (pid < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
   if (pid == 0) {
     close(fds[1]);
+    pid_t launcher_group = getpgrp();
     // Its own process group: a SIGKILL to the launcher's group (a head-node
     // launch stopping a local agent) must leave the watchdog to clean up after it.
     setpgid(0, 0);
@@ -109,13 +113,38 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
     int null = open("/dev/null", O_RDWR);
     for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
     std::set<int> groups;
-    int value = 0;
+    std::map<int, uint64_t> processes;
+    Message m{};
     for (;;) {
-      ssize_t n = read(fds[0], &value, sizeof value);
+      ssize_t n = read(fds[0], &m, sizeof m);
       if (n < 0 && errno == EINTR) continue;
-      if (n != static_cast<ssize_t>(sizeof value)) break;  // EOF: the launcher is gone
-      if (value == 0) _exit(0);                            // orderly exit
-      if (value > 0) groups.insert(value); else groups.erase(-value);
+      if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
+      switch (m.op) {
+        case Op::kStop: _exit(0);  // orderly exit
+        case Op::kAddGroup: groups.insert(m.id); break;
+        case Op::kRemoveGroup: groups.erase(m.id); break;
+        case Op::kAddProcess: processes[m.id] = m.start_time; break;
+        case Op::kRemoveProcess: processes.erase(m.id); break;
+      }
+    }
+    // The launcher's children are reparented to init (or may still be on their
+    // way), so they are found by the pids registered while it lived, and their
+    // own children by the tree below them, all collected before any is killed
+    // (a killed parent's children would leave the tree). A process forked
+    // between this read and the kill escapes unless it is in a killed group.
+    std::vector<ProcStat> table = ReadProcessTable();
+    std::map<int, int> group_of;
+    for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
+    std::map<int, int> victims;  // pid -> pgid
+    for (const ProcStat& p : table) {
+      auto it = processes.find(p.pid);
+      if (it == processes.end() || it->second != p.start_time) continue;
+      victims[p.pid] = p.pgid;
+      for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
+    }
+    for (auto [victim, group] : victims) {
+      kill(victim, SIGKILL);
+      if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
     }
     for (int g : groups) kill(-g, SIGKILL);
     if (!cleanup_dir.empty()) {
@@ -130,18 +159,21 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
   return Status::Ok();
 }
 
-void Watchdog::Send(int value) {
+void Watchdog::Send(Op op, int id, uint64_t start_time) {
   if (fd_ < 0) return;
-  // A 4-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
-  ssize_t ignored = write(fd_, &value, sizeof value);
+  Message m{op, id, start_time};
+  // A 16-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
+  ssize_t ignored = write(fd_, &m, sizeof m);
   (void)ignored;
 }
 
-void Watchdog::Add(int pgid) { Send(pgid); }
-void Watchdog::Remove(int pgid) { Send(-pgid); }
+void Watchdog::Add(int pgid) { Send(Op::kAddGroup, pgid); }
+void Watchdog::Remove(int pgid) { Send(Op::kRemoveGroup, pgid); }
+void Watchdog::AddProcess(int pid, uint64_t start_time) { Send(Op::kAddProcess, pid, start_time); }
+void Watchdog::RemoveProcess(int pid) { Send(Op::kRemoveProcess, pid); }
 
 void Watchdog::Stop() {
-  Send(0);
+  Send(Op::kStop, 0);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
