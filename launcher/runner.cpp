@@ -23,6 +23,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "launcher/adopted.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/output.hpp"
 #include "launcher/summary.hpp"
@@ -375,7 +376,13 @@ int RunJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, JobCha
     }
   }
   Runner runner(plan, watchdog, io, channel);
-  return runner.Run();
+  // reaper hook (finding 7): daemons adopted from the workers are known to the
+  // watchdog while the job runs and killed when it ends (launcher/adopted.hpp).
+  Adopted adopted(watchdog);
+  adopted.Start(io);
+  int code = runner.Run();
+  adopted.KillAll();
+  return code;
 }
 
 }  // namespace dlaunch::launcher
