@@ -16,6 +16,7 @@
 
 #include "envmap/detect.hpp"
 #include "envmap/worker_env.hpp"
+#include "launcher/adopted.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/command.hpp"
 #include "launcher/daemon.hpp"
@@ -248,17 +249,23 @@ int main(int argc, char** argv) {
   plan.stop_signals = o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}
                                                   : o.signals_to_handle;
 
-  // Supervision: orphans of workers come to us, not to init, and a watchdog kills
-  // every worker group if we are killed outright.
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Supervision: a watchdog kills every worker group if we are killed outright,
+  // and orphans of workers come to us, not to init. The watchdog starts first, so
+  // that it is not adopted itself (Watchdog::Start).
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
   if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;
   Console console(loop.io(), STDOUT_FILENO, STDERR_FILENO);
+  // Daemons that workers left behind (setsid, double fork) come to this subreaper:
+  // the watchdog learns of them while the job runs, and they end with it.
+  Adopted adopted(watchdog);
+  adopted.Start(loop.io());
   int code = UsesRendezvous(o) ? RunMultiNode(o, env, plan, watchdog, loop, console)
                                : RunStatic(o, n, plan, watchdog, loop, console);
+  adopted.KillAll();
   watchdog.Stop();
   if (!plan.write_logs) {
     std::error_code ec;

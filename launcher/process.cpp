@@ -4,11 +4,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <system_error>
 
@@ -19,6 +21,8 @@
 #include <boost/process/extend.hpp>
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
+
+#include "launcher/adopted.hpp"
 
 namespace dlaunch::launcher {
 
@@ -95,10 +99,29 @@ Watchdog::~Watchdog() {
 Status Watchdog::Start(const std::string& cleanup_dir) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
-  pid_t pid = fork();
-  if (pid < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
-  if (pid == 0) {
+  // Forked twice, so that the watchdog is not the launcher's child: once every
+  // worker is reaped, "no child left" (ECHILD) then proves that nothing was
+  // adopted either, without reading the process table (launcher/adopted.hpp).
+  // The middle process reports the watchdog's pid on `ids` and exits at once.
+  int ids[2];
+  if (pipe2(ids, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(fds[0]);
     close(fds[1]);
+    return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(err)));
+  }
+  pid_t middle = fork();
+  if (middle < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
+  if (middle == 0) {
+    pid_t watch = fork();
+    if (watch != 0) {
+      (void)!write(ids[1], &watch, sizeof watch);
+      _exit(watch < 0 ? 1 : 0);
+    }
+    close(ids[0]);
+    close(ids[1]);
+    close(fds[1]);
+    pid_t launcher_group = getpgrp();
     // Its own process group: a SIGKILL to the launcher's group (a head-node
     // launch stopping a local agent) must leave the watchdog to clean up after it.
     setpgid(0, 0);
@@ -109,13 +132,38 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
     int null = open("/dev/null", O_RDWR);
     for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
     std::set<int> groups;
-    int value = 0;
+    std::map<int, uint64_t> processes;
+    Message m{};
     for (;;) {
-      ssize_t n = read(fds[0], &value, sizeof value);
+      ssize_t n = read(fds[0], &m, sizeof m);
       if (n < 0 && errno == EINTR) continue;
-      if (n != static_cast<ssize_t>(sizeof value)) break;  // EOF: the launcher is gone
-      if (value == 0) _exit(0);                            // orderly exit
-      if (value > 0) groups.insert(value); else groups.erase(-value);
+      if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
+      switch (m.op) {
+        case Op::kStop: _exit(0);  // orderly exit
+        case Op::kAddGroup: groups.insert(m.id); break;
+        case Op::kRemoveGroup: groups.erase(m.id); break;
+        case Op::kAddProcess: processes[m.id] = m.start_time; break;
+        case Op::kRemoveProcess: processes.erase(m.id); break;
+      }
+    }
+    // The launcher's children are reparented to init (or may still be on their
+    // way), so they are found by the pids registered while it lived, and their
+    // own children by the tree below them, all collected before any is killed
+    // (a killed parent's children would leave the tree). A process forked
+    // between this read and the kill escapes unless it is in a killed group.
+    std::vector<ProcStat> table = ReadProcessTable();
+    std::map<int, int> group_of;
+    for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
+    std::map<int, int> victims;  // pid -> pgid
+    for (const ProcStat& p : table) {
+      auto it = processes.find(p.pid);
+      if (it == processes.end() || it->second != p.start_time) continue;
+      victims[p.pid] = p.pgid;
+      for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
+    }
+    for (auto [victim, group] : victims) {
+      kill(victim, SIGKILL);
+      if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
     }
     for (int g : groups) kill(-g, SIGKILL);
     if (!cleanup_dir.empty()) {
@@ -125,23 +173,44 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
     _exit(0);
   }
   close(fds[0]);
+  close(ids[1]);
+  pid_t pid = -1;
+  ssize_t got;
+  do got = read(ids[0], &pid, sizeof pid);
+  while (got < 0 && errno == EINTR);
+  close(ids[0]);
+  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof pid) || pid < 0) {
+    close(fds[1]);
+    return Status::Io("watchdog fork: the watchdog did not start");
+  }
   fd_ = fds[1];
   pid_ = pid;
   return Status::Ok();
 }
 
-void Watchdog::Send(int value) {
+void Watchdog::Send(Op op, int id, uint64_t start_time) {
   if (fd_ < 0) return;
-  // A 4-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
-  ssize_t ignored = write(fd_, &value, sizeof value);
+  Message m{op, id, start_time};
+  // A 16-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
+  ssize_t ignored = write(fd_, &m, sizeof m);
   (void)ignored;
 }
 
-void Watchdog::Add(int pgid) { Send(pgid); }
-void Watchdog::Remove(int pgid) { Send(-pgid); }
+void Watchdog::Add(int pgid) {
+  groups_.insert(pgid);
+  Send(Op::kAddGroup, pgid);
+}
+void Watchdog::Remove(int pgid) {
+  groups_.erase(pgid);
+  Send(Op::kRemoveGroup, pgid);
+}
+void Watchdog::AddProcess(int pid, uint64_t start_time) { Send(Op::kAddProcess, pid, start_time); }
+void Watchdog::RemoveProcess(int pid) { Send(Op::kRemoveProcess, pid); }
 
 void Watchdog::Stop() {
-  Send(0);
+  Send(Op::kStop, 0);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }

@@ -2,6 +2,8 @@
 // command, and the watchdog that outlives a killed launcher.
 #pragma once
 
+#include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,7 +37,10 @@ Result<std::string> ResolveCommand(const std::string& name);
 // A forked helper that kills every registered process group with SIGKILL when
 // the launcher dies without saying goodbye (SIGKILL, OOM killer). PDEATHSIG
 // covers the workers themselves, but not their children (a dataloader, a shell's
-// background job); the watchdog covers those.
+// background job); the watchdog covers those. Registered processes (the
+// launcher's children, adopted daemons among them: launcher/adopted.hpp) are
+// killed too, with their descendants and their process group, if they are
+// still the process registered (same pid and start time).
 class Watchdog {
  public:
   Watchdog() = default;
@@ -48,13 +53,30 @@ class Watchdog {
   Status Start(const std::string& cleanup_dir);
   void Add(int pgid);
   void Remove(int pgid);
+  // `start_time` is field 22 of /proc/PID/stat (ProcStat::start_time): a pid
+  // reused by an unrelated process after `pid` exited is left alone. The
+  // launcher's own process group is never killed (a `dlaunch | tee` pipeline).
+  void AddProcess(int pid, uint64_t start_time);
+  void RemoveProcess(int pid);
   // Normal exit: the watchdog leaves without killing anything.
   void Stop();
+  // True while a group is registered (workers run).
+  bool has_groups() const { return !groups_.empty(); }
+  // The watchdog's pid, or -1 before Start.
+  int pid() const { return pid_; }
 
  private:
-  void Send(int value);
+  enum class Op : int32_t { kStop, kAddGroup, kRemoveGroup, kAddProcess, kRemoveProcess };
+  // One message on the pipe; 16 bytes, so each write is atomic (< PIPE_BUF).
+  struct Message {
+    Op op;
+    int32_t id;
+    uint64_t start_time;
+  };
+  void Send(Op op, int id, uint64_t start_time = 0);
   int fd_ = -1;
   int pid_ = -1;
+  std::set<int> groups_;  // registered, as the watchdog has them
 };
 
 }  // namespace dlaunch::launcher

@@ -1,0 +1,232 @@
+#include "launcher/adopted.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+using namespace dlaunch::launcher;
+
+namespace {
+
+constexpr const char* kStatTail =
+    " 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 44732 3133440 407 18446744073709551615 0 0 0";
+
+// Runs `body` in a forked process (so that it may become a subreaper and own the
+// processes it starts) and returns its exit code; 0 means every check passed.
+int InChild(const std::function<int()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Starts `sleep 300` as a daemon does: fork, setsid, fork again, the middle one
+// exits. Returns the daemon's pid (now a child of this process if it is a
+// subreaper), or -1.
+int StartDaemon(bool ignore_term) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t middle = fork();
+  if (middle == 0) {
+    setsid();
+    pid_t daemon = fork();
+    if (daemon == 0) {
+      if (ignore_term) signal(SIGTERM, SIG_IGN);
+      execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ssize_t ignored = write(fds[1], &daemon, sizeof daemon);
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  int daemon = -1;
+  if (read(fds[0], &daemon, sizeof daemon) != sizeof daemon) daemon = -1;
+  close(fds[0]);
+  waitpid(middle, nullptr, 0);
+  return daemon;
+}
+
+// True when `pid` (started at `start`) is gone or a zombie, within `limit`.
+bool GoneWithin(int pid, uint64_t start, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    dlaunch::Result<ProcStat> s = ReadStat(pid);
+    if (!s.ok() || s->start_time != start) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+TEST_CASE("ParseStat reads pid, parent, group, session, state and start time", "[adopted]") {
+  auto s = ParseStat(std::string("12299 (cat) R 12294 12290 5996") + kStatTail + "\n");
+  REQUIRE(s.ok());
+  CHECK(s->pid == 12299);
+  CHECK(s->state == 'R');
+  CHECK(s->ppid == 12294);
+  CHECK(s->pgid == 12290);
+  CHECK(s->sid == 5996);
+  CHECK(s->start_time == 44732);
+
+  // A command name may hold spaces and parentheses: fields count from the last ')'.
+  auto odd = ParseStat(std::string("7 (a) S 1 (b c)) S 3 4 5") + kStatTail);
+  REQUIRE(odd.ok());
+  CHECK(odd->ppid == 3);
+  CHECK(odd->pgid == 4);
+  CHECK(odd->sid == 5);
+}
+
+TEST_CASE("ParseStat refuses what is not a stat line", "[adopted]") {
+  struct Case {
+    std::string text, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", "/proc stat: no command name in ''"},
+           {"12 cat R 1 2 3", "/proc stat: no command name in '12 cat R 1 2 3'"},
+           {"x (cat) R 1 2 3", "/proc stat: bad pid in 'x (cat) R 1 2 3'"},
+           {"12 (cat) R 1 2 3", "/proc stat: too few fields in '12 (cat) R 1 2 3'"},
+           {std::string("12 (cat) R -1 2 3") + kStatTail,
+            "/proc stat: bad ppid, pgrp or session in '12 (cat) R -1 2 3 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 "
+            "44732 3133440 407 18446'"},
+       }) {
+    auto s = ParseStat(c.text);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.status().message() == c.message);
+  }
+}
+
+TEST_CASE("Descendants walks the tree below a pid, parents first, leaving out one subtree", "[adopted]") {
+  auto p = [](int pid, int ppid) {
+    ProcStat s;
+    s.pid = pid;
+    s.ppid = ppid;
+    return s;
+  };
+  std::vector<ProcStat> table{p(1, 0), p(10, 1), p(11, 10), p(12, 11), p(13, 10), p(20, 1), p(21, 20), p(30, 99)};
+  CHECK(Descendants(table, 10) == std::vector<int>{11, 13, 12});
+  std::vector<int> all = Descendants(table, 1, 20);
+  CHECK(all.size() == 4);
+  CHECK_FALSE(Contains(all, 20));
+  CHECK_FALSE(Contains(all, 21));
+  CHECK(Descendants(table, 12).empty());
+  // A table read while processes come and go may hold a cycle; the walk still ends.
+  CHECK(Descendants({p(5, 6), p(6, 5)}, 5) == std::vector<int>{6});
+}
+
+TEST_CASE("Scan registers an adopted setsid daemon and KillAll ends it", "[adopted]") {
+  int code = InChild([] {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    Watchdog watchdog;
+    if (!watchdog.Start("").ok()) return 10;
+    int daemon = StartDaemon(false);
+    if (daemon <= 0) return 11;
+    auto stat = ReadStat(daemon);
+    if (!stat.ok() || stat->ppid != getpid()) return 12;  // adopted by this subreaper
+    Adopted adopted(watchdog);
+    // No worker runs yet: nothing to look for, and no process table read.
+    adopted.Scan();
+    if (!adopted.registered().empty()) return 18;
+    watchdog.Add(999999999);  // stands for a running worker's group (no such group exists)
+    adopted.Scan();
+    if (!Contains(adopted.registered(), daemon)) return 13;
+    if (Contains(adopted.registered(), watchdog.pid())) return 14;
+    if (adopted.KillAll() != 1) return 15;
+    if (!GoneWithin(daemon, stat->start_time, std::chrono::milliseconds(0))) return 16;
+    if (!adopted.registered().empty()) return 17;
+    watchdog.Stop();
+    return 0;
+  });
+  CHECK(code == 0);
+}
+
+TEST_CASE("KillAll sends SIGKILL after the grace to a daemon that ignores SIGTERM", "[adopted]") {
+  int code = InChild([] {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    Watchdog watchdog;
+    if (!watchdog.Start("").ok()) return 10;
+    int daemon = StartDaemon(true);
+    if (daemon <= 0) return 11;
+    Adopted adopted(watchdog);
+    auto t0 = std::chrono::steady_clock::now();
+    adopted.KillAll(std::chrono::milliseconds(200));
+    auto took = std::chrono::steady_clock::now() - t0;
+    if (ReadStat(daemon).ok()) return 12;
+    if (took < std::chrono::milliseconds(200) || took > std::chrono::seconds(3)) return 13;
+    watchdog.Stop();
+    return 0;
+  });
+  CHECK(code == 0);
+}
+
+TEST_CASE("After a SIGKILL of the launcher the watchdog kills adopted daemons and their children", "[adopted]") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t launcher = fork();
+  if (launcher == 0) {
+    close(fds[0]);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    Watchdog watchdog;
+    if (!watchdog.Start("").ok()) _exit(10);
+    int daemon = StartDaemon(false);
+    // A worker (its own group) whose child left the session: not orphaned yet,
+    // so only the walk below the registered worker finds it.
+    int child_pipe[2];
+    if (pipe(child_pipe) != 0) _exit(11);
+    pid_t worker = fork();
+    if (worker == 0) {
+      setpgid(0, 0);
+      pid_t child = fork();
+      if (child == 0) {
+        setsid();
+        execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      ssize_t ignored = write(child_pipe[1], &child, sizeof child);
+      (void)ignored;
+      execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int child = -1;
+    if (read(child_pipe[0], &child, sizeof child) != sizeof child) _exit(12);
+    watchdog.Add(worker);  // as the runner registers each worker's group
+    Adopted adopted(watchdog);
+    adopted.Scan();
+    int pids[3] = {daemon, worker, child};
+    if (write(fds[1], pids, sizeof pids) != sizeof pids) _exit(13);
+    pause();
+    _exit(14);
+  }
+  close(fds[1]);
+  int pids[3] = {0, 0, 0};
+  REQUIRE(read(fds[0], pids, sizeof pids) == sizeof pids);
+  close(fds[0]);
+  std::vector<uint64_t> starts;
+  for (int pid : pids) {
+    auto s = ReadStat(pid);
+    REQUIRE(s.ok());
+    starts.push_back(s->start_time);
+  }
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("pid " << pids[i] << " (0: daemon, 1: worker, 2: the worker's setsid child)" << i);
+    bool gone = GoneWithin(pids[i], starts[i], std::chrono::seconds(3));
+    if (!gone) kill(pids[i], SIGKILL);
+    CHECK(gone);
+  }
+}
