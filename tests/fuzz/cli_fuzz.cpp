@@ -26,8 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   auto options = dlaunch::launcher::ParseCommandLine(args, env);
   if (!options.ok()) {
-    const std::string& m = options.status().message();
-    FUZZ_CHECK(!m.empty(), "an error without a message");
+    FUZZ_CHECK(!options.status().message().empty(), "an error without a message");
     return 0;
   }
   for (int rank : {0, 1, 7}) {
