@@ -78,7 +78,10 @@ write("hostfile", [
 # ---- hostlist: SLURM_JOB_NODELIST (and SLURM_TASKS_PER_NODE) ----
 write("hostlist", [
     "gpu[001-004,007],cpu01", "b04-[09-10]", "r[1-2]n[1-2]", "node1", "a[1-3],b,c[08-10]",
-    "2(x3),1", "4", "a[4294967295-4294967295]", "a[0-9]b[0-9]",
+    "2(x3),1", "4", "a[0-9]b[0-9]",
+    # Issue 9, finding 8: an unsigned wrap that loops for ever, a product of ranges
+    # that runs out of memory, a number past 32 bits.
+    "a[4294967295-4294967295]", "a[0-99999]b[0-99999]", "a[4294967296]",
 ])
 
 # ---- cli: arguments separated by NUL; PET_X=V goes to the environment ----
@@ -95,6 +98,10 @@ write("cli", [
     args("--roles", "chief:1,worker:2,ps:1", "--role-env", "ps:MAGIC=1", "--env", "ompi,azure,horovod",
          "--bind-to", "core", "--", "true"),
     args("--nproc-per-nod", "2", "x.py"),
+    # Issue 9, finding 8: non-finite and huge durations, the largest worker count.
+    args("--shutdown-timeout", "1e300", "--", "true"),
+    args("--rdzv-conf", "join_timeout=inf", "--", "true"),
+    args("--nproc-per-node", "2147483647", "--", "true"),
 ])
 
 # ---- tf_config: --roles \0 TF_CONFIG \0 --role-env ... ----
