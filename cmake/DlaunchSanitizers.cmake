@@ -26,3 +26,11 @@ if(DLAUNCH_FUZZ)
   # Coverage for libFuzzer in every library; only the targets link its main().
   add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
+
+# Called once every target exists: the sanitizer build's dlaunch-mpi-bootstrap
+# unwinds slowly, so that Open MPI's leaks match tests/sanitizers/lsan.supp.
+function(dlaunch_sanitizer_extras)
+  if(DLAUNCH_SANITIZE AND TARGET dlaunch-mpi-bootstrap)
+    target_sources(dlaunch-mpi-bootstrap PRIVATE ${PROJECT_SOURCE_DIR}/tests/sanitizers/mpi_bootstrap_options.cpp)
+  endif()
+endfunction()
