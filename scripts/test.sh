@@ -48,6 +48,7 @@ asan_stage() {
   local common="exitcode=86:log_exe_name=1:print_stacktrace=1"
   local supp=$PWD/tests/sanitizers/lsan.supp
   local names name rc failed=0 log n
+  # The arguments pick the tests (-R, -E, -L); each then runs alone.
   names=$(cd "$dir" && ctest -N "$@" | sed -nE 's/^ *Test +#[0-9]+: +([^ ]+)$/\1/p')
   for name in $names; do
     mkdir -p "$reports/$name"
@@ -58,7 +59,7 @@ asan_stage() {
       UBSAN_OPTIONS="$common:halt_on_error=1:log_path=$reports/$name/report${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
       LSAN_OPTIONS="suppressions=$supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
       DLAUNCH_SANITIZED=1 \
-      ctest --output-on-failure --timeout 300 -R "^${name}\$" "$@") >"$log" 2>&1 || rc=$?
+      ctest --output-on-failure --timeout 300 -R "^${name}\$") >"$log" 2>&1 || rc=$?
     n=$(find "$reports/$name" -name 'report.*' | wc -l)
     if ((rc == 0 && n == 0)); then
       printf 'asan %-28s ok\n' "$name"
