@@ -21,16 +21,6 @@ require_torch
 unset DLAUNCH_RDZV_TOKEN
 HOST=$(hostname)
 
-show_nodes() {
-  local n
-  for n in "$@"; do
-    echo "--- $n: stdout (last 15 lines)"
-    tail -n 15 "$TMP/$n.out" | cut -c1-300
-    echo "--- $n: stderr (last 15 lines)"
-    tail -n 15 "$TMP/$n.err" | cut -c1-300
-  done >&2
-}
-
 # host_of NAME...: the run among NAMEs that hosted the coordinator (the one
 # whose stderr carries the coordinator's `generation N:` line).
 host_of() {
