@@ -22,7 +22,8 @@
 #   row is this shell starting N `true` the same way, which no launcher can beat;
 #   the target is 1.5 times the floor, in every rep.
 #   BENCH_BASELINE=PATH runs the same rows with another dlaunch binary in the
-#   same reps, side by side (e.g. the build before a change).
+#   same reps, side by side (e.g. the build before a change), in the first
+#   BENCH_BASELINE_REPS (default 1) of them.
 # - a waiting agent: one agent with no host (`join_timeout=5`), its CPU time over
 #   its life, in percent of one core.
 # - load generator: rdzv_load N (see bench/rdzv_load.cpp), once hosting the
@@ -61,6 +62,7 @@ note() { echo "bench: $*" >&2; }
 DLAUNCH=$(cd "$(dirname "$DLAUNCH")" && pwd)/$(basename "$DLAUNCH")
 RDZV_LOAD=${2:-${RDZV_LOAD:-$(dirname "$DLAUNCH")/bench/rdzv_load}}
 BASELINE=${BENCH_BASELINE:-}
+BASE_REPS=${BENCH_BASELINE_REPS:-1}  # a baseline that spins can take minutes a rep
 [[ -z $BASELINE || -x $BASELINE ]] || die "BENCH_BASELINE '$BASELINE' is not an executable"
 [[ -x $RDZV_LOAD ]] || die "rdzv_load '$RDZV_LOAD' not found; build it (cmake --build build --target rdzv_load) or pass its path second"
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is missing"
@@ -259,7 +261,7 @@ for n in $ALL_SIZES; do
     [[ -n $OUT ]] && secs+=("$OUT")
     [[ -n $OUT_RSS ]] && rss+=("$OUT_RSS")
     [[ -n $OUT ]] && OK_SCALE[$n]=$((${OK_SCALE[$n]:-0} + 1))
-    if [[ -n $BASELINE ]]; then
+    if [[ -n $BASELINE ]] && ((i < BASE_REPS)); then
       scale_run "$n" "base-$n-$i" "$BASELINE"
       [[ -n $OUT ]] && base+=("$OUT") && OK_BASE[$n]=$((${OK_BASE[$n]:-0} + 1))
     fi
@@ -435,7 +437,7 @@ table() {
     row "… peak RSS of the hosting dlaunch (GNU time %M)" "$(fmt "${SCALE_RSS[$n]}" '%.2f MiB')" "" ""
     if [[ -n $BASELINE ]]; then
       note_=""
-      ((${OK_BASE[$n]:-0} < REPS)) && note_=" (${OK_BASE[$n]:-0} of $REPS runs completed)"
+      note_=" (${OK_BASE[$n]:-0} of $((BASE_REPS < REPS ? BASE_REPS : REPS)) runs completed)"
       row "… the same with the baseline $(basename "$BASELINE")" "$(fmt "${BASE_S[$n]}" '%.3f s')$note_" "" ""
       row "… baseline / floor" "$(fmt "$(ratio "${BASE_S[$n]}" "${FLOOR_S[$n]}")" '%.2f')" "" ""
     fi

@@ -17,6 +17,7 @@
 // everything, or briefly after a stop signal.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
@@ -45,6 +46,19 @@ class EventLoop {
  private:
   boost::asio::io_context io_;
   std::optional<int> code_;
+};
+
+// Cancelling a timer or a signal set does not recall a completion that is
+// already queued: a signal or a deadline that came just before its owner was
+// destroyed still runs, with success. An object that arms handlers capturing
+// `this` holds a Lifetime and has each handler capture token(); the handler
+// returns at once when the token has expired.
+class Lifetime {
+ public:
+  std::weak_ptr<void> token() const { return alive_; }
+
+ private:
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace dlaunch::launcher

@@ -136,6 +136,7 @@ class Head {
   bool deadline_armed_ = false;
   bool completed_ = false;
   std::function<void(int)> done_;
+  Lifetime life_;  // last: expires first
   std::vector<Node> nodes_;
   Streams streams_;  // group i: node i's
   Reaper reaper_;
@@ -187,8 +188,8 @@ Status Head::StartNode(const std::string& name, const std::string& launcher, con
 }
 
 void Head::WaitSignals() {
-  signals_.async_wait([this](boost::system::error_code ec, int sig) {
-    if (ec) return;
+  signals_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
+    if (ec || alive.expired()) return;
     if (stop_signal_ == 0) {
       stop_signal_ = sig;
       // A stalled reader must not hold up the teardown the user asked for.
@@ -246,8 +247,8 @@ void Head::ArmDeadline() {
 
 void Head::WaitDeadline(Clock::duration after) {
   deadline_.expires_after(after);
-  deadline_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;
+  deadline_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (ec || alive.expired()) return;
     // Agents blocked on their output wait for our reader, not on a hang: no line
     // may be lost to a slow console.
     if (console_.full()) {
@@ -285,8 +286,8 @@ void Head::Run(std::function<void(int)> done) {
 void Head::Tick() {
   if (server_.ended()) ArmDeadline();
   ticker_.expires_after(std::chrono::milliseconds(100));
-  ticker_.async_wait([this](boost::system::error_code ec) {
-    if (!ec) Tick();
+  ticker_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (!ec && !alive.expired()) Tick();
   });
 }
 

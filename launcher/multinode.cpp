@@ -153,8 +153,8 @@ class NodeMode {
       return loop_.Exit(code_);
     }
     drain_.expires_after(std::chrono::milliseconds(50));
-    drain_.async_wait([this](boost::system::error_code ec) {
-      if (!ec) DrainHost();
+    drain_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+      if (!ec && !alive.expired()) DrainHost();
     });
   }
 
@@ -169,6 +169,7 @@ class NodeMode {
   int code_ = 1;
   Agent agent_;
   std::unique_ptr<WorkerRun> run_;
+  Lifetime life_;  // last: expires first
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "launcher/cli.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/output.hpp"
 #include "launcher/streams.hpp"
 #include "launcher/summary.hpp"
@@ -85,6 +86,7 @@ class Runner : public WorkerRun, public WorkerControl {
   std::vector<TailBuffer> tails_;
   bool failure_reported_ = false;
   bool finished_ = false;
+  Lifetime life_;  // last: expires first
   std::function<void(int)> done_;
 };
 
@@ -178,8 +180,8 @@ Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string&
 }
 
 void Runner::WaitSignals() {
-  signals_.async_wait([this](boost::system::error_code ec, int sig) {
-    if (ec) return;
+  signals_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
+    if (ec || alive.expired()) return;
     if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
       // A stalled reader must not hold up the teardown the user asked for.
       console_.NoteStop();
@@ -207,8 +209,8 @@ void Runner::AfterEvent() {
   }
   if (std::optional<Clock::time_point> deadline = supervisor_.deadline()) {
     timer_.expires_at(*deadline);
-    timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec) return;
+    timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+      if (ec || alive.expired()) return;
       supervisor_.OnTick(Clock::now());
       AfterEvent();
     });

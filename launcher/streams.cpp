@@ -132,18 +132,21 @@ Reaper::Reaper(asio::io_context& io, std::function<void(int pid, int status)> on
     : sigchld_(io), on_exit_(std::move(on_exit)), after_(std::move(after)) {}
 
 void Reaper::Start() {
+  stopped_ = false;
   sigchld_.add(SIGCHLD);
   Wait();
 }
 
 void Reaper::Stop() {
+  stopped_ = true;
   boost::system::error_code ignored;
   sigchld_.cancel(ignored);
 }
 
 void Reaper::Wait() {
-  sigchld_.async_wait([this](boost::system::error_code ec, int) {
-    if (ec) return;  // cancelled: this reaper may be gone
+  sigchld_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int) {
+    // Cancelled, or a SIGCHLD queued just before this reaper went or stopped.
+    if (ec || alive.expired() || stopped_) return;
     ReapNow();
     if (after_) after_();
     Wait();

@@ -23,6 +23,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "launcher/console.hpp"
+#include "launcher/event_loop.hpp"
 #include "launcher/output.hpp"
 
 namespace dlaunch::launcher {
@@ -94,6 +95,8 @@ class Reaper {
   boost::asio::signal_set sigchld_;
   std::function<void(int, int)> on_exit_;
   std::function<void()> after_;
+  bool stopped_ = false;
+  Lifetime life_;  // last: expires first
 };
 
 }  // namespace dlaunch::launcher
