@@ -194,7 +194,10 @@ void Adopted::Start(asio::io_context& io) {
 }
 
 void Adopted::Arm() {
-  timer_->expires_after(kAdoptedScanInterval);
+  // Without /proc/self/task/*/children a scan reads the whole process table
+  // (about 15 ms with 1,000 processes): keep scanning to about 2% of a core, so
+  // that many dlaunch on one busy machine do not starve each other.
+  timer_->expires_after(std::max<std::chrono::steady_clock::duration>(kAdoptedScanInterval, last_scan_ * 50));
   // A handler already queued when the timer is cancelled still runs with
   // success, so it checks that this object lives, not only the error code.
   timer_->async_wait([this, alive = alive_](boost::system::error_code ec) {
@@ -209,6 +212,12 @@ void Adopted::Scan() {
   // rendezvous (a thousand waiting agents on one machine would each read the
   // process table four times a second).
   if (!watchdog_.has_groups() && registered_.empty()) return;
+  auto started = std::chrono::steady_clock::now();
+  ScanNow();
+  last_scan_ = std::chrono::steady_clock::now() - started;
+}
+
+void Adopted::ScanNow() {
   int self = getpid();
   std::map<int, uint64_t> now;
   // Reading every process's stat costs about 15 us each; the children files

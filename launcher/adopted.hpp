@@ -20,8 +20,9 @@
 
 namespace dlaunch::launcher {
 
-// Default: how often the children of dlaunch are looked for while a job runs.
-// A daemon adopted less than this before a SIGKILL of dlaunch can escape it.
+// Default: how often the children of dlaunch are looked for while workers run;
+// less often when a scan is slow (at most about 2% of a core goes to scans). A
+// daemon adopted less than this before a SIGKILL of dlaunch can escape it.
 inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
 // Default: how long adopted processes have between SIGTERM and SIGKILL at the
 // end of a job.
@@ -82,9 +83,11 @@ class Adopted {
 
  private:
   void Arm();
+  void ScanNow();
 
   Watchdog& watchdog_;
   std::map<int, uint64_t> registered_;  // pid -> start time
+  std::chrono::steady_clock::duration last_scan_{};  // how long the last scan took
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
