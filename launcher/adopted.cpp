@@ -183,7 +183,7 @@ std::vector<int> Descendants(const std::vector<ProcStat>& table, int root, int s
   return out;
 }
 
-Adopted::Adopted(Watchdog& watchdog) : watchdog_(watchdog) {}
+Adopted::Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan) : watchdog_(watchdog), first_scan_(first_scan) {}
 
 Adopted::~Adopted() { *alive_ = false; }
 
@@ -211,8 +211,13 @@ void Adopted::Scan() {
   // Nothing is adopted before a worker runs: no scan while waiting for a
   // rendezvous (a thousand waiting agents on one machine would each read the
   // process table four times a second).
-  if (!watchdog_.has_groups() && registered_.empty()) return;
+  // Nor in the first seconds of a run: workers that end at once (a thousand
+  // agents running `true` on one machine) would pay a scan each for nothing. A
+  // daemon started then is still killed at the end of the job; only a SIGKILL of
+  // dlaunch in those seconds leaves it to escape.
   auto started = std::chrono::steady_clock::now();
+  if (registered_.empty() && (!watchdog_.has_groups() || started - watchdog_.groups_since() < first_scan_))
+    return;
   ScanNow();
   last_scan_ = std::chrono::steady_clock::now() - started;
 }

@@ -24,6 +24,8 @@ namespace dlaunch::launcher {
 // less often when a scan is slow (at most about 2% of a core goes to scans). A
 // daemon adopted less than this before a SIGKILL of dlaunch can escape it.
 inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
+// Default: how long workers run before the first scan.
+inline constexpr std::chrono::milliseconds kAdoptedFirstScan{2000};
 // Default: how long adopted processes have between SIGTERM and SIGKILL at the
 // end of a job.
 inline constexpr std::chrono::milliseconds kAdoptedGrace{1000};
@@ -60,7 +62,8 @@ Result<ProcStat> ReadStat(int pid);
 class Adopted {
  public:
   // `watchdog` must be started and outlive this object.
-  explicit Adopted(Watchdog& watchdog);
+  // Scans start once workers have run for `first_scan`.
+  explicit Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan = kAdoptedFirstScan);
   Adopted(const Adopted&) = delete;
   Adopted& operator=(const Adopted&) = delete;
   ~Adopted();
@@ -88,6 +91,7 @@ class Adopted {
   Watchdog& watchdog_;
   std::map<int, uint64_t> registered_;  // pid -> start time
   std::chrono::steady_clock::duration last_scan_{};  // how long the last scan took
+  std::chrono::milliseconds first_scan_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -199,6 +199,7 @@ void Watchdog::Send(Op op, int id, uint64_t start_time) {
 }
 
 void Watchdog::Add(int pgid) {
+  if (groups_.empty()) groups_since_ = std::chrono::steady_clock::now();
   groups_.insert(pgid);
   Send(Op::kAddGroup, pgid);
 }

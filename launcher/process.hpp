@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +63,8 @@ class Watchdog {
   void Stop();
   // True while a group is registered (workers run).
   bool has_groups() const { return !groups_.empty(); }
+  // Since when groups have been registered without a break (meaningful while has_groups()).
+  std::chrono::steady_clock::time_point groups_since() const { return groups_since_; }
   // The watchdog's pid, or -1 before Start.
   int pid() const { return pid_; }
 
@@ -77,6 +80,7 @@ class Watchdog {
   int fd_ = -1;
   int pid_ = -1;
   std::set<int> groups_;  // registered, as the watchdog has them
+  std::chrono::steady_clock::time_point groups_since_{};
 };
 
 }  // namespace dlaunch::launcher

@@ -67,9 +67,10 @@ DLPID=$(dl_pid hold) || fail "cannot find the dlaunch process"
 # shellcheck disable=SC2317  # called through wait_for
 adopted() { [[ $(awk '{print $4}' "/proc/$DAEMON/stat" 2>/dev/null) == "$DLPID" ]]; }
 wait_for 5 adopted || { describe_pids "$DAEMON" >&2; fail "the daemon (pid $DAEMON) was not reparented to dlaunch (pid $DLPID)"; }
-# dlaunch registers adopted processes with its watchdog every 250 ms, an event
-# a test cannot see; four periods are enough.
-sleep 1
+# dlaunch registers adopted processes with its watchdog every 250 ms once
+# workers have run for 2 s (launcher/adopted.hpp), an event a test cannot see;
+# 3 s covers both.
+sleep 3
 kill -KILL "$DLPID"
 wait_dl hold 2>/dev/null  # bash reports the SIGKILL
 check_gone "after a SIGKILL of dlaunch"

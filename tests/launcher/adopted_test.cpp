@@ -137,7 +137,7 @@ TEST_CASE("Scan registers an adopted setsid daemon and KillAll ends it", "[adopt
     if (daemon <= 0) return 11;
     auto stat = ReadStat(daemon);
     if (!stat.ok() || stat->ppid != getpid()) return 12;  // adopted by this subreaper
-    Adopted adopted(watchdog);
+    Adopted adopted(watchdog, std::chrono::milliseconds(0));
     // No worker runs yet: nothing to look for, and no process table read.
     adopted.Scan();
     if (!adopted.registered().empty()) return 18;
@@ -161,7 +161,7 @@ TEST_CASE("KillAll sends SIGKILL after the grace to a daemon that ignores SIGTER
     if (!watchdog.Start("").ok()) return 10;
     int daemon = StartDaemon(true);
     if (daemon <= 0) return 11;
-    Adopted adopted(watchdog);
+    Adopted adopted(watchdog, std::chrono::milliseconds(0));
     auto t0 = std::chrono::steady_clock::now();
     adopted.KillAll(std::chrono::milliseconds(200));
     auto took = std::chrono::steady_clock::now() - t0;
@@ -204,7 +204,7 @@ TEST_CASE("After a SIGKILL of the launcher the watchdog kills adopted daemons an
     int child = -1;
     if (read(child_pipe[0], &child, sizeof child) != sizeof child) _exit(12);
     watchdog.Add(worker);  // as the runner registers each worker's group
-    Adopted adopted(watchdog);
+    Adopted adopted(watchdog, std::chrono::milliseconds(0));
     adopted.Scan();
     int pids[3] = {daemon, worker, child};
     if (write(fds[1], pids, sizeof pids) != sizeof pids) _exit(13);
