@@ -189,15 +189,27 @@ Adopted::~Adopted() { *alive_ = false; }
 
 void Adopted::Start(asio::io_context& io) {
   timer_ = std::make_unique<asio::steady_timer>(io);
+  // While no worker runs the timer sleeps (a thousand agents waiting for their
+  // host would otherwise each wake four times a second); workers wake it.
+  watchdog_.OnGroups([this, alive = alive_] {
+    if (*alive && timer_) Arm();
+  });
   Scan();
   Arm();
 }
 
 void Adopted::Arm() {
+  if (registered_.empty() && !watchdog_.has_groups()) {
+    timer_->cancel();
+    return;
+  }
   // Without /proc/self/task/*/children a scan reads the whole process table
   // (about 15 ms with 1,000 processes): keep scanning to about 2% of a core, so
   // that many dlaunch on one busy machine do not starve each other.
-  timer_->expires_after(std::max<std::chrono::steady_clock::duration>(kAdoptedScanInterval, last_scan_ * 50));
+  auto next = std::chrono::steady_clock::now() +
+              std::max<std::chrono::steady_clock::duration>(kAdoptedScanInterval, last_scan_ * 50);
+  if (registered_.empty()) next = std::max(next, watchdog_.groups_since() + first_scan_);
+  timer_->expires_at(next);
   // A handler already queued when the timer is cancelled still runs with
   // success, so it checks that this object lives, not only the error code.
   timer_->async_wait([this, alive = alive_](boost::system::error_code ec) {

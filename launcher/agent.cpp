@@ -71,7 +71,7 @@ void Agent::ArmTimer() {
   timer_.expires_at(*deadline);
   timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
-    Apply(machine_.OnTick(Clock::now()));
+    Apply(machine_.OnTick(Clock::now(), conn_ && conn_->unread() > 0));
   });
 }
 
@@ -83,32 +83,43 @@ void Agent::Connect() {
     connecting_.reset();
     Apply(machine_.OnConnectFailed(why, Clock::now()));
   };
+  auto connect = [this, attempt, alive = alive_, failed](const auto& endpoints) {
+    connecting_ = std::make_unique<tcp::socket>(io_);
+    asio::async_connect(*connecting_, endpoints,
+                        [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
+                          if (!*alive || attempt != attempt_) return;
+                          if (ec) return failed(ec.message());
+                          auto socket = std::move(*connecting_);
+                          connecting_.reset();
+                          conn_ = std::make_shared<rdzv::Connection>(std::move(socket));
+                          conn_->Start(
+                              [this, attempt, alive](rdzv::Message m) {
+                                if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
+                              },
+                              [this, attempt, alive](const Status& why) {
+                                if (!*alive || attempt != attempt_) return;
+                                conn_.reset();
+                                Apply(machine_.OnClosed(why, Clock::now()));
+                              });
+                          Apply(machine_.OnConnected(conn_->local_address(), Clock::now()));
+                        });
+  };
+  // An address needs no resolver: a thousand agents waiting for their host
+  // would otherwise each wake Asio's resolver thread on every retry.
+  boost::system::error_code not_literal;
+  asio::ip::address literal = asio::ip::make_address(target_.host, not_literal);
+  if (!not_literal) {
+    connect(std::vector<tcp::endpoint>{tcp::endpoint(literal, static_cast<unsigned short>(target_.port))});
+    return;
+  }
   // Resolution runs on Asio's resolver thread, so a slow DNS answer never holds the loop.
-  resolver_.async_resolve(
-      target_.host, std::to_string(target_.port),
-      [this, attempt, alive = alive_, failed](boost::system::error_code ec, tcp::resolver::results_type results) {
-        if (!*alive || attempt != attempt_) return;
-        if (ec) return failed(fmt::format("cannot resolve {}: {}", target_.host, ec.message()));
-        connecting_ = std::make_unique<tcp::socket>(io_);
-        asio::async_connect(*connecting_, results,
-                            [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
-                              if (!*alive || attempt != attempt_) return;
-                              if (ec) return failed(ec.message());
-                              auto socket = std::move(*connecting_);
-                              connecting_.reset();
-                              conn_ = std::make_shared<rdzv::Connection>(std::move(socket));
-                              conn_->Start(
-                                  [this, attempt, alive](rdzv::Message m) {
-                                    if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
-                                  },
-                                  [this, attempt, alive](const Status& why) {
-                                    if (!*alive || attempt != attempt_) return;
-                                    conn_.reset();
-                                    Apply(machine_.OnClosed(why, Clock::now()));
-                                  });
-                              Apply(machine_.OnConnected(conn_->local_address(), Clock::now()));
-                            });
-      });
+  resolver_.async_resolve(target_.host, std::to_string(target_.port),
+                          [this, attempt, alive = alive_, failed, connect](boost::system::error_code ec,
+                                                                          tcp::resolver::results_type results) {
+                            if (!*alive || attempt != attempt_) return;
+                            if (ec) return failed(fmt::format("cannot resolve {}: {}", target_.host, ec.message()));
+                            connect(results);
+                          });
 }
 
 void Agent::HangUp() {

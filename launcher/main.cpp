@@ -29,6 +29,7 @@
 #include "launcher/runner.hpp"
 #include "launcher/surroundings.hpp"
 #include "launcher/system.hpp"
+#include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
 
 namespace fs = std::filesystem;
@@ -207,10 +208,14 @@ int main(int argc, char** argv) {
     if (Status s = EnsureDirectory("--log-dir", o.log_dir); !s.ok()) return Fail(kExitUsage, s.message());
     plan.work_dir = fmt::format("{}/{}", o.log_dir, plan.layout.run_id);
   } else {
-    char tmpl[] = "/tmp/dlaunch-XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    if (dir == nullptr) return Fail(1, fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
-    plan.work_dir = dir;
+    // $TMPDIR first, as Python's tempfile (torchrun) and mktemp do.
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string parent = tmpdir != nullptr && *tmpdir == '/' ? tmpdir : "/tmp";
+    std::string tmpl = parent + "/dlaunch-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return Fail(1, fmt::format("{}: cannot create a run directory ({})", Printable(parent), std::strerror(errno)));
+    }
+    plan.work_dir = tmpl;
   }
 
   plan.flavors.ompi = o.env_ompi;

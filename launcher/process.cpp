@@ -199,9 +199,11 @@ void Watchdog::Send(Op op, int id, uint64_t start_time) {
 }
 
 void Watchdog::Add(int pgid) {
-  if (groups_.empty()) groups_since_ = std::chrono::steady_clock::now();
+  bool first = groups_.empty();
+  if (first) groups_since_ = std::chrono::steady_clock::now();
   groups_.insert(pgid);
   Send(Op::kAddGroup, pgid);
+  if (first && on_groups_) on_groups_();
 }
 void Watchdog::Remove(int pgid) {
   groups_.erase(pgid);

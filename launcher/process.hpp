@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,6 +66,8 @@ class Watchdog {
   bool has_groups() const { return !groups_.empty(); }
   // Since when groups have been registered without a break (meaningful while has_groups()).
   std::chrono::steady_clock::time_point groups_since() const { return groups_since_; }
+  // Called when the first group is registered after none was (workers start).
+  void OnGroups(std::function<void()> hook) { on_groups_ = std::move(hook); }
   // The watchdog's pid, or -1 before Start.
   int pid() const { return pid_; }
 
@@ -81,6 +84,7 @@ class Watchdog {
   int pid_ = -1;
   std::set<int> groups_;  // registered, as the watchdog has them
   std::chrono::steady_clock::time_point groups_since_{};
+  std::function<void()> on_groups_;
 };
 
 }  // namespace dlaunch::launcher

@@ -277,7 +277,7 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
   return Flush();
 }
 
-std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now) {
+std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread_input) {
   switch (state_) {
     case State::kConnecting:
       if (now >= deadline_) {
@@ -308,8 +308,13 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now) {
     default:
       if (!Joined() || !connected_) break;
       if (now - last_heard_ > options_.heartbeat_timeout) {
-        Lost(fmt::format("nothing heard for {}", Seconds(options_.heartbeat_timeout)));
-      } else if (now >= next_beat_) {
+        if (!unread_input) {
+          Lost(fmt::format("nothing heard for {}", Seconds(options_.heartbeat_timeout)));
+          break;
+        }
+        last_heard_ = now;  // it spoke; we have not read it yet
+      }
+      if (now >= next_beat_) {
         Emit(DoSend{Heartbeat{}});
         next_beat_ = now + options_.heartbeat_interval;
       }

@@ -121,7 +121,10 @@ class AgentMachine {
   std::vector<AgentAction> OnWorkerFailed(int rank, int code, const std::string& reason);
   // Every local worker has exited; `code` is the node's result.
   std::vector<AgentAction> OnWorkersDone(int code, Clock::time_point now);
-  std::vector<AgentAction> OnTick(Clock::time_point now);
+  // `unread_input`: bytes from the coordinator wait unread in this process. A
+  // coordinator silent for heartbeat_timeout is then not lost: this process is
+  // behind (starved of CPU, or was stopped) and counts it as heard now.
+  std::vector<AgentAction> OnTick(Clock::time_point now, bool unread_input = false);
 
   // When OnTick next has something to do; nullopt when nothing is timed.
   std::optional<Clock::time_point> NextDeadline() const;

@@ -121,6 +121,12 @@ void Connection::WriteNext() {
   });
 }
 
+size_t Connection::unread() const {
+  boost::system::error_code ec;
+  size_t n = open_ ? socket_.available(ec) : 0;
+  return ec ? 0 : n;
+}
+
 void Connection::Close() {
   if (!open_ || closing_) return;
   closing_ = true;

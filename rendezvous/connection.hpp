@@ -46,6 +46,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends what is queued, then closes. Handlers are not called after this.
   void Close();
   bool open() const { return open_; }
+  // Bytes the peer sent that this process has not read yet (FIONREAD): a
+  // process that was starved of CPU or stopped finds its peer's heartbeats
+  // here, and must not call that peer silent.
+  size_t unread() const;
   // The peer's address, "10.0.0.2:51234", for log lines.
   const std::string& peer() const { return peer_; }
   // This end's address ("10.0.0.1"): what the peer reaches this host at.

@@ -427,14 +427,18 @@ std::vector<Action> Coordinator::OnProtocolError(ConnId conn, const Status& erro
   return Flush();
 }
 
-std::vector<Action> Coordinator::OnTick(Clock::time_point now) {
+std::vector<Action> Coordinator::OnTick(Clock::time_point now, const UnreadInput& unread) {
   std::vector<std::pair<ConnId, std::string>> expired;
-  for (const auto& [id, agent] : agents_) {
+  for (auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     if (!joined && now - agent.connected >= options_.handshake_timeout) {
       expired.emplace_back(id, fmt::format("no join within {}", FormatDuration(options_.handshake_timeout)));
     } else if (joined && now - agent.last_seen >= options_.heartbeat_timeout) {
-      expired.emplace_back(id, fmt::format("no heartbeat for {}", FormatDuration(options_.heartbeat_timeout)));
+      if (unread && unread(id)) {
+        agent.last_seen = now;  // it spoke; we have not read it yet
+      } else {
+        expired.emplace_back(id, fmt::format("no heartbeat for {}", FormatDuration(options_.heartbeat_timeout)));
+      }
     }
   }
   for (const auto& [id, problem] : expired) {

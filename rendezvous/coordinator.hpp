@@ -152,7 +152,11 @@ class Coordinator {
   // The decoder refused the peer's bytes (FrameDecoder::Next's error): drop it.
   std::vector<Action> OnProtocolError(ConnId conn, const Status& error, Clock::time_point now);
   // Time passed: deadlines of the handshake, join, last call and heartbeats.
-  std::vector<Action> OnTick(Clock::time_point now);
+  // `unread(conn)` says whether bytes from that agent wait unread in this
+  // process: then an agent silent for heartbeat_timeout is not lost, this
+  // process is behind (starved of CPU, or was stopped) and counts it as heard now.
+  using UnreadInput = std::function<bool(ConnId)>;
+  std::vector<Action> OnTick(Clock::time_point now, const UnreadInput& unread = {});
 
   // Ends the job from outside, e.g. a head-node launcher that lost a node before
   // it joined, or was told to stop: every joined agent gets Abort{cause, code}.

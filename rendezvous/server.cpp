@@ -292,11 +292,15 @@ void CoordinatorServer::Tick() {
       drop_window_.reset();
     }
     ExpireJobs(now);
+    auto unread = [this](ConnId id) {
+      auto conn = conns_.find(id);
+      return conn != conns_.end() && conn->second->unread() > 0;
+    };
     std::vector<std::string> ids;
     for (auto& [run_id, job] : jobs_) ids.push_back(run_id);
     for (const std::string& run_id : ids) {
       auto job = jobs_.find(run_id);
-      if (job != jobs_.end()) Apply(run_id, job->second->OnTick(now));
+      if (job != jobs_.end()) Apply(run_id, job->second->OnTick(now, unread));
     }
     Tick();
   });

@@ -42,9 +42,9 @@ class Harness {
   std::vector<AgentAction> Start() { return Take(m.Start(now)); }
   std::vector<AgentAction> Connected() { return Take(m.OnConnected("10.0.0.2", now)); }
   std::vector<AgentAction> Receive(const Message& message) { return Take(m.OnMessage(message, now)); }
-  std::vector<AgentAction> TickAt(Clock::duration since_t0) {
+  std::vector<AgentAction> TickAt(Clock::duration since_t0, bool unread_input = false) {
     now = t0 + since_t0;
-    return Take(m.OnTick(now));
+    return Take(m.OnTick(now, unread_input));
   }
   // Connects and answers the Hello with a Challenge built by `challenge`.
   std::vector<AgentAction> Handshake(const Challenge& challenge) {
@@ -388,6 +388,20 @@ TEST_CASE("agent: being heard keeps the coordinator alive", "[agent]") {
     h.Receive(Heartbeat{});
   }
   CHECK(h.m.state() == AgentMachine::State::kRunning);
+}
+
+TEST_CASE("agent: a coordinator whose answer waits unread is not lost: this agent is the one behind", "[agent]") {
+  Harness h(Options());
+  h.Joined(Gen(1));
+  h.TickAt(5s);
+  // Starved or stopped from 5 s to 40 s: the answer to the 5 s beat arrived, unread.
+  std::vector<AgentAction> out = h.TickAt(40s, true);
+  CHECK_FALSE(Find<DoStopWorkers>(out));
+  CHECK(h.m.state() == AgentMachine::State::kRunning);
+  CHECK(Find<DoSend>(out));  // the beat that was due goes out now
+  // Counted as heard at 40 s, so lost only a full timeout later if nothing comes.
+  CHECK_FALSE(Find<DoStopWorkers>(h.TickAt(55s)));
+  CHECK(Find<DoStopWorkers>(h.TickAt(55s + 1ms)));
 }
 
 TEST_CASE("agent: a closed connection while joined is a lost coordinator", "[agent]") {

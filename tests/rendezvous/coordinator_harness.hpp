@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,11 @@ class Harness {
   }
   void Send(ConnId conn, const Message& m) { Apply(c.OnMessage(conn, m, now)); }
   void Disconnect(ConnId conn) { Apply(c.OnDisconnect(conn, now)); }
+  // `unread`: the connections whose bytes wait unread in the coordinator's process.
+  void TickAt(Clock::duration since_t0, const std::set<ConnId>& unread) {
+    now = t0 + since_t0;
+    Apply(c.OnTick(now, [&](ConnId id) { return unread.count(id) > 0; }));
+  }
   void TickAt(Clock::duration since_t0) {
     now = t0 + since_t0;
     Apply(c.OnTick(now));

@@ -117,6 +117,30 @@ TEST_CASE("heartbeats keep an agent; silence loses it and aborts the job", "[coo
   CHECK(h.ended->summary == line);
 }
 
+TEST_CASE("an agent whose beats wait unread is not silent: the coordinator is the one behind", "[coordinator]") {
+  Harness h(Opts(3, 3));
+  std::vector<ConnId> conns = JoinAll(h, {"a", "b", "c"});
+  // The coordinator's process was starved or stopped for 20 s; the agents beat
+  // all along, and c's bytes are still in the socket when the tick comes first.
+  h.now = h.t0 + 10s;
+  Beat(h, {conns[0], conns[1]});
+  h.TickAt(20s, {conns[2]});
+  CHECK_FALSE(h.ended.has_value());
+  CHECK(h.closed.empty());
+  // Its beat is read after the tick; a peer that then goes quiet is still lost
+  // a full timeout after it was last counted as heard.
+  h.now = h.t0 + 21s;
+  Beat(h, {conns[0], conns[1], conns[2]});
+  h.now = h.t0 + 30s;
+  Beat(h, {conns[0], conns[1]});
+  h.TickAt(35999ms);
+  CHECK_FALSE(h.ended.has_value());
+  h.TickAt(36s);
+  CHECK(h.closed.at(conns[2]) == "no heartbeat for 15s");
+  REQUIRE(h.ended.has_value());
+  CHECK(h.ended->summary == "rendezvous head:29400: node 2 (c) lost (no heartbeat for 15s)");
+}
+
 TEST_CASE("a worker failure anywhere is broadcast with its root cause and code", "[coordinator]") {
   Harness h(Opts(2, 2));
   std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
