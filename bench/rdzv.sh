@@ -20,12 +20,16 @@
 #   with `&`: at scale agents start before their host, and wait for it. The time
 #   runs from before the first start until the last agent has exited. The floor
 #   row is this shell starting N `true` the same way, which no launcher can beat;
-#   the target is 1.5 times the floor, in every rep.
+#   the target is 1.5 times the floor, in every rep. A second floor starts N
+#   `env true`: two programs per unit, the least any launcher that execs its
+#   worker can cost. Every floor and run starts on a settled machine: after the
+#   processes of the run before (their watchdogs and run directories included)
+#   are gone, which otherwise falls on the next floor and flatters the ratio.
 #   BENCH_BASELINE=PATH runs the same rows with another dlaunch binary in the
 #   same reps, side by side (e.g. the build before a change), in the first
 #   BENCH_BASELINE_REPS (default 1) of them.
 # - a waiting agent: one agent with no host (`join_timeout=5`), its CPU time over
-#   its life, in percent of one core.
+#   its life (getrusage, in microseconds), in percent of one core.
 # - load generator: rdzv_load N (see bench/rdzv_load.cpp), once hosting the
 #   coordinator itself (one thread for coordinator and agents), once against a
 #   stand-alone `dlaunch coordinator` in its own process (its VmHWM is its peak RSS).
@@ -99,6 +103,7 @@ export OMP_NUM_THREADS=1
 unset DLAUNCH_RDZV_TOKEN   # loopback: no token, no warning, the same for every run
 ln -s "$(type -P true)" "$T/true"     # workers carry $T in their command line,
 ln -s "$(type -P sleep)" "$T/sleep"   # and so do the agents that start them
+ln -s "$(type -P env)" "$T/env"
 
 now() { echo "$EPOCHREALTIME"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.6f", b-a}'; }
@@ -165,13 +170,34 @@ wait_listen() {
 # The runs below set OUT (and OUT_RSS) rather than print, so that they run in
 # this shell: the agents are its children and ERRORS+= is kept.
 
-# floor_run N: this shell starts N `true` with `&` and waits; OUT = seconds.
+# settle: waits (at most 30 s) until nothing started from $T runs any more: the
+# agents' watchdogs are not this shell's children and outlive wait_all briefly.
+settle() {
+  local i
+  for ((i = 0; i < 300; i++)); do
+    pgrep -f -- "$T/" 2>/dev/null | grep -vqx "$$" || return 0
+    "$T/sleep" 0.1
+  done
+  note "processes of an earlier run still there after 30 s"
+}
+
+# floor_run N [PROGRAM...]: this shell starts N `true` (or PROGRAM... true) with
+# `&` and waits; OUT = seconds.
+# The loops that start N processes run in a fresh subshell each time: in one
+# long-lived shell every round of 1,024 \`&\` ran slower than the one before
+# (7.5 s, 15.8 s, 18.4 s for the same floor), which made the floor of late reps
+# three times what it is.
 floor_run() {
-  local n=$1 k t0 pids=()
-  t0=$(now)
-  for ((k = 0; k < n; k++)); do "$T/true" & pids+=($!); done
-  wait_all 60 "${pids[@]}"
-  OUT=$(elapsed "$t0" "$(now)")
+  local n=$1
+  shift
+  settle
+  OUT=$(
+    pids=()
+    t0=$(now)
+    for ((k = 0; k < n; k++)); do "$@" "$T/true" & pids+=($!); done
+    wait_all 60 "${pids[@]}"
+    elapsed "$t0" "$(now)"
+  )
 }
 
 # scale_run N TAG [BINARY]: N dlaunch agents, the hosting one started last; OUT =
@@ -183,16 +209,22 @@ scale_run() {
   common=(--nnodes "$n" --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$tag")
   OUT="" OUT_RSS=""
   : >"$T/agents.err"
-  t0=$(now)
-  for ((k = 1; k < n; k++)); do
-    "$bin" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- "$T/true" >/dev/null 2>>"$T/agents.err" &
+  settle
+  # In a fresh subshell (see floor_run), which reports "start end failures".
+  t0="" t1="" FAILS=""
+  read -r t0 t1 FAILS < <(
+    t0=$(now)
+    for ((k = 1; k < n; k++)); do
+      "$bin" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- "$T/true" >/dev/null 2>>"$T/agents.err" &
+      pids+=($!)
+    done
+    /usr/bin/time -f %M -o "$T/rss" "$bin" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- "$T/true" \
+      >/dev/null 2>"$T/host.err" &
     pids+=($!)
-  done
-  /usr/bin/time -f %M -o "$T/rss" "$bin" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- "$T/true" \
-    >/dev/null 2>"$T/host.err" &
-  pids+=($!)
-  wait_all 180 "${pids[@]}"
-  t1=$(now)
+    wait_all 180 "${pids[@]}"
+    echo "$t0 $(now) $FAILS"
+  )
+  [[ -n $t1 ]] || FAILS=$n  # the subshell died before it reported
   if ((FAILS)); then
     ERRORS+=("scale N=$n ($bin): $FAILS of $n agents exited non-zero: $(err_head "$T/host.err") $(err_head "$T/agents.err")")
     return 0
@@ -207,9 +239,16 @@ wait_cpu() {
   local port
   port=$(free_port)
   OUT=""
-  /usr/bin/time -f '%e %U %S' -o "$T/wait.time" "$1" --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id wait \
-    --rdzv-conf is_host=0,join_timeout=5 -- "$T/true" >/dev/null 2>"$T/wait.err"
-  OUT=$(awk 'END{ if ($1 > 0) printf "%.3f", ($2 + $3) * 100 / $1 }' "$T/wait.time")
+  [[ -x $PY ]] || { OUT=nan; return; }
+  # GNU time counts in 10 ms steps, too coarse for a few ms in 5 s: getrusage.
+  OUT=$("$PY" -c '
+import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+wall = time.monotonic() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.3f" % ((r.ru_utime + r.ru_stime) * 100 / wall))
+' "$1" --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id wait --rdzv-conf is_host=0,join_timeout=5 -- "$T/true")
 }
 
 # torch_run N TAG: N torchrun agents with the c10d rendezvous; OUT = seconds.
@@ -249,14 +288,15 @@ timeout 30 "$DLAUNCH" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
 # --- 1. Scale: N real agents, one coordinator -------------------------------------
 # A row with a target counts every rep: when one of them failed, the value is
 # the median of those that completed, marked "(k of REPS)", and the row is a MISS.
-declare -A SCALE_S SCALE_RSS FLOOR_S OK_SCALE BASE_S OK_BASE
+declare -A SCALE_S SCALE_RSS FLOOR_S FLOOR2_S OK_SCALE BASE_S OK_BASE
 # shellcheck disable=SC2086  # a list of numbers, split on purpose
 ALL_SIZES=$(printf '%s\n' 8 16 $SIZES | sort -nu | tr '\n' ' ')
 for n in $ALL_SIZES; do
   note "scale: $n agents, $REPS reps$([[ -n $BASELINE ]] && echo ", and the baseline beside")"
-  secs=() rss=() fl=() base=()
+  secs=() rss=() fl=() fl2=() base=()
   for ((i = 0; i < REPS; i++)); do
     floor_run "$n"; fl+=("$OUT")
+    floor_run "$n" "$T/env"; fl2+=("$OUT")
     scale_run "$n" "scale-$n-$i"
     [[ -n $OUT ]] && secs+=("$OUT")
     [[ -n $OUT_RSS ]] && rss+=("$OUT_RSS")
@@ -269,6 +309,7 @@ for n in $ALL_SIZES; do
   SCALE_S[$n]=$(median "${secs[@]}")
   SCALE_RSS[$n]=$(kib_to_mib "$(median "${rss[@]}")")
   FLOOR_S[$n]=$(median "${fl[@]}")
+  FLOOR2_S[$n]=$(median "${fl2[@]}")
   BASE_S[$n]=$(median "${base[@]}")
 done
 note "a waiting agent's CPU"
@@ -434,6 +475,9 @@ table() {
     row "rendezvous scale, $n dlaunch agents × \`true\` (host started last), start → all exit" "$(fmt "${SCALE_S[$n]}" '%.3f s')$note_" "" ""
     row "… floor: this shell starting $n × \`true\` (\`&\` + \`wait\`)" "$(fmt "${FLOOR_S[$n]}" '%.3f s')" "" ""
     row "… dlaunch / floor" "$(fmt "$(ratio "${SCALE_S[$n]}" "${FLOOR_S[$n]}")" '%.2f')" "$target" "$res"
+    row "… two-program floor: $n × \`env true\` (what any launcher that execs its worker costs at least)" "$(fmt "${FLOOR2_S[$n]}" '%.3f s')" "" ""
+    row "… two-program floor / floor" "$(fmt "$(ratio "${FLOOR2_S[$n]}" "${FLOOR_S[$n]}")" '%.2f')" "" ""
+    row "… dlaunch / two-program floor" "$(fmt "$(ratio "${SCALE_S[$n]}" "${FLOOR2_S[$n]}")" '%.2f')" "" ""
     row "… peak RSS of the hosting dlaunch (GNU time %M)" "$(fmt "${SCALE_RSS[$n]}" '%.2f MiB')" "" ""
     if [[ -n $BASELINE ]]; then
       note_=""
