@@ -16,20 +16,21 @@
 
 #include "envmap/detect.hpp"
 #include "envmap/worker_env.hpp"
-#include "launcher/adopted.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/command.hpp"
-#include "launcher/daemon.hpp"
-#include "launcher/event_loop.hpp"
-#include "launcher/head.hpp"
-#include "launcher/mpi_bootstrap.hpp"
-#include "launcher/multinode.hpp"
-#include "launcher/output.hpp"
-#include "launcher/process.hpp"
-#include "launcher/runner.hpp"
-#include "launcher/surroundings.hpp"
-#include "launcher/system.hpp"
-#include "launcher/text.hpp"
+#include "launcher/config/cli.hpp"
+#include "launcher/config/command.hpp"
+#include "launcher/config/surroundings.hpp"
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
+#include "launcher/core/system.hpp"
+#include "launcher/core/text.hpp"
+#include "launcher/modes/daemon.hpp"
+#include "launcher/modes/head.hpp"
+#include "launcher/modes/mpi_bootstrap.hpp"
+#include "launcher/modes/multinode.hpp"
+#include "launcher/process/adopted.hpp"
+#include "launcher/process/process.hpp"
+#include "launcher/process/runner.hpp"
 #include "rendezvous/auth.hpp"
 
 namespace fs = std::filesystem;
@@ -38,16 +39,8 @@ using namespace dlaunch::launcher;
 
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitNotFound = 127;
-constexpr int kExitNotExecutable = 126;
 // torch.distributed.launch's default port for static multi-node jobs.
 constexpr int kDefaultMasterPort = 29500;
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "dlaunch: %s\n", message.c_str());
-  return code;
-}
 
 std::string RandomRunId() {
   std::random_device rd;
@@ -238,8 +231,7 @@ int main(int argc, char** argv) {
   }
   plan.exe = *exe;
   plan.argv = worker_argv;
-  plan.redirects = o.redirects;
-  plan.tee = o.tee;
+  for (int local_rank = 0; local_rank < n; ++local_rank) plan.redirected.push_back(StdFor(o.redirects, local_rank));
   plan.console_ranks = o.local_ranks_filter;
   if (o.tag_format) plan.tag_format = o.tag_format;
   else if (!o.no_tag && (n > 1 || o.max_nodes > 1)) plan.tag_format = "[{rank}]: ";

@@ -15,7 +15,8 @@
 //     the job is assigned when max_nodes have joined or the last call ends. Fewer
 //     than min_nodes after join_timeout (from the first Join) aborts every agent.
 //   running: every node got an Assignment of this generation. A failed worker, or
-//     a lost node (closed, silent for heartbeat_timeout, or Leave), aborts the job,
+//     a lost node (closed, silent for heartbeat_timeout with nothing of it left
+//     unread in this process, or Leave), aborts the job,
 //     unless restarts are left: then a new generation is assigned to the agents
 //     still there and the late joiners (up to max_nodes). A lost node only allows a
 //     restart when the job is elastic (min < max) and min_nodes remain. Done from

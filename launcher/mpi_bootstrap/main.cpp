@@ -1,5 +1,5 @@
 // dlaunch-mpi-bootstrap OFFER: the MPI half of dlaunch's Open MPI bootstrap
-// (launcher/mpi_bootstrap.hpp). dlaunch runs it under mpirun, where it inherits
+// (launcher/modes/mpi_bootstrap.hpp). dlaunch runs it under mpirun, where it inherits
 // dlaunch's PMIx identity and so joins MPI_COMM_WORLD as dlaunch's rank.
 //
 // MPI_Init, rank 0's OFFER broadcast to every rank, MPI_Finalize; then prints

@@ -1,4 +1,4 @@
-// libFuzzer target: the command-line parser (launcher/cli.hpp ParseCommandLine).
+// libFuzzer target: the command-line parser (launcher/config/cli.hpp ParseCommandLine).
 //
 // Input: the arguments, separated by NUL bytes. An argument "PET_NAME=VALUE"
 // goes into the environment snapshot instead (torchrun's flag defaults). The
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.hpp"
+#include "launcher/config/cli.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/split.hpp"
 

@@ -1,5 +1,5 @@
 // libFuzzer target: the hostfile, -H and --include/--exclude parsers
-// (launcher/hostfile.hpp).
+// (launcher/config/hostfile.hpp).
 //
 // Input: NUL-separated fields: hostfile text, -H list, --include, --exclude
 // (missing fields are empty). Each parser must return a value or a Status; what
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hostfile.hpp"
+#include "launcher/config/hostfile.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/split.hpp"
 

@@ -13,7 +13,7 @@
 #include "envmap/detect.hpp"
 #include "envmap/layout.hpp"
 #include "envmap/worker_env.hpp"
-#include "launcher/cli.hpp"
+#include "launcher/config/cli.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
 #include "tests/fuzz/split.hpp"
 

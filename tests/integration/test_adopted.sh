@@ -68,7 +68,7 @@ DLPID=$(dl_pid hold) || fail "cannot find the dlaunch process"
 adopted() { [[ $(awk '{print $4}' "/proc/$DAEMON/stat" 2>/dev/null) == "$DLPID" ]]; }
 wait_for 5 adopted || { describe_pids "$DAEMON" >&2; fail "the daemon (pid $DAEMON) was not reparented to dlaunch (pid $DLPID)"; }
 # dlaunch registers adopted processes with its watchdog every 250 ms once
-# workers have run for 2 s (launcher/adopted.hpp), an event a test cannot see;
+# workers have run for 2 s (launcher/process/adopted.hpp), an event a test cannot see;
 # 3 s covers both.
 sleep 3
 kill -KILL "$DLPID"

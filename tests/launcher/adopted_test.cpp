@@ -1,4 +1,4 @@
-#include "launcher/adopted.hpp"
+#include "launcher/process/adopted.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>

@@ -1,4 +1,4 @@
-#include "launcher/cli.hpp"
+#include "launcher/config/cli.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "launcher/command.hpp"
+#include "launcher/config/command.hpp"
 
 #include <catch2/catch.hpp>
 

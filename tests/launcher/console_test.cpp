@@ -1,4 +1,4 @@
-#include "launcher/console.hpp"
+#include "launcher/core/console.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "launcher/streams.hpp"
+#include "launcher/process/streams.hpp"
 
 using namespace dlaunch::launcher;
 namespace asio = boost::asio;

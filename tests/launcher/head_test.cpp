@@ -1,8 +1,8 @@
-#include "launcher/head.hpp"
+#include "launcher/modes/head.hpp"
 
 #include <catch2/catch.hpp>
 
-#include "launcher/cli.hpp"
+#include "launcher/config/cli.hpp"
 
 namespace dlaunch::launcher {
 namespace {

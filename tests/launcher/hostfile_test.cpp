@@ -1,4 +1,4 @@
-#include "launcher/hostfile.hpp"
+#include "launcher/config/hostfile.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "launcher/output.hpp"
+#include "launcher/core/output.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "launcher/remote.hpp"
+#include "launcher/modes/remote.hpp"
 
 #include <sys/wait.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/summary.hpp"
+#include "launcher/process/summary.hpp"
 
 #include <csignal>
 

@@ -1,4 +1,4 @@
-#include "launcher/supervisor.hpp"
+#include "launcher/process/supervisor.hpp"
 
 #include <csignal>
 #include <map>

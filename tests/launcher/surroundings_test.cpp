@@ -1,4 +1,4 @@
-#include "launcher/surroundings.hpp"
+#include "launcher/config/surroundings.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/mpi_bootstrap.hpp"
+#include "launcher/modes/mpi_bootstrap.hpp"
 
 namespace dlaunch::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/system.hpp"
+#include "launcher/core/system.hpp"
 
 #include <algorithm>
 #include <set>

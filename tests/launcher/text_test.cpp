@@ -1,4 +1,4 @@
-#include "launcher/text.hpp"
+#include "launcher/core/text.hpp"
 
 #include <catch2/catch.hpp>
 

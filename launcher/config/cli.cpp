@@ -1,0 +1,554 @@
+#include "launcher/config/cli.hpp"
+
+#include <cctype>
+#include <csignal>
+#include <cstring>
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/config/hostfile.hpp"
+#include "launcher/core/text.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+// Written by hand rather than with Boost.Program_options: torchrun's command line
+// is argparse's, where `--nproc_per_node` and `--nproc-per-node` are one flag, the
+// first positional ends option parsing (everything after it belongs to the
+// script), PET_<FLAG> variables supply defaults, and a misspelt flag should get a
+// suggestion. None of that maps onto Program_options without fighting it.
+
+enum class Arity { kSwitch, kValue, kOptionalValue /* only as --flag=value */ };
+
+using Setter = std::function<Status(Options&, const std::string& value)>;
+
+struct Flag {
+  const char* name;  // canonical, dashed, without the leading "--"
+  char short_name;   // 0 when none
+  Arity arity;
+  Setter set;
+  const char* help;
+};
+
+Status Bad(const std::string& flag, const std::string& what, const std::string& value) {
+  return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, Printable(value)));
+}
+
+Status SetNproc(Options& o, const std::string& v) {
+  o.nproc_given = true;
+  if (v == "auto") { o.nproc_kind = NprocKind::kAuto; return Status::Ok(); }
+  if (v == "gpu") { o.nproc_kind = NprocKind::kGpu; return Status::Ok(); }
+  if (v == "cpu") { o.nproc_kind = NprocKind::kCpu; return Status::Ok(); }
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1) return Bad("nproc-per-node", "a positive number, 'auto', 'gpu' or 'cpu'", v);
+  if (*n > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--nproc-per-node: {} is over the limit of {} workers per node", *n, kMaxWorkersPerNode));
+  o.nproc_kind = NprocKind::kNumber;
+  o.nproc = *n;
+  return Status::Ok();
+}
+
+Status SetNnodes(Options& o, const std::string& v) {
+  std::string_view sv = v;
+  size_t colon = sv.find(':');
+  std::optional<int> lo = ParseInt(sv.substr(0, colon));
+  std::optional<int> hi = colon == std::string_view::npos ? lo : ParseInt(sv.substr(colon + 1));
+  if (!lo || !hi || *lo < 1 || *hi < *lo) return Bad("nnodes", "N or MIN:MAX with 1 <= MIN <= MAX", v);
+  if (static_cast<uint64_t>(*hi) > kMaxHosts)
+    return Status::InvalidArgument(fmt::format("--nnodes: {} is over the limit of {} nodes", *hi, kMaxHosts));
+  o.min_nodes = *lo;
+  o.max_nodes = *hi;
+  return Status::Ok();
+}
+
+// An integer flag with a lower bound.
+Setter IntFlag(const char* flag, int min, int Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    std::optional<int> n = ParseInt(v);
+    if (!n || *n < min) return Bad(flag, min == 0 ? "a number >= 0" : "a positive number", v);
+    o.*field = *n;
+    return Status::Ok();
+  };
+}
+
+Setter StringFlag(std::string Options::*field) {
+  return [=](Options& o, const std::string& v) { o.*field = v; return Status::Ok(); };
+}
+
+Setter SwitchFlag(bool Options::*field) {
+  return [=](Options& o, const std::string&) { o.*field = true; return Status::Ok(); };
+}
+
+Status SetMasterPort(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1 || *n > 65535) return Bad("master-port", "a port from 1 to 65535", v);
+  o.master_port = *n;
+  return Status::Ok();
+}
+
+Status SetShutdownTimeout(Options& o, const std::string& v) {
+  // 0 is meaningful: SIGKILL at once. "inf" is not a way to say "never".
+  std::optional<std::chrono::milliseconds> t = ParseSeconds(v, /*allow_zero=*/true);
+  if (!t) return Bad("shutdown-timeout", fmt::format("seconds from 0 to {}", static_cast<long long>(kMaxSeconds)), v);
+  o.shutdown_timeout = *t;
+  return Status::Ok();
+}
+
+Setter StdFlag(const char* flag, std::string Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    if (StdFor(v, 0) < 0) return Bad(flag, "0-3 or a map like '0:1,1:2'", v);
+    o.*field = v;
+    return Status::Ok();
+  };
+}
+
+Status SetLocalRanksFilter(Options& o, const std::string& v) {
+  o.local_ranks_filter.clear();
+  for (const std::string& part : Split(v, ',')) {
+    std::optional<int> n = ParseInt(part);
+    if (!n || *n < 0) return Bad("local-ranks-filter", "local ranks like '0,2'", v);
+    o.local_ranks_filter.push_back(*n);
+  }
+  return Status::Ok();
+}
+
+Status SetSignals(Options& o, const std::string& v) {
+  o.signals_to_handle.clear();
+  for (const std::string& name : Split(v, ',')) {
+    int sig = SignalNumber(name);
+    if (sig <= 0) return Bad("signals-to-handle", "signal names like 'SIGTERM,SIGINT'", v);
+    o.signals_to_handle.push_back(sig);
+  }
+  return Status::Ok();
+}
+
+Status SetEnvFlavor(Options& o, const std::string& v) {
+  for (const std::string& name : Split(v, ',')) {
+    if (name == "ompi") o.env_ompi = true;
+    else if (name == "azure") o.env_azure = true;
+    else if (name == "horovod") o.env_horovod = true;
+    else if (name == "torch" || name == "pytorch") {}  // always on
+    else return Bad("env", "a list of ompi, azure, horovod", v);
+  }
+  return Status::Ok();
+}
+
+Status SetRoles(Options& o, const std::string& v) {
+  o.roles.clear();
+  int64_t total = 0;
+  for (const std::string& part : Split(v, ',')) {
+    size_t colon = part.find(':');
+    std::optional<int> n = colon == std::string::npos ? std::optional<int>(1)
+                                                      : ParseInt(part.substr(colon + 1));
+    std::string name = part.substr(0, colon);
+    if (name.empty() || !n || *n < 1) return Bad("roles", "ROLE:COUNT pairs like 'chief:1,worker:2,ps:1'", v);
+    o.roles.push_back(envmap::RoleSpec{name, *n, {}});
+    total += *n;  // int64: two counts of 2^30 must not wrap
+  }
+  if (total > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--roles: {} workers in all is over the limit of {} workers per node", total, kMaxWorkersPerNode));
+  return Status::Ok();
+}
+
+// --role-env ROLE:NAME=VALUE. Roles must come first so that a typo in the role is caught.
+Status AddRoleEnv(Options& o, const std::string& v) {
+  size_t colon = v.find(':');
+  size_t eq = v.find('=', colon == std::string::npos ? 0 : colon);
+  if (colon == std::string::npos || eq == std::string::npos || eq == colon + 1)
+    return Bad("role-env", "ROLE:NAME=VALUE", v);
+  std::string role = v.substr(0, colon);
+  for (envmap::RoleSpec& spec : o.roles) {
+    if (spec.name == role) {
+      spec.env.emplace_back(v.substr(colon + 1, eq - colon - 1), v.substr(eq + 1));
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument(
+      fmt::format("--role-env: role '{}' is not in --roles (give --roles first)", role));
+}
+
+Status SetBindTo(Options& o, const std::string& v) {
+  if (v != "none" && v != "core" && v != "numa") return Bad("bind-to", "none, core or numa", v);
+  o.bind_to = v;
+  return Status::Ok();
+}
+
+Status Ignore(Options&, const std::string&) { return Status::Ok(); }
+
+// Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
+// ignored (dlaunch's rendezvous has no use for them). Any other key is a typo.
+constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
+                                                  "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
+                                                  "cacert", "cert", "key"};
+
+Status SetRdzvConf(Options& o, const std::string& v) {
+  for (const std::string& pair : Split(v, ',')) {
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string key = pair.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (key == "is_host") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        return Bad("rdzv-conf", "is_host=0 or is_host=1", pair);
+      o.is_host = value == "1" || value == "true";
+      continue;
+    }
+    std::chrono::milliseconds* field = key == "join_timeout"        ? &o.join_timeout
+                                       : key == "last_call_timeout" ? &o.last_call_timeout
+                                       : key == "heartbeat_timeout" ? &o.heartbeat_timeout
+                                                                    : nullptr;
+    if (field == nullptr) {
+      if (std::find(std::begin(kTorchrunConfKeys), std::end(kTorchrunConfKeys), key) != std::end(kTorchrunConfKeys))
+        continue;
+      constexpr std::string_view kOurs[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
+      std::string_view best;
+      size_t best_d = 4;  // suggest only close names
+      for (std::string_view known : kOurs) {
+        size_t d = EditDistance(key, known);
+        if (d < best_d) { best_d = d; best = known; }
+      }
+      std::string hint = best.empty() ? fmt::format("dlaunch reads {}", fmt::join(kOurs, ", "))
+                                      : fmt::format("did you mean '{}'?", best);
+      return Status::InvalidArgument(fmt::format("--rdzv-conf: unknown key '{}' ({})", Printable(key), hint));
+    }
+    std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
+    if (!t) return Bad("rdzv-conf", fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
+    *field = *t;
+  }
+  return Status::Ok();
+}
+
+// Strips an IPv6 literal's brackets, "[fe80::1]", as -H and hostfiles do.
+std::string BareHost(const std::string& host) {
+  return host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
+Status SetNodes(Options& o, const std::string& v) {
+  o.nodes.clear();
+  std::vector<std::string> hosts = Split(v, ',');
+  if (hosts.size() > kMaxHosts) return Status::InvalidArgument(fmt::format("--nodes: more than {} hosts", kMaxHosts));
+  // A host named twice would silently shift the node ranks, as in -H and hostfiles.
+  std::map<std::string, size_t> rank;
+  for (const std::string& host : hosts) {
+    if (host.empty()) return Bad("nodes", "a list of hosts like 'n1,n2'", v);
+    auto [it, fresh] = rank.emplace(BareHost(host), o.nodes.size());
+    if (!fresh)
+      return Status::InvalidArgument(fmt::format("--nodes: host '{}' is listed twice (node ranks {} and {})",
+                                                 Printable(it->first), it->second, o.nodes.size()));
+    o.nodes.push_back(it->first);
+  }
+  return Status::Ok();
+}
+
+Status SetRdzvToken(Options& o, const std::string& v) {
+  // An empty token would turn authentication off without a word.
+  if (v.empty()) return Status::InvalidArgument("--rdzv-token: empty token");
+  o.rdzv_token = v;
+  return Status::Ok();
+}
+
+Status SetRdzvId(Options& o, const std::string& v) {
+  // The wire takes strings up to 4 KiB and never truncates: refuse here, not mid-handshake.
+  constexpr size_t kMaxRunId = 1024;
+  if (v.size() > kMaxRunId)
+    return Status::InvalidArgument(fmt::format("--rdzv-id: {} bytes is over the limit of {}", v.size(), kMaxRunId));
+  o.rdzv_id = v;
+  return Status::Ok();
+}
+
+Status SetExport(Options& o, const std::string& v) {
+  std::string name = v.substr(0, v.find('='));
+  bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) return Bad("export", "NAME or NAME=VALUE", v);
+  o.exports.push_back(v);
+  return Status::Ok();
+}
+
+Status SetSshOption(Options& o, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0) return Bad("ssh-option", "KEY=VALUE (as ssh -o takes)", v);
+  o.ssh_options.push_back(v);
+  return Status::Ok();
+}
+
+Status SetRemote(Options& o, const std::string& v) {
+  if (v != "ssh" && v != "pdsh") return Bad("remote", "ssh or pdsh", v);
+  o.remote = v;
+  return Status::Ok();
+}
+
+Status SetLaunchMode(Options& o, const std::string& v) {
+  if (v != "per-process" && v != "per-node") return Bad("launch-mode", "per-process or per-node", v);
+  o.launch_mode = v;
+  return Status::Ok();
+}
+
+Status SetSshPort(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1 || *n > 65535) return Bad("ssh-port", "a port from 1 to 65535", v);
+  o.ssh_port = *n;
+  return Status::Ok();
+}
+
+// Flags that fix the layout: with any of them, the surroundings are not consulted.
+bool IsLayoutFlag(std::string_view name) {
+  for (std::string_view f : {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
+                             "standalone"})
+    if (name == f) return true;
+  return false;
+}
+
+// Flags a head-node launch keeps to itself: it decides each agent's nodes,
+// workers, rendezvous and tags.
+bool HeadOnly(std::string_view name) {
+  for (std::string_view f : {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+                             "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
+                             "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
+                             "ssh-option", "export", "remote-dlaunch", "explain", "standalone", "tag-output",
+                             "no-tag", "help", "version"})
+    if (name == f) return true;
+  return false;
+}
+
+const std::vector<Flag>& Flags() {
+  static const std::vector<Flag> flags = {
+      {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)"},
+      {"nnodes", 0, Arity::kValue, SetNnodes, "nodes: N or MIN:MAX (default 1)"},
+      {"node-rank", 0, Arity::kValue,
+       [](Options& o, const std::string& v) { o.node_rank_given = true; return IntFlag("node-rank", 0, &Options::node_rank)(o, v); },
+       "this node's rank"},
+      {"master-addr", 0, Arity::kValue, StringFlag(&Options::master_addr), "address of node rank 0 (default 127.0.0.1)"},
+      {"master-port", 0, Arity::kValue, SetMasterPort, "port on node rank 0 (default: a free port)"},
+      {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address"},
+      {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility"},
+      {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT"},
+      {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)"},
+      {"rdzv-conf", 0, Arity::kValue, SetRdzvConf, "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)"},
+      {"rdzv-token", 0, Arity::kValue, SetRdzvToken, "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)"},
+      {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)"},
+      {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position"},
+      {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position"},
+      {"host", 'H', Arity::kValue, StringFlag(&Options::host_list), "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position"},
+      {"include", 0, Arity::kValue, StringFlag(&Options::include), "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1"},
+      {"exclude", 0, Arity::kValue, StringFlag(&Options::exclude), "DeepSpeed filter: leave out these hosts/slots"},
+      {"remote", 0, Arity::kValue, SetRemote, "head-node launch: start agents with ssh (default) or pdsh"},
+      {"ssh-port", 0, Arity::kValue, SetSshPort, "head-node launch: ssh port"},
+      {"ssh-identity", 0, Arity::kValue, StringFlag(&Options::ssh_identity), "head-node launch: ssh key file"},
+      {"ssh-option", 0, Arity::kValue, SetSshOption, "head-node launch: ssh -o KEY=VALUE (repeatable)"},
+      {"export", 'x', Arity::kValue, SetExport, "head-node launch: pass NAME[=VALUE] to every node (repeatable)"},
+      {"remote-dlaunch", 0, Arity::kValue, StringFlag(&Options::remote_dlaunch), "head-node launch: dlaunch's path on the nodes"},
+      {"launch-mode", 0, Arity::kValue, SetLaunchMode, "per-process (default) or per-node: run COMMAND once per node"},
+      {"explain", 0, Arity::kSwitch, SwitchFlag(&Options::explain), "print what was detected and the layout; launch nothing"},
+      {"standalone", 0, Arity::kSwitch, SwitchFlag(&Options::standalone), "single node, local rendezvous"},
+      {"max-restarts", 0, Arity::kValue, IntFlag("max-restarts", 0, &Options::max_restarts), "restarts of the worker group on failure (default 0)"},
+      {"monitor-interval", 0, Arity::kValue, Ignore, "accepted; dlaunch reacts to exits at once"},
+      {"start-method", 0, Arity::kValue, Ignore, "accepted; workers are always exec'd"},
+      {"role", 0, Arity::kValue, StringFlag(&Options::role), "ROLE_NAME of the workers (default 'default')"},
+      {"module", 'm', Arity::kSwitch, SwitchFlag(&Options::module), "run the script as a Python module"},
+      {"no-python", 0, Arity::kSwitch, SwitchFlag(&Options::no_python), "run the command as given"},
+      {"run-path", 0, Arity::kSwitch, SwitchFlag(&Options::run_path), "run the script with runpy.run_path"},
+      {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR"},
+      {"redirects", 'r', Arity::kValue, StdFlag("redirects", &Options::redirects), "streams to the log files only: 0-3 or 0:1,1:2"},
+      {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2"},
+      {"local-ranks-filter", 0, Arity::kValue, SetLocalRanksFilter, "show only these local ranks on the console"},
+      {"shutdown-timeout", 0, Arity::kValue, SetShutdownTimeout, "seconds from SIGTERM to SIGKILL (default 30)"},
+      {"signals-to-handle", 0, Arity::kValue, SetSignals, "signals that stop the job (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
+      {"legacy-launch", 0, Arity::kSwitch, SwitchFlag(&Options::legacy_launch), "behave as python -m torch.distributed.launch"},
+      {"use-env", 0, Arity::kSwitch, SwitchFlag(&Options::use_env), "legacy: do not append --local-rank"},
+      {"local-rank-underscore", 0, Arity::kSwitch, SwitchFlag(&Options::local_rank_underscore), "legacy: append --local_rank=N (PyTorch 1.x)"},
+      {"env", 0, Arity::kValue, SetEnvFlavor, "extra variable dialects: ompi, azure, horovod"},
+      {"roles", 0, Arity::kValue, SetRoles, "TF roles, e.g. chief:1,worker:2,ps:1 (sets TF_CONFIG)"},
+      {"role-env", 0, Arity::kValue, AddRoleEnv, "ROLE:NAME=VALUE for one role only (repeatable)"},
+      {"tag-output", 0, Arity::kOptionalValue,
+       [](Options& o, const std::string& v) { o.tag_format = v.empty() ? "[{node_rank},{rank}]<{stream}>: " : v; return Status::Ok(); },
+       "tag lines; =FMT with {rank} {local_rank} {node_rank} {role} {time} {stream}"},
+      {"no-tag", 0, Arity::kSwitch, SwitchFlag(&Options::no_tag), "do not tag output lines"},
+      {"bind-to", 0, Arity::kValue, SetBindTo, "CPU binding per local rank: none, core or numa"},
+      {"pin-gpu", 0, Arity::kSwitch, SwitchFlag(&Options::pin_gpu), "CUDA_VISIBLE_DEVICES = this rank's GPU"},
+      {"help", 'h', Arity::kSwitch, SwitchFlag(&Options::help), "show this help"},
+      {"version", 'V', Arity::kSwitch, SwitchFlag(&Options::version), "show the version"},
+  };
+  return flags;
+}
+
+const Flag* FindFlag(std::string_view name) {
+  for (const Flag& f : Flags())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+const Flag* FindShort(char c) {
+  for (const Flag& f : Flags())
+    if (f.short_name != 0 && f.short_name == c) return &f;
+  return nullptr;
+}
+
+std::string Suggest(std::string_view name) {
+  const Flag* best = nullptr;
+  size_t best_d = 4;  // suggest only close names
+  for (const Flag& f : Flags()) {
+    size_t d = EditDistance(name, f.name);
+    if (d < best_d) { best_d = d; best = &f; }
+  }
+  return best ? fmt::format(" (did you mean '--{}'?)", best->name) : "";
+}
+
+// PET_NPROC_PER_NODE and friends: torchrun takes each as the default of its flag.
+Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
+  for (const Flag& f : Flags()) {
+    std::string var = "PET_" + Upper(f.name);
+    for (char& c : var) if (c == '-') c = '_';
+    auto it = env.find(var);
+    if (it == env.end() || f.arity == Arity::kOptionalValue) continue;
+    if (f.arity == Arity::kSwitch && (it->second.empty() || it->second == "0")) continue;
+    Status s = f.set(o, it->second);
+    if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
+    if (IsLayoutFlag(f.name)) o.layout_given = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int StdFor(const std::string& spec, int local_rank) {
+  std::optional<int> all = ParseInt(spec);
+  if (all) return (*all >= 0 && *all <= 3) ? *all : -1;
+  int found = 0;
+  for (const std::string& pair : Split(spec, ',')) {
+    size_t colon = pair.find(':');
+    if (colon == std::string::npos) return -1;
+    std::optional<int> rank = ParseInt(pair.substr(0, colon));
+    std::optional<int> v = ParseInt(pair.substr(colon + 1));
+    if (!rank || !v || *v < 0 || *v > 3) return -1;
+    if (*rank == local_rank) found = *v;
+  }
+  return found;
+}
+
+Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env) {
+  Options o;
+  if (Status s = ApplyPetDefaults(o, env); !s.ok()) return s;
+
+  size_t i = 0;
+  bool saw_flag = false;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      o.after_dashdash = true;
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the command starts here
+
+    const Flag* flag = nullptr;
+    std::string shown;  // the flag as the user wrote it, for messages
+    std::optional<std::string> inline_value;
+    if (arg[1] == '-') {
+      std::string name = arg.substr(2);
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        inline_value = name.substr(eq + 1);
+        name.resize(eq);
+      }
+      shown = "--" + name;
+      for (char& c : name) if (c == '_') c = '-';
+      flag = FindFlag(name);
+      if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
+    } else {
+      flag = arg.size() >= 2 ? FindShort(arg[1]) : nullptr;
+      shown = arg.substr(0, 2);
+      if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'", arg));
+      if (arg.size() > 2) inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
+    }
+    saw_flag = true;
+
+    std::string value;
+    switch (flag->arity) {
+      case Arity::kSwitch:
+        if (inline_value) return Status::InvalidArgument(fmt::format("--{}: takes no value, got '{}'", flag->name, *inline_value));
+        break;
+      case Arity::kOptionalValue:
+        value = inline_value.value_or("");
+        break;
+      case Arity::kValue:
+        if (inline_value) {
+          value = *inline_value;
+        } else if (i + 1 < args.size()) {
+          value = args[++i];
+        } else {
+          return Status::InvalidArgument(fmt::format("--{}: expects a value", flag->name));
+        }
+        break;
+    }
+    if (Status s = flag->set(o, value); !s.ok()) return s;
+    if (IsLayoutFlag(flag->name)) o.layout_given = true;
+    if (!HeadOnly(flag->name)) {
+      std::string canonical = fmt::format("--{}", flag->name);
+      if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;
+      o.agent_args.push_back(canonical);
+      if (flag->arity == Arity::kValue) o.agent_args.push_back(value);
+    }
+  }
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  if (o.help || o.version) return o;
+  if (o.command.empty() && !o.explain)
+    return Status::InvalidArgument("no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])");
+  // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
+  if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
+  if (o.legacy_launch && o.no_python && !o.use_env)
+    return Status::InvalidArgument("--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)");
+  if (o.module && o.no_python)
+    return Status::InvalidArgument("--module: cannot be combined with --no-python");
+  if (o.node_rank >= o.max_nodes)
+    return Status::InvalidArgument(fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
+  if (o.min_nodes != o.max_nodes && o.rdzv_endpoint.empty())
+    return Status::InvalidArgument(fmt::format("--nnodes: elastic {}:{} needs --rdzv-endpoint", o.min_nodes, o.max_nodes));
+  int lists = !o.nodes.empty() + !o.hostfile.empty() + !o.host_list.empty();
+  if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
+  if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
+    return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
+  if (!o.roles.empty() && o.max_nodes > 1)
+    return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
+  // Here rather than in main, so that --explain refuses what a run would.
+  if (!o.roles.empty() && o.nproc_given && o.nproc_kind == NprocKind::kNumber) {
+    int total = 0;  // at most kMaxWorkersPerNode: SetRoles checked the sum
+    for (const envmap::RoleSpec& r : o.roles) total += r.count;
+    if (o.nproc != total)
+      return Status::InvalidArgument(fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
+  }
+  // WORLD_SIZE is an int everywhere downstream.
+  if (o.nproc_kind == NprocKind::kNumber &&
+      static_cast<int64_t>(o.nproc) * o.max_nodes > std::numeric_limits<int32_t>::max())
+    return Status::InvalidArgument(fmt::format("--nproc-per-node: {} nodes of {} workers make {}, over the limit of {} in a job",
+                                               o.max_nodes, o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes,
+                                               std::numeric_limits<int32_t>::max()));
+  return o;
+}
+
+std::string UsageText() {
+  std::string out =
+      "usage: dlaunch [flags] -- COMMAND [ARGS...]\n"
+      "       dlaunch [flags] SCRIPT.py [ARGS...]      (torchrun form: python is prepended)\n"
+      "Flags take '--a-b' or '--a_b' spelling and '--flag value' or '--flag=value'.\n\n";
+  for (const Flag& f : Flags()) {
+    std::string name = f.short_name ? fmt::format("-{}, --{}", f.short_name, f.name) : fmt::format("    --{}", f.name);
+    if (f.arity == Arity::kValue) name += " V";
+    if (f.arity == Arity::kOptionalValue) name += "[=FMT]";
+    out += fmt::format("  {:<30} {}\n", name, f.help);
+  }
+  return out;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,20 @@
+// Turns the user's command into a worker's argv, the way torchrun does: a script
+// gets the interpreter prepended, -m runs a module, --no-python and anything after
+// `--` run as given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "envmap/layout.hpp"
+#include "launcher/config/cli.hpp"
+
+namespace dlaunch::launcher {
+
+// The interpreter torchrun-style commands use: $PYTHON_EXEC, else "python3".
+std::string PythonExecutable(const envmap::EnvMap& env);
+
+// argv[0] is the program as the user would type it (resolve it with ResolveCommand).
+std::vector<std::string> WorkerArgv(const Options& options, const envmap::EnvMap& env);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,216 @@
+#include "launcher/core/console.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+
+#include "launcher/core/output.hpp"
+
+namespace dlaunch::launcher {
+
+namespace asio = boost::asio;
+
+struct Console::Sink {
+  enum class Kind {
+    kGone,         // closed, or its reader is gone: output is discarded
+    kBlocking,     // plain writes on the inherited fd (a regular file)
+    kNonBlocking,  // write() on our own O_NONBLOCK description
+    kSocket,       // send(MSG_DONTWAIT) on our own dup
+  };
+  Kind kind = Kind::kGone;
+  int fd = -1;
+  std::unique_ptr<asio::posix::stream_descriptor> waiter;  // owns fd for the last two kinds
+  std::string queue;
+  size_t head = 0;  // queue[head..] is still to be written
+  bool waiting = false;
+  size_t pending() const { return queue.size() - head; }
+};
+
+namespace {
+
+using Sink = Console::Sink;
+
+std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
+  auto s = std::make_unique<Sink>();
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return s;  // closed: nowhere to show output
+  s->kind = Sink::Kind::kBlocking;
+  s->fd = fd;
+  int own = -1;
+  Sink::Kind kind = Sink::Kind::kBlocking;
+  if (S_ISSOCK(st.st_mode)) {
+    // MSG_DONTWAIT makes each send non-blocking without touching the shared flags.
+    own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    kind = Sink::Kind::kSocket;
+  } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    // O_NONBLOCK belongs to the open file description, which the user's shell
+    // shares; a fresh open of the same pipe or tty gets a description of our own.
+    own = open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (own < 0 && errno == ENXIO) {
+      s->kind = Sink::Kind::kGone;  // a FIFO whose reader is gone
+      return s;
+    }
+    kind = Sink::Kind::kNonBlocking;
+  }
+  if (own < 0) return s;  // a regular file, or no way to reopen: plain writes
+  try {
+    s->waiter = std::make_unique<asio::posix::stream_descriptor>(io, own);
+  } catch (const boost::system::system_error&) {
+    close(own);
+    return s;
+  }
+  s->kind = kind;
+  s->fd = own;
+  return s;
+}
+
+bool SameObject(int a, int b) {
+  struct stat sa {}, sb {};
+  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+Console::Console(asio::io_context& io, int out_fd, int err_fd, size_t cap) : io_(io), cap_(cap) {
+  sinks_.push_back(OpenSink(io, out_fd));
+  if (!SameObject(out_fd, err_fd)) sinks_.push_back(OpenSink(io, err_fd));
+}
+
+Console::~Console() = default;
+
+Console::Sink& Console::SinkFor(ConsoleStream stream) {
+  return stream == ConsoleStream::kErr ? *sinks_.back() : *sinks_.front();
+}
+
+size_t Console::buffered() const {
+  size_t n = 0;
+  for (const auto& s : sinks_) n += s->pending();
+  return n;
+}
+
+bool Console::full() const { return !stopped_ && buffered() >= cap_; }
+
+void Console::Write(ConsoleStream stream, std::string_view data) {
+  if (stopped_ && buffered() + data.size() > cap_) return;
+  Enqueue(SinkFor(stream), data);
+}
+
+void Console::Say(std::string_view message) {
+  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", message));
+}
+
+void Console::Enqueue(Sink& s, std::string_view data) {
+  if (data.empty() || s.kind == Sink::Kind::kGone) return;
+  if (s.kind == Sink::Kind::kBlocking) {
+    WriteAll(s.fd, data);
+    return;
+  }
+  s.queue.append(data);
+  if (!s.waiting) Flush(s);
+}
+
+void Console::Flush(Sink& s) {
+  while (s.kind != Sink::Kind::kGone && s.pending() > 0) {
+    const char* p = s.queue.data() + s.head;
+    ssize_t n = s.kind == Sink::Kind::kSocket ? send(s.fd, p, s.pending(), MSG_DONTWAIT | MSG_NOSIGNAL)
+                                              : write(s.fd, p, s.pending());
+    if (n > 0) {
+      s.head += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      Arm(s);
+      break;
+    } else {
+      // EPIPE and the like: the reader is gone, so the output has nowhere to go.
+      s.kind = Sink::Kind::kGone;
+      s.queue.clear();
+      s.head = 0;
+    }
+  }
+  if (s.pending() == 0) {
+    s.queue.clear();
+    s.head = 0;
+  } else if (s.head > s.queue.size() / 2) {
+    s.queue.erase(0, s.head);
+    s.head = 0;
+  }
+  Release();
+}
+
+void Console::Arm(Sink& s) {
+  s.waiting = true;
+  s.waiter->async_wait(asio::posix::descriptor_base::wait_write, [this, &s](boost::system::error_code ec) {
+    // Aborted: the console is being destroyed and `s` may be gone.
+    if (ec == asio::error::operation_aborted) return;
+    s.waiting = false;
+    if (ec) {
+      s.kind = Sink::Kind::kGone;
+      s.queue.clear();
+      s.head = 0;
+      Release();
+      return;
+    }
+    Flush(s);
+  });
+}
+
+void Console::Release() {
+  // Half the cap: a paused reader resumes with room for more than one read.
+  if (waiters_.empty() || (!stopped_ && buffered() > cap_ / 2)) return;
+  std::vector<std::function<void()>> ready;
+  ready.swap(waiters_);
+  for (auto& f : ready) asio::post(io_, std::move(f));
+}
+
+void Console::WhenRoom(std::function<void()> resume) {
+  if (!full()) {
+    asio::post(io_, std::move(resume));
+    return;
+  }
+  waiters_.push_back(std::move(resume));
+}
+
+void Console::NoteStop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_at_ = std::chrono::steady_clock::now();
+  Release();
+}
+
+bool Console::Drain(const std::vector<int>& stop_signals) {
+  if (buffered() == 0) return true;
+  asio::signal_set signals(io_);
+  boost::system::error_code ignored;
+  for (int sig : stop_signals) signals.add(sig, ignored);
+  asio::steady_timer grace(io_);
+  bool expired = false;
+  auto arm_grace = [&] {
+    grace.expires_at(stop_at_ + kStopGrace);
+    grace.async_wait([&](boost::system::error_code ec) { expired = expired || !ec; });
+  };
+  signals.async_wait([&](boost::system::error_code ec, int) {
+    if (ec) return;
+    NoteStop();
+    arm_grace();
+  });
+  if (stopped_) arm_grace();
+  io_.restart();
+  while (buffered() > 0 && !expired && io_.run_one() > 0) {
+  }
+  // Let the cancelled handlers, which point at this frame, run before it goes.
+  signals.cancel(ignored);
+  grace.cancel();
+  io_.restart();
+  io_.poll();
+  return buffered() == 0;
+}
+
+}  // namespace dlaunch::launcher

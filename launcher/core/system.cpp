@@ -1,0 +1,175 @@
+#include "launcher/core/system.hpp"
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "launcher/core/text.hpp"
+
+extern char** environ;
+
+namespace dlaunch::launcher {
+
+PortReservation::PortReservation(PortReservation&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+
+PortReservation& PortReservation::operator=(PortReservation&& other) noexcept {
+  if (this != &other) {
+    Release();
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = other.port_;
+  }
+  return *this;
+}
+
+void PortReservation::Release() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+namespace {
+Status BindPort(int port, const std::string& what, int* fd_out, int* port_out) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Io(fmt::format("{}: socket: {}", what, std::strerror(errno)));
+  // SO_REUSEADDR: a port left in TIME_WAIT is free for the store, and the store
+  // (which sets it too) can bind while we still hold the port.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::InvalidArgument(fmt::format("{}: {}", what, std::strerror(err)));
+  }
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *fd_out = fd;
+  *port_out = ntohs(addr.sin_port);
+  return Status::Ok();
+}
+}  // namespace
+
+Result<PortReservation> PortReservation::AnyFree() {
+  PortReservation r;
+  if (Status s = BindPort(0, "free port", &r.fd_, &r.port_); !s.ok()) return s;
+  return r;
+}
+
+Result<PortReservation> PortReservation::Exactly(int port, const std::string& what) {
+  PortReservation r;
+  if (Status s = BindPort(port, what, &r.fd_, &r.port_); !s.ok()) return s;
+  return r;
+}
+
+envmap::EnvMap ReadEnvironment() {
+  envmap::EnvMap env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::vector<std::string> VisibleGpus(const envmap::EnvMap& env) {
+  int driver_count = 0;
+  if (DIR* d = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++driver_count;
+    closedir(d);
+  }
+  std::vector<std::string> ids;
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) {
+    for (int i = 0; i < driver_count; ++i) ids.push_back(std::to_string(i));
+    return ids;
+  }
+  // CUDA stops at the first invalid entry ("-1" hides every GPU).
+  for (const std::string& id : Split(it->second, ',')) {
+    if (id.empty() || id[0] == '-') break;
+    ids.push_back(id);
+  }
+  if (driver_count == 0) ids.clear();
+  return ids;
+}
+
+int CpuCount() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+namespace {
+std::vector<int> AllowedCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Parses a sysfs cpulist such as "0-3,8-11".
+std::vector<int> ParseCpuList(const std::string& text) {
+  std::vector<int> cpus;
+  for (const std::string& part : Split(text, ',')) {
+    std::vector<std::string> ends = Split(part, '-');
+    std::optional<int> lo = ParseInt(ends[0]);
+    std::optional<int> hi = ends.size() > 1 ? ParseInt(ends[1]) : lo;
+    if (!lo || !hi) continue;
+    for (int c = *lo; c <= *hi; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+}  // namespace
+
+std::vector<std::vector<int>> CpuPlacement(const std::string& bind_to, int nproc) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> allowed = AllowedCpus();
+  if (bind_to == "none" || allowed.empty() || nproc < 1) return out;
+  if (bind_to == "core") {
+    // Equal contiguous shares; with more ranks than CPUs, ranks share round-robin.
+    size_t share = std::max<size_t>(1, allowed.size() / static_cast<size_t>(nproc));
+    for (int r = 0; r < nproc; ++r) {
+      std::vector<int> mine;
+      for (size_t k = 0; k < share; ++k) mine.push_back(allowed[(static_cast<size_t>(r) * share + k) % allowed.size()]);
+      out.push_back(mine);
+    }
+    return out;
+  }
+  std::vector<std::vector<int>> nodes;
+  for (int n = 0;; ++n) {
+    std::ifstream f(fmt::format("/sys/devices/system/node/node{}/cpulist", n));
+    std::string line;
+    if (!f || !std::getline(f, line)) break;
+    std::vector<int> cpus;
+    for (int c : ParseCpuList(line))
+      if (std::find(allowed.begin(), allowed.end(), c) != allowed.end()) cpus.push_back(c);
+    if (!cpus.empty()) nodes.push_back(cpus);
+  }
+  if (nodes.empty()) nodes.push_back(allowed);
+  for (int r = 0; r < nproc; ++r) out.push_back(nodes[static_cast<size_t>(r) % nodes.size()]);
+  return out;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,105 @@
+#include "launcher/core/text.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace dlaunch::launcher {
+
+namespace {
+// The whole of `s` as a T: from_chars, and nothing left over.
+template <typename T>
+std::optional<T> ParseWhole(std::string_view s) {
+  T v{};
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+std::optional<int> ParseInt(std::string_view s) { return ParseWhole<int>(s); }
+std::optional<double> ParseDouble(std::string_view s) { return ParseWhole<double>(s); }
+
+std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view s, bool allow_zero) {
+  std::optional<double> secs = ParseDouble(s);
+  // The negated comparisons also refuse NaN, which compares false to everything.
+  if (!secs || !(*secs >= 0) || !(*secs <= kMaxSeconds) || (*secs == 0 && !allow_zero)) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(*secs * 1000)));
+}
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) out += c;
+    else out += fmt::format("\\x{:02x}", byte);
+  }
+  return out;
+}
+
+std::vector<std::string> Split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.emplace_back(s.substr(start, pos - start));
+    if (pos == std::string_view::npos) return out;
+    start = pos + 1;
+  }
+}
+
+std::string Upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+struct SignalEntry { int sig; const char* name; };
+constexpr SignalEntry kSignals[] = {
+    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+    {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+    {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
+    {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
+    {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+};
+}  // namespace
+
+int SignalNumber(std::string_view name) {
+  if (std::optional<int> n = ParseInt(name)) return (*n > 0 && *n < NSIG) ? *n : 0;
+  std::string upper = Upper(name);
+  for (const SignalEntry& e : kSignals)
+    if (upper == e.name || upper == e.name + 3) return e.sig;
+  return 0;
+}
+
+std::string SignalName(int sig) {
+  for (const SignalEntry& e : kSignals)
+    if (e.sig == sig) return e.name;
+  return fmt::format("signal {}", sig);
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,139 @@
+#include "launcher/modes/agent.hpp"
+
+#include <fcntl.h>
+
+#include <boost/asio/connect.hpp>
+#include <fmt/format.h>
+
+namespace dlaunch::launcher {
+
+namespace asio = boost::asio;
+namespace rdzv = dlaunch::rendezvous;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+Agent::Agent(asio::io_context& io, rdzv::HostPort target, rdzv::AgentMachineOptions options, Hooks hooks)
+    : io_(io),
+      target_(std::move(target)),
+      hooks_(std::move(hooks)),
+      machine_(std::move(options)),
+      resolver_(io),
+      timer_(io) {}
+
+Agent::~Agent() {
+  *alive_ = false;
+  HangUp();
+  timer_.cancel();
+}
+
+void Agent::Start() { Apply(machine_.Start(Clock::now())); }
+
+void Agent::WorkersDone(int code) {
+  abort_ = nullptr;
+  Apply(machine_.OnWorkersDone(code, Clock::now()));
+}
+
+void Agent::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
+
+void Agent::LocalFailure(int rank, int code, const std::string& reason) {
+  Apply(machine_.OnWorkerFailed(rank, code, reason));
+}
+
+void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
+  for (rdzv::AgentAction& action : actions) {
+    if (std::holds_alternative<rdzv::DoConnect>(action)) {
+      Connect();
+    } else if (auto* send = std::get_if<rdzv::DoSend>(&action)) {
+      if (conn_) conn_->Send(send->message);
+    } else if (std::holds_alternative<rdzv::DoHangUp>(action)) {
+      HangUp();
+    } else if (auto* run = std::get_if<rdzv::DoRunWorkers>(&action)) {
+      hooks_.run(run->assignment);
+    } else if (auto* stop = std::get_if<rdzv::DoStopWorkers>(&action)) {
+      if (abort_) abort_(stop->code, stop->reason);
+    } else if (auto* notice = std::get_if<rdzv::DoNotice>(&action)) {
+      hooks_.notice(notice->line);
+    } else if (auto* finish = std::get_if<rdzv::DoFinish>(&action)) {
+      timer_.cancel();
+      hooks_.finish(finish->code, finish->error);
+      return;  // the owner may be tearing everything down
+    }
+  }
+  ArmTimer();
+}
+
+void Agent::ArmTimer() {
+  std::optional<Clock::time_point> deadline = machine_.NextDeadline();
+  if (!deadline) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(*deadline);
+  timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
+    if (ec || !*alive) return;
+    Apply(machine_.OnTick(Clock::now(), conn_ && conn_->unread() > 0));
+  });
+}
+
+void Agent::Connect() {
+  HangUp();
+  std::uint64_t attempt = ++attempt_;
+  auto failed = [this, attempt, alive = alive_](const std::string& why) {
+    if (!*alive || attempt != attempt_) return;
+    connecting_.reset();
+    Apply(machine_.OnConnectFailed(why, Clock::now()));
+  };
+  auto connect = [this, attempt, alive = alive_, failed](const auto& endpoints) {
+    connecting_ = std::make_unique<tcp::socket>(io_);
+    asio::async_connect(*connecting_, endpoints,
+                        [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
+                          if (!*alive || attempt != attempt_) return;
+                          if (ec) return failed(ec.message());
+                          auto socket = std::move(*connecting_);
+                          connecting_.reset();
+                          conn_ = std::make_shared<rdzv::Connection>(std::move(socket));
+                          conn_->Start(
+                              [this, attempt, alive](rdzv::Message m) {
+                                if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
+                              },
+                              [this, attempt, alive](const Status& why) {
+                                if (!*alive || attempt != attempt_) return;
+                                conn_.reset();
+                                Apply(machine_.OnClosed(why, Clock::now()));
+                              });
+                          Apply(machine_.OnConnected(conn_->local_address(), Clock::now()));
+                        });
+  };
+  // An address needs no resolver: a thousand agents waiting for their host
+  // would otherwise each wake Asio's resolver thread on every retry.
+  boost::system::error_code not_literal;
+  asio::ip::address literal = asio::ip::make_address(target_.host, not_literal);
+  if (!not_literal) {
+    connect(std::vector<tcp::endpoint>{tcp::endpoint(literal, static_cast<unsigned short>(target_.port))});
+    return;
+  }
+  // Resolution runs on Asio's resolver thread, so a slow DNS answer never holds the loop.
+  resolver_.async_resolve(target_.host, std::to_string(target_.port),
+                          [this, attempt, alive = alive_, failed, connect](boost::system::error_code ec,
+                                                                          tcp::resolver::results_type results) {
+                            if (!*alive || attempt != attempt_) return;
+                            if (ec) return failed(fmt::format("cannot resolve {}: {}", target_.host, ec.message()));
+                            connect(results);
+                          });
+}
+
+void Agent::HangUp() {
+  ++attempt_;  // whatever the old attempt still reports is stale now
+  resolver_.cancel();
+  if (connecting_) {
+    boost::system::error_code ignored;
+    connecting_->close(ignored);
+    connecting_.reset();
+  }
+  if (conn_) {
+    conn_->Close();
+    conn_.reset();
+  }
+}
+
+}  // namespace dlaunch::launcher

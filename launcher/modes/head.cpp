@@ -1,0 +1,503 @@
+#include "launcher/modes/head.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
+#include "launcher/core/system.hpp"
+#include "launcher/core/text.hpp"
+#include "launcher/modes/multinode.hpp"
+#include "launcher/process/process.hpp"
+#include "launcher/process/streams.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace asio = boost::asio;
+namespace rdzv = dlaunch::rendezvous;
+using Clock = std::chrono::steady_clock;
+
+// Default: how long an agent may take past --shutdown-timeout to finish once the
+// job has ended, before its connection is killed.
+constexpr std::chrono::seconds kFinishSlack{10};
+// Default: bytes per read of one agent pipe.
+constexpr size_t kReadSize = size_t{1} << 16;
+constexpr const char* kDefaultTag = "[{node_rank},{rank}]: ";
+
+std::vector<int> StopSignals(const Options& o) {
+  return o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o.signals_to_handle;
+}
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+// This machine's address on the route to `host`. Connecting a UDP socket sends
+// nothing; the kernel only picks the source address it would use.
+Result<std::string> RouteAddress(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::udp::resolver resolver(io);
+  auto results = resolver.resolve(host, "9", ec);
+  if (ec || results.empty())
+    return Status::InvalidArgument(fmt::format("node {}: cannot resolve ({})", host, ec ? ec.message() : "no address"));
+  asio::ip::udp::socket probe(io);
+  probe.connect(results.begin()->endpoint(), ec);
+  if (!ec) {
+    auto local = probe.local_endpoint(ec);
+    if (!ec) return local.address().to_string();
+  }
+  return Status::InvalidArgument(fmt::format("node {}: no route from this machine ({})", host, ec.message()));
+}
+
+std::string NprocArg(const HostEntry& e, const Options& o) {
+  if (o.nproc_kind == NprocKind::kNumber || !e.only_slots.empty() || (!o.nproc_given && e.slots))
+    return fmt::format("{}", WorkersOn(e, o.nproc_given, o.nproc));
+  // auto, gpu and cpu are the node's to resolve, not the head's.
+  return o.nproc_kind == NprocKind::kAuto ? "auto" : o.nproc_kind == NprocKind::kGpu ? "gpu" : "cpu";
+}
+
+// The agents of a head-node launch, run to the end on one io_context.
+class Head {
+ public:
+  struct Node {
+    std::string name;      // "node 1 (10.0.0.3)"
+    std::string launcher;  // "ssh", "pdsh" or "sh"
+    int pid = -1;
+    std::optional<int> code;  // shell exit code, once reaped
+    bool finished = false;
+    std::unique_ptr<TailBuffer> err_tail = std::make_unique<TailBuffer>(4096);  // stays put as nodes_ grows
+  };
+
+  Head(const Options& o, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server)
+      : o_(o),
+        io_(io),
+        console_(console),
+        watchdog_(watchdog),
+        server_(server),
+        signals_(io),
+        deadline_(io),
+        ticker_(io),
+        streams_(io, console, kReadSize),
+        reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
+
+  // Starts node `i`'s launcher; `stdin_line` is written to its stdin, which then closes.
+  Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
+                   const std::string& stdin_line);
+  // Ends the job on every node (the first call only): each agent gets Abort{cause, code}.
+  void Stop(int code, const std::string& cause);
+  // Watches the nodes until every agent has finished; then calls `done` with the
+  // job's exit code (128+N after a signal, 1 when the job never ended).
+  void Run(std::function<void(int)> done);
+
+ private:
+  void WaitSignals();
+  void Reaped(int pid, int status);
+  void MaybeFinished(size_t i);
+  void ArmDeadline();
+  void WaitDeadline(Clock::duration after);
+  void KillAll();
+  bool AllFinished() const;
+  void Tick();
+  void Complete();
+
+  const Options& o_;
+  asio::io_context& io_;
+  Console& console_;
+  Watchdog& watchdog_;
+  rdzv::CoordinatorServer& server_;
+  asio::signal_set signals_;  // stop signals
+  asio::steady_timer deadline_;
+  asio::steady_timer ticker_;
+  bool deadline_armed_ = false;
+  bool completed_ = false;
+  std::function<void(int)> done_;
+  Lifetime life_;  // last: expires first
+  std::vector<Node> nodes_;
+  Streams streams_;  // group i: node i's
+  Reaper reaper_;
+  bool stopping_ = false;
+  int stop_signal_ = 0;
+};
+
+Status Head::StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
+                       const std::string& stdin_line) {
+  Result<Pipe> in = MakePipe();
+  if (!in.ok()) return in.status();
+  Result<Pipe> out = MakePipe();
+  if (!out.ok()) return out.status();
+  Result<Pipe> err = MakePipe();
+  if (!err.ok()) return err.status();
+  SpawnSpec spec = base;
+  spec.stdin_fd = in->read_fd;
+  spec.stdout_fd = out->write_fd;
+  spec.stderr_fd = err->write_fd;
+  Result<int> pid = SpawnWorker(spec);
+  close(in->read_fd);
+  close(out->write_fd);
+  close(err->write_fd);
+  if (pid.ok()) {
+    // One short line into an empty pipe: never blocks.
+    WriteAll(in->write_fd, stdin_line);
+  }
+  close(in->write_fd);
+  if (!pid.ok()) {
+    close(out->read_fd);
+    close(err->read_fd);
+    return pid.status();
+  }
+  watchdog_.Add(*pid);
+  size_t i = nodes_.size();
+  Node& node = nodes_.emplace_back();
+  node.name = name;
+  node.launcher = launcher;
+  node.pid = *pid;
+  for (auto [fd, is_err] : {std::pair{out->read_fd, false}, std::pair{err->read_fd, true}}) {
+    // The agents tag their workers' lines; the head only keeps lines whole, so
+    // two nodes' output never interleaves mid-line.
+    StreamRoute r;
+    r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
+    if (is_err) r.tail = node.err_tail.get();
+    streams_.Add(fd, static_cast<int>(i), std::move(r), [this, i] { MaybeFinished(i); });
+  }
+  return Status::Ok();
+}
+
+void Head::WaitSignals() {
+  signals_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
+    if (ec || alive.expired()) return;
+    if (stop_signal_ == 0) {
+      stop_signal_ = sig;
+      // A stalled reader must not hold up the teardown the user asked for.
+      console_.NoteStop();
+      Stop(128 + sig, fmt::format("stopped by {} on the head", SignalName(sig)));
+    } else {
+      // A second signal: do not wait for the agents.
+      KillAll();
+    }
+    WaitSignals();
+  });
+}
+
+void Head::Reaped(int pid, int status) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    if (node.pid != pid) continue;
+    watchdog_.Remove(pid);
+    node.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    streams_.Drain(static_cast<int>(i));
+    MaybeFinished(i);
+  }
+}
+
+void Head::MaybeFinished(size_t i) {
+  Node& node = nodes_[i];
+  if (node.finished || !node.code || streams_.open(static_cast<int>(i)) > 0) return;
+  node.finished = true;
+  if (!server_.ended() && !stopping_) {
+    // The agent is gone and the job has not ended: it never joined, or it died.
+    std::vector<std::string> last = node.err_tail->LastLines(1);
+    std::string cause = fmt::format("{}: {} exited with code {} before the job ended{}", node.name, node.launcher,
+                                    *node.code, last.empty() ? "" : " (" + last.back() + ")");
+    Stop(1, cause);
+  }
+  Complete();
+}
+
+void Head::Stop(int code, const std::string& cause) {
+  if (!stopping_) {
+    stopping_ = true;
+    server_.AbortAll(code, cause);
+    // No agent had joined: no coordinator log line says why, so say it here.
+    if (!server_.ended()) console_.Say(cause);
+  }
+  ArmDeadline();
+}
+
+// Once the job is over, every agent has --shutdown-timeout (plus slack) to finish.
+void Head::ArmDeadline() {
+  if (deadline_armed_) return;
+  deadline_armed_ = true;
+  WaitDeadline(o_.shutdown_timeout + kFinishSlack);
+}
+
+void Head::WaitDeadline(Clock::duration after) {
+  deadline_.expires_after(after);
+  deadline_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (ec || alive.expired()) return;
+    // Agents blocked on their output wait for our reader, not on a hang: no line
+    // may be lost to a slow console.
+    if (console_.full()) {
+      WaitDeadline(kFinishSlack);
+      return;
+    }
+    for (const Node& n : nodes_)
+      if (!n.code) console_.Say(fmt::format("{}: the agent did not finish; killing its {}", n.name, n.launcher));
+    KillAll();
+  });
+}
+
+void Head::KillAll() {
+  for (const Node& n : nodes_)
+    if (!n.code) kill(-n.pid, SIGKILL);
+}
+
+bool Head::AllFinished() const {
+  for (const Node& n : nodes_)
+    if (!n.finished) return false;
+  return true;
+}
+
+void Head::Run(std::function<void(int)> done) {
+  done_ = std::move(done);
+  reaper_.Start();
+  for (int sig : StopSignals(o_)) signals_.add(sig);
+  WaitSignals();
+  reaper_.ReapNow();  // a node that failed before the reaper was in place
+  Tick();
+  Complete();  // no node could be started
+}
+
+// Once the coordinator has ended the job, the agents' time to finish starts.
+void Head::Tick() {
+  if (server_.ended()) ArmDeadline();
+  ticker_.expires_after(std::chrono::milliseconds(100));
+  ticker_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (!ec && !alive.expired()) Tick();
+  });
+}
+
+void Head::Complete() {
+  if (completed_ || !AllFinished()) return;
+  completed_ = true;
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  reaper_.Stop();
+  deadline_.cancel();
+  ticker_.cancel();
+  streams_.CloseAll();
+  int code = 1;
+  if (stop_signal_ != 0) {
+    code = 128 + stop_signal_;
+  } else if (const auto& ended = server_.ended()) {
+    if (ended->exit_code != 0) console_.Say(fmt::format("job: {}", ended->summary));
+    code = ended->exit_code;
+  }
+  // The cancelled handlers above are queued already; `done` runs after them.
+  asio::post(io_, [done = std::move(done_), code] { done(code); });
+}
+
+}  // namespace
+
+bool IsHeadLaunch(const Options& o) {
+  return (!o.hostfile.empty() || !o.host_list.empty() || !o.nodes.empty()) && o.rdzv_endpoint.empty();
+}
+
+AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const std::vector<HostEntry>& hosts,
+                             int node_rank, const std::string& self, const std::string& endpoint,
+                             const std::string& run_id, const std::string& cwd) {
+  const HostEntry& entry = hosts[static_cast<size_t>(node_rank)];
+  AgentCommand c;
+  c.cwd = cwd;
+  for (const std::string& x : o.exports) {
+    size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      c.env.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+    } else if (auto it = env.find(x); it != env.end()) {
+      c.env.emplace_back(x, it->second);
+    }
+  }
+  if (!entry.only_slots.empty()) c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
+  c.argv = {self,
+            "--rdzv-endpoint", endpoint,
+            "--rdzv-id", run_id,
+            "--nnodes", fmt::format("{}", hosts.size()),
+            "--node-rank", fmt::format("{}", node_rank),
+            "--nproc-per-node", NprocArg(entry, o)};
+  if (o.tag_format) c.argv.push_back("--tag-output=" + *o.tag_format);
+  else if (o.no_tag) c.argv.push_back("--no-tag");
+  else c.argv.push_back(std::string("--tag-output=") + kDefaultTag);
+  c.argv.insert(c.argv.end(), o.agent_args.begin(), o.agent_args.end());
+  // Last, so that a forwarded --rdzv-conf cannot make an agent host a coordinator.
+  c.argv.insert(c.argv.end(), {"--rdzv-conf", "is_host=0"});
+  if (o.after_dashdash) c.argv.push_back("--");
+  c.argv.insert(c.argv.end(), o.command.begin(), o.command.end());
+  return c;
+}
+
+namespace {
+
+// This machine, by a loopback name or its own host name (as mpirun has it).
+bool IsThisMachine(const std::string& host) { return IsLoopbackName(host) || host == HostName(); }
+
+// How node `host` is reached: this machine through a local shell, any other
+// through ssh or pdsh.
+RemoteOptions RemoteFor(const Options& o, const std::string& host) {
+  RemoteOptions r;
+  r.kind = IsThisMachine(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
+  r.port = o.ssh_port;
+  r.identity = o.ssh_identity;
+  r.ssh_options = o.ssh_options;
+  return r;
+}
+
+std::string SelfPath(const Options& o, std::error_code& ec) {
+  if (!o.remote_dlaunch.empty()) return o.remote_dlaunch;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
+
+}  // namespace
+
+int ExplainHead(const Options& o, const envmap::EnvMap& env) {
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  std::error_code ec;
+  std::string self = SelfPath(o, ec);
+  std::string cwd = std::filesystem::current_path(ec).string();
+  std::string out = fmt::format("mode: head-node launch of {} node(s); the coordinator runs here{}\n", hosts->size(),
+                                o.local_addr.empty() ? "" : " on " + o.local_addr);
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    const HostEntry& h = (*hosts)[i];
+    RemoteOptions r = RemoteFor(o, h.host);
+    AgentCommand c = AgentCommandFor(o, env, *hosts, static_cast<int>(i), self, "HEAD:PORT", o.rdzv_id.empty() ? "RUN_ID" : o.rdzv_id, cwd);
+    c.token = "TOKEN";
+    c.token_on_stdin = r.kind != RemoteKind::kPdsh;
+    out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, NprocArg(h, o),
+                       r.kind == RemoteKind::kLocal ? "a local shell" : o.remote);
+    std::string line = AgentShellLine(c);
+    std::vector<std::string> argv = LauncherArgv(r, h.host, line);
+    argv.pop_back();  // the line itself, shown unquoted below
+    std::vector<std::string> shown;
+    for (const std::string& a : argv) shown.push_back(ShellQuote(a));
+    out += fmt::format("  {} LINE\n  LINE: {}\n", fmt::join(shown, " "), line);
+  }
+  WriteAll(STDOUT_FILENO, out);
+  return 0;
+}
+
+int RunHead(const Options& o, const envmap::EnvMap& env) {
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  int n = static_cast<int>(hosts->size());
+  if (o.max_nodes > 1 && o.max_nodes != n)
+    return Fail(kExitUsage, fmt::format("--nnodes: {} given, but the node list has {} host(s)", o.max_nodes, n));
+  for (const std::string& x : o.exports)
+    if (x.find('=') == std::string::npos && !env.contains(x))
+      WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
+
+  Result<std::string> token = ResolveToken(o, env);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+  if (token->empty()) {
+    // No shared secret given: a fresh one for this job, handed to each agent on
+    // its ssh's stdin, so nobody else can join the coordinator.
+    Result<std::string> fresh = rdzv::RandomNonce();
+    if (!fresh.ok()) return Fail(1, fresh.status().message());
+    *token = Hex(*fresh);
+  }
+
+  signal(SIGPIPE, SIG_IGN);
+  EventLoop loop;
+  asio::io_context& io = loop.io();
+  Console console(io, STDOUT_FILENO, STDERR_FILENO);
+  // The coordinator listens on the address that routes to the nodes, on a free port.
+  std::string addr = o.local_addr;
+  bool all_local = true;
+  for (const HostEntry& h : *hosts) all_local = all_local && IsThisMachine(h.host);
+  if (addr.empty() && all_local) addr = "127.0.0.1";
+  for (size_t i = 0; addr.empty() && i < hosts->size(); ++i) {
+    if (IsThisMachine((*hosts)[i].host)) continue;
+    Result<std::string> route = RouteAddress(io, (*hosts)[i].host);
+    if (!route.ok()) return Fail(kExitUsage, route.status().message());
+    addr = *route;
+  }
+  std::string run_id = o.rdzv_id;
+  if (run_id.empty()) {
+    Result<std::string> nonce = rdzv::RandomNonce();
+    if (!nonce.ok()) return Fail(1, nonce.status().message());
+    run_id = Hex(nonce->substr(0, 8));
+  }
+  rdzv::CoordinatorOptions copts;
+  copts.run_id = run_id;
+  copts.min_nodes = copts.max_nodes = n;
+  copts.join_timeout = o.join_timeout;
+  copts.last_call_timeout = o.last_call_timeout;
+  copts.heartbeat_timeout = o.heartbeat_timeout;
+  copts.max_restarts = o.max_restarts;
+  copts.token = *token;
+  copts.master_port = o.master_port.value_or(0);
+  auto log = [&console](const std::string& line) { console.Say(line); };
+  Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
+      rdzv::CoordinatorServer::Start(io, rdzv::HostPort{addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
+  if (!server.ok()) return Fail(kExitUsage, server.status().message());
+  std::string endpoint = rdzv::HostPort{addr, (*server)->port()}.ToString();
+
+  std::error_code ec;
+  std::string self = SelfPath(o, ec);
+  if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
+  std::string cwd = std::filesystem::current_path(ec).string();
+
+  Watchdog watchdog;
+  if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
+  Head head(o, io, console, watchdog, **server);
+  std::vector<std::string> base_env;
+  for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
+
+  int code = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string& host = (*hosts)[static_cast<size_t>(i)].host;
+    RemoteOptions ropts = RemoteFor(o, host);
+    AgentCommand command = AgentCommandFor(o, env, *hosts, i, self, endpoint, run_id, cwd);
+    command.token = *token;
+    command.token_on_stdin = ropts.kind != RemoteKind::kPdsh;
+    std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
+    Result<std::string> exe = ResolveCommand(argv[0]);
+    if (!exe.ok()) {
+      code = exe.status().code() == Code::kNotFound ? 127 : 126;
+      console.Say(fmt::format("--remote {}: {}", o.remote, exe.status().message()));
+      break;
+    }
+    SpawnSpec spec;
+    spec.exe = *exe;
+    spec.args.assign(argv.begin() + 1, argv.end());
+    spec.env = base_env;
+    if (ropts.kind == RemoteKind::kPdsh) {
+      auto [name, value] = PdshEnv(ropts);
+      spec.env.push_back(name + "=" + value);
+    }
+    std::string name = fmt::format("node {} ({})", i, host);
+    Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec,
+                              command.token_on_stdin ? *token + "\n" : "");
+    if (!s.ok()) {
+      code = 1;
+      console.Say(fmt::format("{}: {}", name, s.message()));
+      break;
+    }
+  }
+  if (code != 0) head.Stop(code, "the launch failed on the head");
+  head.Run([&loop](int result) { loop.Exit(result); });
+  int result = loop.Run();
+  watchdog.Stop();
+  console.Drain(StopSignals(o));
+  return code != 0 ? code : result;
+}
+
+}  // namespace dlaunch::launcher

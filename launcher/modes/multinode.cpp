@@ -1,0 +1,265 @@
+#include "launcher/modes/multinode.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <memory>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/exit.hpp"
+#include "launcher/core/system.hpp"
+#include "launcher/core/text.hpp"
+#include "launcher/modes/agent.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/server.hpp"
+
+namespace dlaunch::launcher {
+
+namespace asio = boost::asio;
+namespace rdzv = dlaunch::rendezvous;
+
+namespace {
+
+constexpr int kDefaultRdzvPort = 29400;  // torchrun's
+// How long the host keeps serving after its own exit barrier, so the other
+// agents receive their last message.
+constexpr std::chrono::seconds kHostDrain{2};
+
+// True when `host` names an address of this machine: binding to it succeeds.
+bool IsLocalAddress(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "0", ec);
+  if (ec) return false;
+  for (const auto& entry : results) {
+    asio::ip::tcp::socket probe(io);
+    probe.open(entry.endpoint().protocol(), ec);
+    if (ec) continue;
+    probe.bind(entry.endpoint(), ec);
+    if (!ec) return true;
+  }
+  return false;
+}
+
+bool IsLoopback(asio::io_context& io, const std::string& host) {
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, "0", ec);
+  if (ec || results.empty()) return false;
+  for (const auto& entry : results)
+    if (!entry.endpoint().address().is_loopback()) return false;
+  return true;
+}
+
+}  // namespace
+
+bool UsesRendezvous(const Options& o) { return !o.rdzv_endpoint.empty() && !o.standalone; }
+
+Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
+  rdzv::TokenSources sources;
+  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
+  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
+  if (!o.rdzv_token_file.empty()) {
+    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o.rdzv_token_file);
+    if (!file.ok()) return file.status();
+    sources.file = *file;
+  }
+  return rdzv::ChooseToken(sources);
+}
+
+Result<std::vector<HostEntry>> NodeList(const Options& o) {
+  Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
+  if (!o.hostfile.empty()) {
+    Result<std::string> text = ReadHostfile(o.hostfile);
+    if (!text.ok()) return text.status();
+    hosts = ParseHostfile(*text, o.hostfile);
+  } else if (!o.host_list.empty()) {
+    hosts = ParseHostList(o.host_list, "-H");
+  } else {
+    for (const std::string& n : o.nodes) hosts->push_back(HostEntry{n, std::nullopt, {}});
+  }
+  if (!hosts.ok()) return hosts;
+  return FilterHosts(std::move(*hosts), o.include, o.exclude);
+}
+
+namespace {
+
+// This node's part of a rendezvous job on the event loop: the agent joins, each
+// assignment becomes a run of the workers, and the agent's verdict ends the loop.
+// A node that hosts the coordinator keeps serving briefly after its own verdict,
+// so the other agents get their last message.
+class NodeMode {
+ public:
+  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
+           std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts)
+      : loop_(loop),
+        console_(console),
+        endpoint_(endpoint),
+        plan_(plan),
+        watchdog_(watchdog),
+        server_(std::move(server)),
+        drain_(loop.io()),
+        agent_(loop.io(), std::move(target), std::move(aopts),
+               Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
+                            [this](int code, const std::string& error) { Finish(code, error); },
+                            [this](const std::string& line) { console_.Say(line); }}) {}
+
+  void Start() { agent_.Start(); }
+
+ private:
+  void Run(const rdzv::Assignment& a) {
+    run_.reset();  // the last generation's run has finished
+    envmap::JobLayout& layout = plan_.layout;
+    if (static_cast<int>(a.nodes.size()) == a.nnodes) {
+      layout.nodes = a.nodes;
+    } else {
+      Result<std::vector<envmap::Node>> table =
+          a.nodes.size() == 1 ? envmap::PartialTable(a.nnodes, a.node_rank, a.nodes.front(), a.rank_offset, a.world_size)
+                              : Result<std::vector<envmap::Node>>(Status::InvalidArgument(fmt::format(
+                                    "assignment: {} rows for a job of {} nodes", a.nodes.size(), a.nnodes)));
+      if (!table.ok()) return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, table.status().message()));
+      layout.nodes = std::move(*table);
+    }
+    layout.node_rank = a.node_rank;
+    layout.master_addr = a.master_addr;
+    layout.master_port = a.master_port;
+    layout.run_id = a.run_id;
+    layout.restart_count = a.restart_count;
+    if (Status s = envmap::Validate(layout); !s.ok())
+      return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
+    run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
+  }
+
+  void Finish(int code, const std::string& error) {
+    if (!error.empty()) console_.Say(error);
+    code_ = code;
+    if (!server_) return loop_.Exit(code);
+    // Serve until the coordinator has ended the job and told every agent.
+    drain_deadline_ = std::chrono::steady_clock::now() + kHostDrain;
+    DrainHost();
+  }
+
+  void DrainHost() {
+    if (server_->Flushed() || std::chrono::steady_clock::now() >= drain_deadline_) {
+      if (server_->ended() && server_->ended()->exit_code != 0) console_.Say("job: " + server_->ended()->summary);
+      return loop_.Exit(code_);
+    }
+    drain_.expires_after(std::chrono::milliseconds(50));
+    drain_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+      if (!ec && !alive.expired()) DrainHost();
+    });
+  }
+
+  EventLoop& loop_;
+  Console& console_;
+  std::string endpoint_;
+  RunPlan& plan_;
+  Watchdog& watchdog_;
+  std::unique_ptr<rdzv::CoordinatorServer> server_;
+  asio::steady_timer drain_;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  int code_ = 1;
+  Agent agent_;
+  std::unique_ptr<WorkerRun> run_;
+  Lifetime life_;  // last: expires first
+};
+
+}  // namespace
+
+int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
+                 Console& console) {
+  asio::io_context& io = loop.io();
+  auto Fail = [&console](int code, const std::string& message) {
+    console.Say(message);
+    return code;
+  };
+  auto PrintLog = [&console](const std::string& line) { console.Say(line); };
+  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
+  if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
+
+  Result<std::string> token = ResolveToken(o, env);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+  std::vector<std::string> node_list;
+  for (const HostEntry& h : *hosts) node_list.push_back(h.host);
+  int min_nodes = o.min_nodes, max_nodes = o.max_nodes;
+  if (!node_list.empty()) min_nodes = max_nodes = static_cast<int>(node_list.size());
+
+  std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
+  plan.layout.run_id = run_id;
+  if (token->empty() && !IsLoopback(io, endpoint->host))
+    console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
+                            endpoint->ToString(), rdzv::kTokenEnvVar));
+
+  // Host the coordinator when the endpoint is ours. With several agents on one
+  // machine (loopback tests) each would qualify; the first to bind hosts it.
+  std::unique_ptr<rdzv::CoordinatorServer> server;
+  bool want_host = o.is_host.value_or(IsLocalAddress(io, endpoint->host));
+  if (want_host) {
+    rdzv::CoordinatorOptions copts;
+    copts.endpoint = endpoint->ToString();
+    copts.run_id = run_id;
+    copts.min_nodes = min_nodes;
+    copts.max_nodes = max_nodes;
+    copts.join_timeout = o.join_timeout;
+    copts.last_call_timeout = o.last_call_timeout;
+    copts.heartbeat_timeout = o.heartbeat_timeout;
+    copts.max_restarts = o.max_restarts;
+    copts.token = *token;
+    copts.node_list = node_list;
+    copts.master_port = o.master_port.value_or(0);
+    if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
+    auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
+                                                  rdzv::CoordinatorServer::OneJob(copts), PrintLog);
+    if (started.ok()) {
+      server = std::move(*started);
+    } else if (o.is_host.value_or(false)) {
+      return Fail(kExitUsage, started.status().message());
+    }
+  }
+
+  // A port free here, offered as MASTER_PORT in case this node becomes rank 0.
+  Result<PortReservation> master_hold = o.master_port ? Result<PortReservation>(PortReservation())
+                                                      : PortReservation::AnyFree();
+  if (!master_hold.ok()) return Fail(1, master_hold.status().message());
+
+  rdzv::AgentMachineOptions aopts;
+  aopts.endpoint = endpoint->ToString();
+  aopts.token = *token;
+  aopts.join.run_id = run_id;
+  aopts.min_nodes = min_nodes;
+  aopts.max_nodes = max_nodes;
+  aopts.max_restarts = o.max_restarts;
+  aopts.join.host = HostName();
+  if (!o.local_addr.empty()) aopts.join.addrs.push_back(o.local_addr);
+  aopts.join.nproc = plan.supervisor.nproc;
+  aopts.join.gpus = static_cast<int>(plan.gpus.size());
+  aopts.join.requested_node_rank = o.node_rank_given ? o.node_rank : -1;
+  aopts.join.master_port_hint = master_hold->port();
+  // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
+  // coordinator sends this node's row alone.
+  aopts.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
+  aopts.join_timeout = o.join_timeout;
+  aopts.heartbeat_timeout = o.heartbeat_timeout;
+  aopts.heartbeat_interval = o.heartbeat_timeout / 3;
+  aopts.quiet_abort = server != nullptr;
+
+  // The coordinator drives restarts across nodes; locally each generation runs once.
+  plan.supervisor.max_restarts = 0;
+  PrintNotices(plan, console);
+  NodeMode mode(loop, console, o.rdzv_endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
+  mode.Start();
+  return loop.Run();
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,99 @@
+// Processes the launcher adopted as a subreaper: a worker's daemon that
+// double-forked and called setsid() leaves every worker process group and is
+// reparented to dlaunch. This module finds them, registers them with the
+// watchdog (so a SIGKILL of dlaunch still kills them) and kills them at the end
+// of a job, so that no grandchild outlives dlaunch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "envmap/status.hpp"
+#include "launcher/process/process.hpp"
+
+namespace dlaunch::launcher {
+
+// Default: how often the children of dlaunch are looked for while workers run;
+// less often when a scan is slow (at most about 2% of a core goes to scans). A
+// daemon adopted less than this before a SIGKILL of dlaunch can escape it.
+inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
+// Default: how long workers run before the first scan.
+inline constexpr std::chrono::milliseconds kAdoptedFirstScan{2000};
+// Default: how long adopted processes have between SIGTERM and SIGKILL at the
+// end of a job.
+inline constexpr std::chrono::milliseconds kAdoptedGrace{1000};
+
+// The fields of /proc/PID/stat that identify a process and place it in the tree.
+struct ProcStat {
+  int pid = 0;
+  int ppid = 0;
+  int pgid = 0;
+  int sid = 0;
+  char state = '?';
+  uint64_t start_time = 0;  // clock ticks after boot: with pid, names one process for ever
+};
+
+// Parses the text of /proc/PID/stat. The command name may hold spaces and
+// parentheses, so fields are counted from the last ')'. Returns InvalidArgument
+// "/proc stat: ..." on text that is not a stat line.
+Result<ProcStat> ParseStat(std::string_view text);
+
+// Every process on the machine (those that vanish while being read are left
+// out). Never fails: an unreadable /proc gives an empty list.
+std::vector<ProcStat> ReadProcessTable();
+
+// The pids of every descendant of `root` in `table` (not `root` itself), parents
+// before children, leaving out `skip` and its descendants.
+std::vector<int> Descendants(const std::vector<ProcStat>& table, int root, int skip = 0);
+
+// The current stat of `pid`, or NotFound when it has gone (or is a zombie).
+Result<ProcStat> ReadStat(int pid);
+
+// Finds and kills the processes adopted by this process. Use from the thread
+// that runs `io` (Start) or the main thread; not thread-safe. The launcher must
+// be a child subreaper (prctl PR_SET_CHILD_SUBREAPER) for orphans to come here.
+class Adopted {
+ public:
+  // `watchdog` must be started and outlive this object.
+  // Scans start once workers have run for `first_scan`.
+  explicit Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan = kAdoptedFirstScan);
+  Adopted(const Adopted&) = delete;
+  Adopted& operator=(const Adopted&) = delete;
+  ~Adopted();
+
+  // Scans now and then every kAdoptedScanInterval on `io` until KillAll or
+  // destruction. `io` must outlive this object.
+  void Start(boost::asio::io_context& io);
+  // Registers every child of this process not yet known (the watchdog left out)
+  // with the watchdog, and unregisters those that have gone.
+  void Scan();
+  // Stops scanning and kills every descendant of this process but the watchdog:
+  // SIGTERM to each pid and its process group, up to `grace` for them to go,
+  // then SIGKILL until none is left (bounded). Reaps its children. Call only
+  // when no worker is meant to run any more. Returns how many processes it
+  // signalled.
+  int KillAll(std::chrono::milliseconds grace = kAdoptedGrace);
+
+  // The children registered with the watchdog by the last Scan (for tests).
+  std::vector<int> registered() const;
+
+ private:
+  void Arm();
+  void ScanNow();
+
+  Watchdog& watchdog_;
+  std::map<int, uint64_t> registered_;  // pid -> start time
+  std::chrono::steady_clock::duration last_scan_{};  // how long the last scan took
+  std::chrono::milliseconds first_scan_;
+  std::unique_ptr<boost::asio::steady_timer> timer_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace dlaunch::launcher

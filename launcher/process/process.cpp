@@ -1,0 +1,221 @@
+#include "launcher/process/process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/search_path.hpp>
+#include <fmt/format.h>
+
+#include "launcher/process/adopted.hpp"
+
+namespace dlaunch::launcher {
+
+namespace bp = boost::process;
+
+namespace {
+
+constexpr int kPipeBytes = 1 << 20;
+
+// Runs in the child between fork and exec, so only async-signal-safe calls.
+void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
+  if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
+  if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
+  if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
+  if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
+  // The launcher ignores SIGPIPE; an ignored signal survives exec, so restore it.
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+}  // namespace
+
+Result<int> SpawnWorker(const SpawnSpec& spec) {
+  pid_t parent = getpid();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : spec.cpus) CPU_SET(c, &set);
+  const cpu_set_t* cpus = spec.cpus.empty() ? nullptr : &set;
+
+  bp::environment env;
+  for (const std::string& kv : spec.env) {
+    size_t eq = kv.find('=');
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::error_code ec;
+  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env,
+                  bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
+  if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));
+  int pid = child.id();
+  // The launcher reaps with waitpid(-1) (it is a subreaper); Boost must not.
+  child.detach();
+  return pid;
+}
+
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("pipe: {}", std::strerror(errno)));
+  // A larger pipe means fewer wake-ups for a worker that writes fast; the kernel
+  // caps it at /proc/sys/fs/pipe-max-size, and a refusal is harmless.
+  fcntl(fds[0], F_SETPIPE_SZ, kPipeBytes);
+  return Pipe{fds[0], fds[1]};
+}
+
+Result<std::string> ResolveCommand(const std::string& name) {
+  if (name.find('/') == std::string::npos) {
+    boost::filesystem::path p = bp::search_path(name);
+    if (p.empty()) return Status::NotFound(fmt::format("{}: command not found", name));
+    return p.string();
+  }
+  if (access(name.c_str(), F_OK) != 0) return Status::NotFound(fmt::format("{}: no such file", name));
+  if (access(name.c_str(), X_OK) != 0) return Status::InvalidArgument(fmt::format("{}: not executable", name));
+  return name;
+}
+
+Watchdog::~Watchdog() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status Watchdog::Start(const std::string& cleanup_dir) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
+  // Forked twice, so that the watchdog is not the launcher's child: once every
+  // worker is reaped, "no child left" (ECHILD) then proves that nothing was
+  // adopted either, without reading the process table (launcher/process/adopted.hpp).
+  // The middle process reports the watchdog's pid on `ids` and exits at once.
+  int ids[2];
+  if (pipe2(ids, O_CLOEXEC) != 0) {
+    int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(err)));
+  }
+  pid_t middle = fork();
+  if (middle < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
+  if (middle == 0) {
+    pid_t watch = fork();
+    if (watch != 0) {
+      (void)!write(ids[1], &watch, sizeof watch);
+      _exit(watch < 0 ? 1 : 0);
+    }
+    close(ids[0]);
+    close(ids[1]);
+    close(fds[1]);
+    pid_t launcher_group = getpgrp();
+    // Its own process group: a SIGKILL to the launcher's group (a head-node
+    // launch stopping a local agent) must leave the watchdog to clean up after it.
+    setpgid(0, 0);
+    // Terminal signals are for the launcher; the watchdog waits for its pipe.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
+    prctl(PR_SET_NAME, "dlaunch-watch");
+    // Hold none of the launcher's output: a reader of it must see EOF when it exits.
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
+    std::set<int> groups;
+    std::map<int, uint64_t> processes;
+    Message m{};
+    for (;;) {
+      ssize_t n = read(fds[0], &m, sizeof m);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
+      switch (m.op) {
+        case Op::kStop: _exit(0);  // orderly exit
+        case Op::kAddGroup: groups.insert(m.id); break;
+        case Op::kRemoveGroup: groups.erase(m.id); break;
+        case Op::kAddProcess: processes[m.id] = m.start_time; break;
+        case Op::kRemoveProcess: processes.erase(m.id); break;
+      }
+    }
+    // The launcher's children are reparented to init (or may still be on their
+    // way), so they are found by the pids registered while it lived, and their
+    // own children by the tree below them, all collected before any is killed
+    // (a killed parent's children would leave the tree). A process forked
+    // between this read and the kill escapes unless it is in a killed group.
+    std::vector<ProcStat> table = ReadProcessTable();
+    std::map<int, int> group_of;
+    for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
+    std::map<int, int> victims;  // pid -> pgid
+    for (const ProcStat& p : table) {
+      auto it = processes.find(p.pid);
+      if (it == processes.end() || it->second != p.start_time) continue;
+      victims[p.pid] = p.pgid;
+      for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
+    }
+    for (auto [victim, group] : victims) {
+      kill(victim, SIGKILL);
+      if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
+    }
+    for (int g : groups) kill(-g, SIGKILL);
+    if (!cleanup_dir.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(cleanup_dir, ignored);
+    }
+    _exit(0);
+  }
+  close(fds[0]);
+  close(ids[1]);
+  pid_t pid = -1;
+  ssize_t got;
+  do got = read(ids[0], &pid, sizeof pid);
+  while (got < 0 && errno == EINTR);
+  close(ids[0]);
+  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof pid) || pid < 0) {
+    close(fds[1]);
+    return Status::Io("watchdog fork: the watchdog did not start");
+  }
+  fd_ = fds[1];
+  pid_ = pid;
+  return Status::Ok();
+}
+
+void Watchdog::Send(Op op, int id, uint64_t start_time) {
+  if (fd_ < 0) return;
+  Message m{op, id, start_time};
+  // A 16-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
+  ssize_t ignored = write(fd_, &m, sizeof m);
+  (void)ignored;
+}
+
+void Watchdog::Add(int pgid) {
+  bool first = groups_.empty();
+  if (first) groups_since_ = std::chrono::steady_clock::now();
+  groups_.insert(pgid);
+  Send(Op::kAddGroup, pgid);
+  if (first && on_groups_) on_groups_();
+}
+void Watchdog::Remove(int pgid) {
+  groups_.erase(pgid);
+  Send(Op::kRemoveGroup, pgid);
+}
+void Watchdog::AddProcess(int pid, uint64_t start_time) { Send(Op::kAddProcess, pid, start_time); }
+void Watchdog::RemoveProcess(int pid) { Send(Op::kRemoveProcess, pid); }
+
+void Watchdog::Stop() {
+  Send(Op::kStop, 0);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace dlaunch::launcher

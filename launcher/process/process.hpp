@@ -1,0 +1,90 @@
+// Real processes: spawning a worker in its own process group, pipes, resolving a
+// command, and the watchdog that outlives a killed launcher.
+#pragma once
+
+#include <cstdint>
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+struct SpawnSpec {
+  std::string exe;                // resolved path (ResolveCommand)
+  std::vector<std::string> args;  // argv[1..]
+  std::vector<std::string> env;   // the whole environment, "NAME=VALUE"
+  int stdin_fd = -1;              // child's stdin; -1: inherit
+  int stdout_fd = -1;             // child's stdout; -1: inherit
+  int stderr_fd = -1;
+  std::vector<int> cpus;          // CPU affinity; empty: inherit
+};
+
+// Starts a worker as the leader of a new process group, with PR_SET_PDEATHSIG
+// so that it dies with the launcher. Returns its pid, or Io naming the command.
+// Call from the main thread only: PDEATHSIG fires when the forking *thread* exits.
+Result<int> SpawnWorker(const SpawnSpec& spec);
+
+// A pipe whose both ends are close-on-exec, so no worker inherits another's.
+struct Pipe { int read_fd = -1; int write_fd = -1; };
+Result<Pipe> MakePipe();
+
+// Finds `name` the way execvp would (PATH, or as a path when it has a '/').
+// Returns NotFound "NAME: command not found" or InvalidArgument "NAME: not executable".
+Result<std::string> ResolveCommand(const std::string& name);
+
+// A forked helper that kills every registered process group with SIGKILL when
+// the launcher dies without saying goodbye (SIGKILL, OOM killer). PDEATHSIG
+// covers the workers themselves, but not their children (a dataloader, a shell's
+// background job); the watchdog covers those. Registered processes (the
+// launcher's children, adopted daemons among them: launcher/process/adopted.hpp) are
+// killed too, with their descendants and their process group, if they are
+// still the process registered (same pid and start time).
+class Watchdog {
+ public:
+  Watchdog() = default;
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog();
+
+  // Forks the watchdog. Call once, before any worker starts. If the launcher
+  // dies, `cleanup_dir` (when not empty) is removed after the kill.
+  Status Start(const std::string& cleanup_dir);
+  void Add(int pgid);
+  void Remove(int pgid);
+  // `start_time` is field 22 of /proc/PID/stat (ProcStat::start_time): a pid
+  // reused by an unrelated process after `pid` exited is left alone. The
+  // launcher's own process group is never killed (a `dlaunch | tee` pipeline).
+  void AddProcess(int pid, uint64_t start_time);
+  void RemoveProcess(int pid);
+  // Normal exit: the watchdog leaves without killing anything.
+  void Stop();
+  // True while a group is registered (workers run).
+  bool has_groups() const { return !groups_.empty(); }
+  // Since when groups have been registered without a break (meaningful while has_groups()).
+  std::chrono::steady_clock::time_point groups_since() const { return groups_since_; }
+  // Called when the first group is registered after none was (workers start).
+  void OnGroups(std::function<void()> hook) { on_groups_ = std::move(hook); }
+  // The watchdog's pid, or -1 before Start.
+  int pid() const { return pid_; }
+
+ private:
+  enum class Op : int32_t { kStop, kAddGroup, kRemoveGroup, kAddProcess, kRemoveProcess };
+  // One message on the pipe; 16 bytes, so each write is atomic (< PIPE_BUF).
+  struct Message {
+    Op op;
+    int32_t id;
+    uint64_t start_time;
+  };
+  void Send(Op op, int id, uint64_t start_time = 0);
+  int fd_ = -1;
+  int pid_ = -1;
+  std::set<int> groups_;  // registered, as the watchdog has them
+  std::chrono::steady_clock::time_point groups_since_{};
+  std::function<void()> on_groups_;
+};
+
+}  // namespace dlaunch::launcher

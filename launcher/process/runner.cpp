@@ -1,0 +1,304 @@
+#include "launcher/process/runner.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cerrno>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/output.hpp"
+#include "launcher/process/streams.hpp"
+#include "launcher/process/summary.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+// Default: bytes per read of one worker pipe.
+constexpr size_t kReadSize = size_t{1} << 18;
+
+class Runner : public WorkerRun, public WorkerControl {
+ public:
+  Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, Console& console, JobChannel* channel)
+      : plan_(plan),
+        watchdog_(watchdog),
+        io_(io),
+        console_(console),
+        channel_(channel),
+        signals_(io_),
+        timer_(io_),
+        streams_(io_, console_, kReadSize),
+        reaper_(
+            io_,
+            [this](int pid, int status) { supervisor_.OnExit(pid, FromWaitStatus(status), Clock::now()); },
+            [this] { AfterEvent(); }),
+        supervisor_(*this, plan.supervisor),
+        slots_(envmap::LocalSlots(plan.layout)),
+        tails_(slots_.size()) {}
+
+  void Run(std::function<void(int)> done);
+
+  Result<int> Start(int local_rank, int restart) override;
+  void Signal(int pid, int sig) override {
+    if (kill(-pid, sig) != 0 && errno == ESRCH) kill(pid, sig);
+  }
+  void Release(int pid) override {
+    kill(-pid, SIGKILL);  // whatever the worker left behind in its group
+    watchdog_.Remove(pid);
+  }
+
+ private:
+  Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
+  void WaitSignals();
+  void AfterEvent();
+  void Finish();
+  void PrintSummary();
+
+  const RunPlan& plan_;
+  Watchdog& watchdog_;
+  asio::io_context& io_;
+  Console& console_;
+  JobChannel* channel_;
+  asio::signal_set signals_;  // stop and forwarded signals
+  asio::steady_timer timer_;
+  Streams streams_;  // every worker's, in one group
+  Reaper reaper_;
+  Supervisor supervisor_;
+  std::vector<envmap::WorkerSlot> slots_;
+  std::vector<TailBuffer> tails_;
+  bool failure_reported_ = false;
+  bool finished_ = false;
+  Lifetime life_;  // last: expires first
+  std::function<void(int)> done_;
+};
+
+std::string AttemptDir(const std::string& work_dir, int restart, int local_rank) {
+  return fmt::format("{}/attempt_{}/{}", work_dir, restart, local_rank);
+}
+
+Result<int> Runner::Start(int local_rank, int restart) {
+  const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
+  std::string dir = AttemptDir(plan_.work_dir, restart, local_rank);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Io(fmt::format("{}: cannot create ({})", dir, ec.message()));
+
+  envmap::JobLayout layout = plan_.layout;
+  layout.restart_count = plan_.layout.restart_count + restart;  // the generation's, plus local restarts
+  envmap::Flavors flavors = plan_.flavors;
+  flavors.error_file = dir + "/error.json";
+  fs::remove(flavors.error_file, ec);
+
+  envmap::EnvMap env = plan_.inherited;
+  for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
+  if (plan_.pin_gpu && !plan_.gpus.empty())
+    env["CUDA_VISIBLE_DEVICES"] =
+        plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
+
+  SpawnSpec spec;
+  spec.exe = plan_.exe;
+  spec.args.assign(plan_.argv.begin() + 1, plan_.argv.end());
+  for (std::string& a : envmap::LocalRankArgs(layout, slot, flavors.local_rank_arg)) spec.args.push_back(std::move(a));
+  spec.env.reserve(env.size());
+  for (auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+  if (!plan_.cpus.empty()) spec.cpus = plan_.cpus[static_cast<size_t>(local_rank)];
+
+  Result<Pipe> out = MakePipe();
+  if (!out.ok()) return out.status();
+  Result<Pipe> err = MakePipe();
+  if (!err.ok()) return err.status();
+  spec.stdout_fd = out->write_fd;
+  spec.stderr_fd = err->write_fd;
+  Result<int> pid = SpawnWorker(spec);
+  close(out->write_fd);
+  close(err->write_fd);
+  if (!pid.ok()) {
+    close(out->read_fd);
+    close(err->read_fd);
+    return pid;
+  }
+  watchdog_.Add(*pid);
+  Status s = AddStream(out->read_fd, local_rank, false, dir);
+  if (s.ok()) s = AddStream(err->read_fd, local_rank, true, dir);
+  else close(err->read_fd);
+  if (!s.ok()) {
+    // The supervisor never learns this pid, so it must not outlive the failure.
+    Signal(*pid, SIGKILL);
+    watchdog_.Remove(*pid);
+    return s;
+  }
+  return pid;
+}
+
+Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
+  StreamRoute r;
+  const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
+  r.fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout"};
+  if (plan_.tag_format) {
+    Result<std::string> prefix = RenderTag(*plan_.tag_format, r.fields, std::time(nullptr));
+    if (!prefix.ok()) {
+      close(fd);
+      return prefix.status();
+    }
+    r.prefix = *prefix;
+    if (plan_.tag_format->find("{time}") != std::string::npos) r.format = *plan_.tag_format;
+  }
+  int bit = is_err ? 2 : 1;
+  bool redirected = static_cast<size_t>(local_rank) < plan_.redirected.size() &&
+                    (plan_.redirected[local_rank] & bit) != 0;
+  bool shown = plan_.console_ranks.empty() ||
+               std::find(plan_.console_ranks.begin(), plan_.console_ranks.end(), local_rank) != plan_.console_ranks.end();
+  if (!redirected && shown) r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
+  if (plan_.write_logs) {
+    std::string path = fmt::format("{}/{}.log", dir, is_err ? "stderr" : "stdout");
+    r.file_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (r.file_fd < 0) {
+      close(fd);
+      return Status::Io(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+    }
+  }
+  if (is_err) r.tail = &tails_[static_cast<size_t>(local_rank)];
+  streams_.Add(fd, 0, std::move(r), [this] { AfterEvent(); });
+  return Status::Ok();
+}
+
+void Runner::WaitSignals() {
+  signals_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
+    if (ec || alive.expired()) return;
+    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
+      // A stalled reader must not hold up the teardown the user asked for.
+      console_.NoteStop();
+      supervisor_.OnStopSignal(sig, Clock::now());
+    } else {
+      supervisor_.Forward(sig);
+    }
+    AfterEvent();
+    WaitSignals();
+  });
+}
+
+void Runner::AfterEvent() {
+  if (channel_ != nullptr && !failure_reported_) {
+    if (const WorkerRecord* root = supervisor_.root_cause()) {
+      failure_reported_ = true;
+      int rank = slots_[static_cast<size_t>(root->local_rank)].rank;
+      channel_->LocalFailure(rank, root->status.ShellCode(), Describe(root->status));
+    }
+  }
+  if (supervisor_.done()) {
+    if (streams_.open(0) == 0) Finish();
+    else streams_.Drain(0);  // AfterEvent runs again as each stream closes
+    return;
+  }
+  if (std::optional<Clock::time_point> deadline = supervisor_.deadline()) {
+    timer_.expires_at(*deadline);
+    timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+      if (ec || alive.expired()) return;
+      supervisor_.OnTick(Clock::now());
+      AfterEvent();
+    });
+  }
+}
+
+void Runner::Finish() {
+  if (finished_) return;
+  finished_ = true;
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  reaper_.Stop();
+  timer_.cancel();
+  streams_.CloseAll();
+  int code = supervisor_.exit_code();
+  if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) PrintSummary();
+  // The cancelled handlers above are queued already; `done` runs after them, so
+  // it may destroy this runner.
+  asio::post(io_, [done = std::move(done_), code] { done(code); });
+}
+
+void Runner::PrintSummary() {
+  std::vector<WorkerReport> reports;
+  std::optional<WorkerReport> cause;
+  for (const WorkerRecord& w : supervisor_.workers()) {
+    WorkerReport r;
+    r.record = w;
+    r.rank = slots_[static_cast<size_t>(w.local_rank)].rank;
+    // The LOCAL_RANK the worker was told: with one dlaunch per worker (mpirun,
+    // srun) that is its place on the machine, not 0.
+    r.record.local_rank = envmap::ShapeOf(plan_.layout, slots_[static_cast<size_t>(w.local_rank)]).local_rank;
+    reports.push_back(r);
+  }
+  if (const WorkerRecord* root = supervisor_.root_cause()) {
+    WorkerReport r = reports[static_cast<size_t>(root->local_rank)];
+    std::ifstream f(AttemptDir(plan_.work_dir, root->restart, root->local_rank) + "/error.json");
+    std::stringstream text;
+    text << f.rdbuf();
+    if (f) r.error_message = ErrorFileMessage(text.str());
+    r.stderr_tail = tails_[static_cast<size_t>(root->local_rank)].LastLines(5);
+    cause = r;
+  }
+  for (const std::string& line : FailureSummary(supervisor_.exit_code(), cause ? &*cause : nullptr, reports,
+                                                supervisor_.stop_signal()))
+    console_.Say(line);
+}
+
+void Runner::Run(std::function<void(int)> done) {
+  done_ = std::move(done);
+  reaper_.Start();
+  for (int sig : plan_.stop_signals) signals_.add(sig);
+  for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
+  WaitSignals();
+  if (channel_ != nullptr) {
+    channel_->Attach([this](int code, const std::string& reason) {
+      if (!supervisor_.done() && !reason.empty()) console_.Say(reason);
+      supervisor_.Abort(code, Clock::now());
+      AfterEvent();
+    });
+  }
+
+  if (Status s = supervisor_.Start(Clock::now()); !s.ok())
+    console_.Say(s.message());
+  AfterEvent();
+}
+
+}  // namespace
+
+void PrintNotices(const RunPlan& plan, Console& console) {
+  int n = plan.supervisor.nproc;
+  if (n > 1 && !plan.inherited.contains("OMP_NUM_THREADS"))
+    console.Say(fmt::format("setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)", n));
+}
+
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io,
+                                    Console& console, JobChannel* channel, std::function<void(int)> done) {
+  if (!plan.flavors.azure_hostfile.empty()) {
+    std::ofstream f(plan.flavors.azure_hostfile);
+    f << envmap::AzureHostfile(plan.layout);
+    if (!f) {
+      console.Say(fmt::format("{}: cannot write", plan.flavors.azure_hostfile));
+      asio::post(io, [done = std::move(done)] { done(1); });
+      return nullptr;
+    }
+  }
+  auto runner = std::make_unique<Runner>(plan, watchdog, io, console, channel);
+  runner->Run(std::move(done));
+  return runner;
+}
+
+}  // namespace dlaunch::launcher

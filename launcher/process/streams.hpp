@@ -1,0 +1,102 @@
+// Child output and child exits: the one path the runner (workers) and the head
+// (agents) share.
+//
+// Streams reads child pipes on the io_context, keeps lines whole (LineTagger),
+// and sends them to the Console, a log file and a tail buffer. A stream that
+// shows on the console stops reading while the console is full, so its writer
+// blocks on the pipe, and reads again once the console drains. Reaper reaps
+// every exited child on SIGCHLD. Every call happens on the io_context's thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/core/console.hpp"
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/output.hpp"
+
+namespace dlaunch::launcher {
+
+// Default: how long output may keep draining after its writer exited (time
+// spent paused on a full console does not count).
+inline constexpr std::chrono::seconds kDrainTimeout{2};
+
+// Where one pipe's bytes go.
+struct StreamRoute {
+  std::optional<ConsoleStream> console;  // nullopt: not shown
+  std::string prefix;                    // before each console line
+  std::string format;                    // non-empty: re-render `prefix` from it at each read ({time})
+  TagFields fields;                      // for `format`
+  int file_fd = -1;                      // owned: gets the raw bytes; closed with the stream
+  TailBuffer* tail = nullptr;            // gets the raw bytes; must outlive the stream
+};
+
+class Streams {
+ public:
+  // `read_size`: bytes per read of one pipe.
+  Streams(boost::asio::io_context& io, Console& console, size_t read_size);
+  ~Streams();
+  Streams(const Streams&) = delete;
+  Streams& operator=(const Streams&) = delete;
+
+  // Takes `fd` (the read end of a child's pipe) and reads it to its end.
+  // `on_close` runs once when it closes by end of file, a read error or Drain's
+  // timeout (not by CloseAll).
+  void Add(int fd, int group, StreamRoute route, std::function<void()> on_close);
+  // Streams of `group` still open.
+  int open(int group) const;
+  // The writers of `group` have exited: close what is still open after
+  // kDrainTimeout of reading (a grandchild may hold a pipe open). Idempotent.
+  void Drain(int group);
+  // Closes every stream now, ending unfinished lines; no on_close runs.
+  void CloseAll();
+
+ private:
+  struct Stream;
+  void Read(Stream* s);
+  void Close(Stream* s);
+  void ArmDrain(int group);
+
+  boost::asio::io_context& io_;
+  Console& console_;
+  size_t read_size_;
+  std::list<std::unique_ptr<Stream>> streams_;
+  std::map<int, std::unique_ptr<boost::asio::steady_timer>> drains_;
+  std::string out_;                                       // scratch for tagged output
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // for callbacks that may outlive this
+};
+
+// Reaps every exited child (workers, and orphans reparented to this subreaper).
+class Reaper {
+ public:
+  // `on_exit(pid, wait_status)` for each child reaped, then `after()` once per batch.
+  Reaper(boost::asio::io_context& io, std::function<void(int pid, int status)> on_exit,
+         std::function<void()> after);
+  // Reaps at each SIGCHLD from now on.
+  void Start();
+  void Stop();
+  // Reaps what has exited already (a child that exited before Start).
+  void ReapNow();
+
+ private:
+  void Wait();
+
+  boost::asio::signal_set sigchld_;
+  std::function<void(int, int)> on_exit_;
+  std::function<void()> after_;
+  bool stopped_ = false;
+  Lifetime life_;  // last: expires first
+};
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,145 @@
+#include "launcher/process/supervisor.hpp"
+
+#include <csignal>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+
+#include "launcher/core/text.hpp"
+
+namespace dlaunch::launcher {
+
+ExitStatus FromWaitStatus(int wstatus) {
+  if (WIFSIGNALED(wstatus)) return ExitStatus{0, WTERMSIG(wstatus)};
+  if (WIFEXITED(wstatus)) return ExitStatus{WEXITSTATUS(wstatus), 0};
+  return ExitStatus{1, 0};
+}
+
+std::string Describe(const ExitStatus& status) {
+  if (status.signal != 0) return "was killed by " + SignalName(status.signal);
+  return fmt::format("exited with code {}", status.code);
+}
+
+Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options)
+    : control_(control), options_(options) {}
+
+Status Supervisor::Start(Clock::time_point now) { return StartAll(now); }
+
+Status Supervisor::StartAll(Clock::time_point now) {
+  workers_.assign(static_cast<size_t>(options_.nproc), WorkerRecord{});
+  first_failure_ = -1;
+  killed_ = false;
+  deadline_.reset();
+  state_ = State::kRunning;
+  for (int i = 0; i < options_.nproc; ++i) {
+    WorkerRecord& w = workers_[static_cast<size_t>(i)];
+    w.local_rank = i;
+    w.restart = restart_;
+    Result<int> pid = control_.Start(i, restart_);
+    if (!pid.ok()) {
+      start_failed_ = true;
+      exit_code_ = pid.status().code() == Code::kNotFound ? 127 : 1;
+      BeginStop(SIGTERM, now);
+      MaybeFinish(now);
+      return pid.status();
+    }
+    w.pid = *pid;
+    w.started = now;
+    w.running = true;
+  }
+  return Status::Ok();
+}
+
+int Supervisor::Running() const {
+  int n = 0;
+  for (const WorkerRecord& w : workers_) n += w.running ? 1 : 0;
+  return n;
+}
+
+void Supervisor::SignalRunning(int sig) {
+  for (const WorkerRecord& w : workers_)
+    if (w.running) control_.Signal(w.pid, sig);
+}
+
+void Supervisor::BeginStop(int sig, Clock::time_point now) {
+  if (state_ != State::kRunning) return;
+  state_ = State::kStopping;
+  SignalRunning(sig);
+  deadline_ = now + options_.shutdown_timeout;
+}
+
+void Supervisor::OnExit(int pid, ExitStatus status, Clock::time_point now) {
+  for (WorkerRecord& w : workers_) {
+    if (w.pid != pid || !w.running) continue;
+    w.running = false;
+    w.ended = now;
+    w.status = status;
+    w.stopped_by_us = state_ == State::kStopping;
+    control_.Release(pid);
+    if (!status.ok() && state_ == State::kRunning) {
+      first_failure_ = w.local_rank;
+      exit_code_ = status.ShellCode();
+      BeginStop(SIGTERM, now);
+    }
+    MaybeFinish(now);
+    return;
+  }
+}
+
+void Supervisor::MaybeFinish(Clock::time_point now) {
+  if (Running() > 0 || state_ == State::kDone) return;
+  deadline_.reset();
+  bool failed = first_failure_ >= 0;
+  if (failed && !aborted_ && stop_signal_ == 0 && !start_failed_ && restart_ < options_.max_restarts) {
+    ++restart_;
+    StartAll(now);  // a start failure here is recorded and stops the job
+    return;
+  }
+  state_ = State::kDone;
+  if (!failed && stop_signal_ == 0 && !aborted_ && !start_failed_) exit_code_ = 0;
+}
+
+void Supervisor::OnStopSignal(int sig, Clock::time_point now) {
+  if (state_ == State::kDone) return;
+  if (state_ == State::kStopping) {
+    // A second Ctrl-C means "now": skip the grace period.
+    if (sig == SIGINT && !killed_) {
+      killed_ = true;
+      SignalRunning(SIGKILL);
+      deadline_.reset();
+    }
+    return;
+  }
+  stop_signal_ = sig;
+  exit_code_ = 128 + sig;
+  BeginStop(sig, now);
+  MaybeFinish(now);
+}
+
+void Supervisor::Forward(int sig) {
+  if (state_ == State::kRunning || state_ == State::kStopping) SignalRunning(sig);
+}
+
+void Supervisor::Abort(int code, Clock::time_point now) {
+  if (state_ == State::kDone) return;
+  aborted_ = true;
+  if (state_ == State::kRunning) exit_code_ = code;
+  BeginStop(SIGTERM, now);
+  MaybeFinish(now);
+}
+
+void Supervisor::OnTick(Clock::time_point now) {
+  if (!deadline_ || now < *deadline_) return;
+  deadline_.reset();
+  if (state_ == State::kStopping && !killed_) {
+    killed_ = true;
+    SignalRunning(SIGKILL);
+  }
+}
+
+const WorkerRecord* Supervisor::root_cause() const {
+  if (first_failure_ < 0) return nullptr;
+  return &workers_[static_cast<size_t>(first_failure_)];
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,120 @@
+// The supervision policy for one node's workers: when to start them, how to tear
+// them down, whether to restart, and what the job's exit code is.
+//
+// It owns no processes and no clock. Events come in (a worker exited, a signal
+// arrived, time passed), and it acts through WorkerControl. The real control
+// forks and signals process groups (launcher/process/process.hpp); tests use a fake that
+// records calls. All methods are called from one thread.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+using Clock = std::chrono::steady_clock;
+
+// How a process ended: exactly one of code/signal is meaningful.
+struct ExitStatus {
+  int code = 0;
+  int signal = 0;  // non-zero: killed by this signal
+  bool ok() const { return code == 0 && signal == 0; }
+  // The shell convention: the code, or 128+N for signal N.
+  int ShellCode() const { return signal != 0 ? 128 + signal : code; }
+};
+
+// Decodes a waitpid() status.
+ExitStatus FromWaitStatus(int wstatus);
+// "exited with code 3" or "was killed by SIGKILL".
+std::string Describe(const ExitStatus& status);
+
+class WorkerControl {
+ public:
+  virtual ~WorkerControl() = default;
+  // Starts local rank `local_rank` of restart generation `restart`. Returns the
+  // pid (also its process group id) or an error naming the command.
+  virtual Result<int> Start(int local_rank, int restart) = 0;
+  // Sends `sig` to the process group of the worker `pid`.
+  virtual void Signal(int pid, int sig) = 0;
+  // The worker `pid` has exited: nothing of its process group may outlive it.
+  virtual void Release(int pid) = 0;
+};
+
+struct WorkerRecord {
+  int local_rank = 0;
+  int pid = 0;
+  int restart = 0;
+  Clock::time_point started;
+  Clock::time_point ended;
+  bool running = false;
+  bool stopped_by_us = false;  // it exited after we asked it to stop
+  ExitStatus status;
+};
+
+struct SupervisorOptions {
+  int nproc = 1;
+  int max_restarts = 0;
+  std::chrono::milliseconds shutdown_timeout{30000};  // Default: 30s, SIGTERM to SIGKILL
+};
+
+class Supervisor {
+ public:
+  enum class State { kIdle, kRunning, kStopping, kDone };
+
+  Supervisor(WorkerControl& control, SupervisorOptions options);
+
+  // Starts every worker. A failed start tears down the ones already running and
+  // is returned; the supervisor then finishes with exit code 127 once they exit.
+  Status Start(Clock::time_point now);
+
+  // A worker exited (a pid that is not a worker is ignored).
+  void OnExit(int pid, ExitStatus status, Clock::time_point now);
+  // A stop signal (SIGINT, SIGTERM, ...) reached the launcher: forward it, then
+  // tear down. A second SIGINT kills at once.
+  void OnStopSignal(int sig, Clock::time_point now);
+  // A signal to pass on as it is (SIGUSR1, SIGUSR2, SIGCONT).
+  void Forward(int sig);
+  // A failure elsewhere in the job (another node): tear down with `code`.
+  void Abort(int code, Clock::time_point now);
+  // Time passed: sends SIGKILL once the shutdown timeout has run out.
+  void OnTick(Clock::time_point now);
+
+  // When OnTick must next be called; nullopt when nothing is pending.
+  std::optional<Clock::time_point> deadline() const { return deadline_; }
+  State state() const { return state_; }
+  bool done() const { return state_ == State::kDone; }
+  // Valid once done(): 0, the first failure's code, or 128+N for a signal.
+  int exit_code() const { return exit_code_; }
+  int restart_count() const { return restart_; }
+  // The first worker failure of the final generation, if any.
+  const WorkerRecord* root_cause() const;
+  // Every worker of the current generation, by local rank.
+  const std::vector<WorkerRecord>& workers() const { return workers_; }
+  int stop_signal() const { return stop_signal_; }
+
+ private:
+  Status StartAll(Clock::time_point now);
+  void BeginStop(int sig, Clock::time_point now);
+  void SignalRunning(int sig);
+  void MaybeFinish(Clock::time_point now);
+  int Running() const;
+
+  WorkerControl& control_;
+  SupervisorOptions options_;
+  State state_ = State::kIdle;
+  std::vector<WorkerRecord> workers_;
+  int restart_ = 0;
+  int exit_code_ = 0;
+  int first_failure_ = -1;   // local rank of the root cause in this generation
+  int stop_signal_ = 0;      // a signal that stopped the job, not a worker failure
+  bool aborted_ = false;     // stopped from outside; no restart
+  bool start_failed_ = false;
+  bool killed_ = false;      // SIGKILL already sent
+  std::optional<Clock::time_point> deadline_;
+};
+
+}  // namespace dlaunch::launcher

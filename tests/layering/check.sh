@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The direction of the source tree's arrows (issue 10). Each folder may include
+# only what is listed for it; the build's test `layering` runs this on the tree,
+# and once on a copy with an arrow planted the wrong way, which must be refused.
+#
+#   tests/layering/check.sh SOURCE_ROOT          exit 0, or 1 naming each bad include
+#   tests/layering/check.sh --self-test SOURCE_ROOT
+set -u
+
+# folder -> folders it may include (besides itself)
+declare -A MAY=(
+  [envmap]=""
+  [rendezvous]="envmap"
+  [launcher/core]="envmap"
+  [launcher/config]="envmap launcher/core"
+  [launcher/process]="envmap launcher/core"
+  [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process"
+)
+# The command line's flag struct is read by config/ and main.cpp. The modes
+# listed here still take it; the pure Plan (issue 10, Decide) removes them.
+# A file not listed that includes it is refused.
+FLAG_STRUCT=launcher/config/cli.hpp
+FLAG_READERS_LEFT=(
+  launcher/modes/daemon.cpp
+  launcher/modes/head.hpp
+  launcher/modes/mpi_bootstrap.cpp
+  launcher/modes/multinode.hpp
+)
+
+check() {
+  local root=$1 bad=0 file dir inc target allowed ok f
+  cd "$root" || { echo "layering: cannot enter $root" >&2; return 2; }
+  for f in launcher/*.cpp launcher/*.hpp; do
+    [[ -e $f && $f != launcher/main.cpp ]] || continue
+    echo "$f: launcher/ holds only main.cpp and the layer folders"
+    bad=1
+  done
+  while IFS= read -r file; do
+    dir=$(dirname "$file")
+    case $dir in
+      launcher/core* | launcher/config* | launcher/process* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
+      launcher | launcher/mpi_bootstrap) continue ;;  # main.cpp and the helper wire everything
+      envmap* | rendezvous*) dir=${dir%%/*} ;;
+      *) continue ;;
+    esac
+    [[ -v MAY[$dir] ]] || { echo "$file: folder $dir has no entry in tests/layering/check.sh"; bad=1; continue; }
+    while IFS= read -r inc; do
+      target=$(dirname "$inc")
+      [[ $target == launcher/* ]] && target=launcher/$(cut -d/ -f2 <<<"$target")
+      [[ $target == "$dir" ]] && continue
+      ok=0
+      for allowed in ${MAY[$dir]}; do [[ $target == "$allowed" ]] && ok=1; done
+      if ((!ok)); then
+        echo "$file: includes $inc, but $dir may include only: ${MAY[$dir]:-nothing of the project}"
+        bad=1
+      fi
+      if [[ $inc == "$FLAG_STRUCT" && $dir != launcher/config ]]; then
+        local listed=0
+        for f in "${FLAG_READERS_LEFT[@]}"; do [[ $f == "$file" ]] && listed=1; done
+        if ((!listed)); then
+          echo "$file: includes the flag struct ($FLAG_STRUCT); a mode takes the Plan, only config/ and main.cpp read flags"
+          bad=1
+        fi
+      fi
+    done < <(sed -nE 's/^#include "((envmap|rendezvous|launcher)\/[^"]+)".*/\1/p' "$file")
+  done < <(find envmap rendezvous launcher -name '*.cpp' -o -name '*.hpp' | sort)
+  return "$bad"
+}
+
+if [[ ${1:-} == --self-test ]]; then
+  root=${2:?usage: check.sh --self-test SOURCE_ROOT}
+  tmp=$(mktemp -d) || exit 2
+  trap 'rm -rf "$tmp"' EXIT
+  cp -r "$root/envmap" "$root/rendezvous" "$root/launcher" "$tmp/"
+  # The planted arrows: core reaching up into process, and a process file
+  # reading the flag struct.
+  echo '#include "launcher/process/runner.hpp"' >>"$tmp/launcher/core/text.cpp"
+  echo '#include "launcher/config/cli.hpp"' >>"$tmp/launcher/process/summary.cpp"
+  out=$(check "$tmp")
+  rc=$?
+  expect1="launcher/core/text.cpp: includes launcher/process/runner.hpp, but launcher/core may include only: envmap"
+  expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: envmap launcher/core"
+  if ((rc != 1)) || ! grep -qxF "$expect1" <<<"$out" || ! grep -qxF "$expect2" <<<"$out"; then
+    echo "layering self-test: the planted includes were not refused as expected (rc $rc):"
+    echo "$out"
+    exit 1
+  fi
+  [[ $(wc -l <<<"$out") -eq 3 ]] || { echo "layering self-test: more refused than planted:"; echo "$out"; exit 1; }
+  echo "layering self-test: both planted arrows refused"
+  exit 0
+fi
+check "${1:?usage: check.sh SOURCE_ROOT}"
