@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
+#include "launcher/config/coordinator_options.hpp"
 #include "launcher/core/console.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
@@ -89,16 +90,9 @@ int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::Env
   // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at->ToString();
   auto factory = [&, token = *token](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
-    rdzv::CoordinatorOptions c;
+    rdzv::CoordinatorOptions c =
+        CoordinatorOptionsFor(*o, hello.run_id, hello.min_nodes, hello.max_nodes, hello.max_restarts, token);
     c.endpoint = endpoint;
-    c.run_id = hello.run_id;
-    c.min_nodes = hello.min_nodes;
-    c.max_nodes = hello.max_nodes;
-    c.max_restarts = hello.max_restarts;
-    c.join_timeout = o->join_timeout;
-    c.last_call_timeout = o->last_call_timeout;
-    c.heartbeat_timeout = o->heartbeat_timeout;
-    c.token = token;
     return c;
   };
   EventLoop loop;

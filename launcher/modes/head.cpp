@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/config/coordinator_options.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
@@ -435,15 +436,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     if (!nonce.ok()) return Fail(1, nonce.status().message());
     run_id = Hex(nonce->substr(0, 8));
   }
-  rdzv::CoordinatorOptions copts;
-  copts.run_id = run_id;
-  copts.min_nodes = copts.max_nodes = n;
-  copts.join_timeout = o.join_timeout;
-  copts.last_call_timeout = o.last_call_timeout;
-  copts.heartbeat_timeout = o.heartbeat_timeout;
-  copts.max_restarts = o.max_restarts;
-  copts.token = *token;
-  copts.master_port = o.master_port.value_or(0);
+  rdzv::CoordinatorOptions copts = CoordinatorOptionsFor(o, run_id, n, n, o.max_restarts, *token);
   auto log = [&console](const std::string& line) { console.Say(line); };
   Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
       rdzv::CoordinatorServer::Start(io, rdzv::HostPort{addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);

@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "launcher/config/coordinator_options.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
@@ -206,18 +207,9 @@ int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Wat
   std::unique_ptr<rdzv::CoordinatorServer> server;
   bool want_host = o.is_host.value_or(IsLocalAddress(io, endpoint->host));
   if (want_host) {
-    rdzv::CoordinatorOptions copts;
+    rdzv::CoordinatorOptions copts = CoordinatorOptionsFor(o, run_id, min_nodes, max_nodes, o.max_restarts, *token);
     copts.endpoint = endpoint->ToString();
-    copts.run_id = run_id;
-    copts.min_nodes = min_nodes;
-    copts.max_nodes = max_nodes;
-    copts.join_timeout = o.join_timeout;
-    copts.last_call_timeout = o.last_call_timeout;
-    copts.heartbeat_timeout = o.heartbeat_timeout;
-    copts.max_restarts = o.max_restarts;
-    copts.token = *token;
     copts.node_list = node_list;
-    copts.master_port = o.master_port.value_or(0);
     if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
     auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
                                                   rdzv::CoordinatorServer::OneJob(copts), PrintLog);

@@ -12,7 +12,7 @@ declare -A MAY=(
   [envmap]=""
   [rendezvous]="envmap"
   [launcher/core]="envmap"
-  [launcher/config]="envmap launcher/core"
+  [launcher/config]="envmap rendezvous launcher/core"
   [launcher/process]="envmap launcher/core"
   [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process"
 )
