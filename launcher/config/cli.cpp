@@ -309,8 +309,22 @@ bool IsLayoutFlag(std::string_view name) {
   return false;
 }
 
-// Flags a head-node launch keeps to itself: it decides each agent's nodes,
-// workers, rendezvous and tags.
+}  // namespace
+
+// What a head-node launch passes on to every agent, as the user typed it: how
+// each node runs, supervises and shows its workers. Every other flag is the
+// head's own (HeadOnly); a test holds each flag to exactly one of the two.
+bool ForAgents(std::string_view name) {
+  for (std::string_view f : {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
+                             "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
+                             "shutdown-timeout", "signals-to-handle", "legacy-launch", "use-env",
+                             "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"})
+    if (name == f) return true;
+  return false;
+}
+
+// The head decides each agent's nodes, workers, rendezvous and tags itself, and
+// keeps its ssh connection and its own questions (help, explain) to itself.
 bool HeadOnly(std::string_view name) {
   for (std::string_view f : {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                              "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
@@ -320,6 +334,8 @@ bool HeadOnly(std::string_view name) {
     if (name == f) return true;
   return false;
 }
+
+namespace {
 
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
@@ -421,6 +437,12 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
 
 }  // namespace
 
+std::vector<std::string> FlagNames() {
+  std::vector<std::string> names;
+  for (const Flag& f : Flags()) names.emplace_back(f.name);
+  return names;
+}
+
 int StdFor(const std::string& spec, int local_rank) {
   std::optional<int> all = ParseInt(spec);
   if (all) return (*all >= 0 && *all <= 3) ? *all : -1;
@@ -493,7 +515,7 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     }
     if (Status s = flag->set(o, value); !s.ok()) return s;
     if (IsLayoutFlag(flag->name)) o.layout_given = true;
-    if (!HeadOnly(flag->name)) {
+    if (ForAgents(flag->name)) {
       std::string canonical = fmt::format("--{}", flag->name);
       if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;
       o.agent_args.push_back(canonical);

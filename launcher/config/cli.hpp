@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "envmap/layout.hpp"
@@ -59,9 +60,7 @@ struct Options {
   std::vector<std::string> ssh_options;     // --ssh-option K=V (repeatable): ssh -o K=V
   std::vector<std::string> exports;         // -x NAME[=VALUE] (repeatable), as mpirun's
   std::string remote_dlaunch;               // --remote-dlaunch PATH (default: this binary's path)
-  // The flags, as given, that the head passes on to every agent: all but those
-  // that describe the job's nodes, the rendezvous and the ssh connection, which
-  // the head sets itself.
+  // The flags, as given, that the head passes on to every agent (ForAgents).
   std::vector<std::string> agent_args;
 
   // per-process: the workers are the command (torchrun). per-node: the command is
@@ -121,6 +120,13 @@ struct Options {
 // "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"
 // or "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)".
 Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env);
+
+// Whether a head-node launch passes flag `name` (long form, no dashes) on to its
+// agents, or keeps it to itself. Each flag is exactly one of the two.
+bool ForAgents(std::string_view name);
+bool HeadOnly(std::string_view name);
+// The long names of every flag.
+std::vector<std::string> FlagNames();
 
 // Parses a torchrun Std value ("3", or "0:1,1:2") into the streams for `local_rank`:
 // bit 1 stdout, bit 2 stderr. Returns -1 when malformed.

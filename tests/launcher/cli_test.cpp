@@ -6,6 +6,9 @@ using dlaunch::envmap::EnvMap;
 using dlaunch::launcher::NprocKind;
 using dlaunch::launcher::Options;
 using dlaunch::launcher::ParseCommandLine;
+using dlaunch::launcher::FlagNames;
+using dlaunch::launcher::ForAgents;
+using dlaunch::launcher::HeadOnly;
 using dlaunch::launcher::StdFor;
 
 namespace {
@@ -241,4 +244,23 @@ TEST_CASE("--nodes names each host once, as -H and hostfiles do", "[cli][bounds]
   CHECK(Error({"--nodes", "n1,n2,n1", "t.py"}) == "--nodes: host 'n1' is listed twice (node ranks 0 and 2)");
   CHECK(Error({"--nodes", "[::1],::1", "t.py"}) == "--nodes: host '::1' is listed twice (node ranks 0 and 1)");
   CHECK(MustParse({"--nodes", "[fe80::1],n2", "t.py"}).nodes == std::vector<std::string>{"fe80::1", "n2"});
+}
+
+TEST_CASE("each flag is either passed on to a head launch's agents or the head's own, never both", "[cli]") {
+  std::vector<std::string> names = FlagNames();
+  REQUIRE(names.size() > 40);
+  for (const std::string& name : names) {
+    INFO("--" << name);
+    CHECK(ForAgents(name) != HeadOnly(name));
+  }
+  // The lists name real flags only.
+  CHECK_FALSE(ForAgents("no-such-flag"));
+  CHECK_FALSE(HeadOnly("no-such-flag"));
+}
+
+TEST_CASE("agent_args carries exactly the flags an agent needs, as typed", "[cli]") {
+  Options o = MustParse({"-H", "a,b", "--nproc-per-node", "2", "--max-restarts=3", "--tee", "1", "--no-tag",
+                         "--rdzv-conf", "join_timeout=5", "--", "true"});
+  CHECK(o.agent_args ==
+        std::vector<std::string>{"--max-restarts", "3", "--tee", "1", "--rdzv-conf", "join_timeout=5"});
 }
