@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 namespace dlaunch::rendezvous {
@@ -258,6 +259,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       if (log_) log_(log->line);
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       ended_ = *ended;
+      if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });
       // Its connections are closed; forget the job so the run id can be used again.
       std::erase_if(route_, [&](const auto& r) { return r.second == run_id; });
       jobs_.erase(run_id);

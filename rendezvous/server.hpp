@@ -73,6 +73,9 @@ class CoordinatorServer {
 
   // The last job that ended, if any.
   const std::optional<JobEnded>& ended() const { return ended_; }
+  // `hook` runs on the io_context (posted, never from inside the server) each
+  // time a job ends, after ended() says so.
+  void OnJobEnded(std::function<void(const JobEnded&)> hook) { on_ended_ = std::move(hook); }
   // A job has ended and every connection has written its last bytes.
   bool Flushed() const;
   int port() const;
@@ -108,6 +111,7 @@ class CoordinatorServer {
   void Apply(std::string run_id, std::vector<Action> actions);
   void Tick();
 
+  std::function<void(const JobEnded&)> on_ended_;
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;

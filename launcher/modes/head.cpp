@@ -97,7 +97,6 @@ class Head {
         server_(server),
         signals_(io),
         deadline_(io),
-        ticker_(io),
         streams_(io, console, kReadSize),
         reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
 
@@ -118,7 +117,6 @@ class Head {
   void WaitDeadline(Clock::duration after);
   void KillAll();
   bool AllFinished() const;
-  void Tick();
   void Complete();
 
   const Options& o_;
@@ -128,7 +126,6 @@ class Head {
   rdzv::CoordinatorServer& server_;
   asio::signal_set signals_;  // stop signals
   asio::steady_timer deadline_;
-  asio::steady_timer ticker_;
   bool deadline_armed_ = false;
   bool completed_ = false;
   std::function<void(int)> done_;
@@ -274,17 +271,11 @@ void Head::Run(std::function<void(int)> done) {
   for (int sig : StopSignals(o_)) signals_.add(sig);
   WaitSignals();
   reaper_.ReapNow();  // a node that failed before the reaper was in place
-  Tick();
-  Complete();  // no node could be started
-}
-
-// Once the coordinator has ended the job, the agents' time to finish starts.
-void Head::Tick() {
-  if (server_.ended()) ArmDeadline();
-  ticker_.expires_after(std::chrono::milliseconds(100));
-  ticker_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
-    if (!ec && !alive.expired()) Tick();
+  // Once the coordinator has ended the job, the agents' time to finish starts.
+  server_.OnJobEnded([this, alive = life_.token()](const rdzv::JobEnded&) {
+    if (!alive.expired()) ArmDeadline();
   });
+  Complete();  // no node could be started
 }
 
 void Head::Complete() {
@@ -294,7 +285,6 @@ void Head::Complete() {
   signals_.cancel(ignored);
   reaper_.Stop();
   deadline_.cancel();
-  ticker_.cancel();
   streams_.CloseAll();
   int code = 1;
   if (stop_signal_ != 0) {
