@@ -12,17 +12,22 @@ protocol version 3). Every loop is bounded in count and time.
                                     closed once answered; stops after SECONDS
   idle PORT COUNT                   COUNT idle connections, held until stdin closes
   join-leave PORT TOKEN RUN_ID      a real handshake with TOKEN, a Join, then close
+  beat PORT TOKEN RUN_ID COUNT SECS COUNT agents join RUN_ID (min=max=COUNT) and each
+                                    sends a heartbeat every 0.3 s, for SECS after the
+                                    first Hello; prints "joined COUNT" once all joined,
+                                    then "assigned A aborted B closed C" at the end
 """
 import hashlib
 import hmac
 import os
+import selectors
 import socket
 import struct
 import sys
 import time
 
 VERSION = int(os.environ.get("RDZV_PEER_VERSION", "3"))  # another only to show old builds fail
-HELLO, CHALLENGE, PROOF, JOIN = 1, 2, 3, 4
+HELLO, CHALLENGE, PROOF, JOIN, ASSIGNMENT, HEARTBEAT, ABORT = 1, 2, 3, 4, 5, 6, 8
 
 
 def s(b):
@@ -77,6 +82,92 @@ def proof(token, label, na, nc, run_id):
     return hmac.new(token, data, hashlib.sha256).digest()
 
 
+def join_frames(token, run_id, host, lo, hi, conn):
+    """A real handshake on `conn` with TOKEN; returns an error, or None once Join is sent."""
+    na = os.urandom(32)
+    conn.sendall(frame(HELLO, i(VERSION) + s(run_id) + s(na) + i(lo) + i(hi) + i(0)))
+    mtype, body = read_frame(conn)
+    if mtype != CHALLENGE:
+        return "no challenge: type %s" % mtype
+    nc, theirs = strings(body, 2)
+    if theirs != proof(token, b"dlaunch-rdzv-v3 coordinator proof", na, nc, run_id):
+        return "the coordinator's proof does not verify"
+    conn.sendall(frame(PROOF, s(proof(token, b"dlaunch-rdzv-v3 agent proof", na, nc, run_id))))
+    join = (s(run_id) + s(host) + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
+            i(-1) + i(0) + struct.pack(">I", 0) + i(0))
+    conn.sendall(frame(JOIN, join))
+    return None
+
+
+def beat(port, token, run_id, count, secs):
+    deadline = time.monotonic() + secs
+    period = 0.3
+    conns, closed, assigned, aborted = [], set(), set(), set()
+    bufs = {}
+    sel = selectors.DefaultSelector()
+    next_beat = [0.0]
+
+    def beat_all():
+        if time.monotonic() < next_beat[0]:
+            return
+        next_beat[0] = time.monotonic() + period
+        for c in conns:
+            if c in closed:
+                continue
+            try:
+                c.send(frame(HEARTBEAT, b""))
+            except BlockingIOError:
+                pass  # a full buffer: the coordinator is not reading; it has bytes of ours
+            except OSError:
+                closed.add(c)
+
+    def read_ready(timeout):
+        for key, _ in sel.select(timeout=timeout):
+            c = key.fileobj
+            try:
+                data = c.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                closed.add(c)
+                sel.unregister(c)
+                continue
+            buf = bufs[c] + data
+            while len(buf) >= 12:
+                length = struct.unpack(">I", buf[8:12])[0]
+                if len(buf) < 12 + length:
+                    break
+                if buf[5] == ASSIGNMENT:
+                    assigned.add(c)
+                elif buf[5] == ABORT:
+                    aborted.add(c)
+                buf = buf[12 + length:]
+            bufs[c] = buf
+
+    for k in range(count):
+        if time.monotonic() > deadline:
+            break
+        conn = connect(port)
+        err = join_frames(token, run_id, b"beater%d" % k, count, count, conn)
+        if err:
+            print(err, flush=True)
+            return 1
+        conn.setblocking(False)
+        conns.append(conn)
+        bufs[conn] = b""
+        sel.register(conn, selectors.EVENT_READ)
+        beat_all()  # the first ones must not fall silent while the others join
+        read_ready(0)
+    print("joined %d" % len(conns), flush=True)
+    while time.monotonic() < deadline:
+        beat_all()
+        read_ready(max(0.0, min(next_beat[0], deadline) - time.monotonic()))
+    print("assigned %d aborted %d closed %d" % (len(assigned), len(aborted), len(closed)), flush=True)
+    return 0
+
+
 def main():
     cmd, port = sys.argv[1], int(sys.argv[2])
     if cmd == "junk":
@@ -108,6 +199,8 @@ def main():
             conns.append(connect(port))
         print(len(conns), flush=True)
         sys.stdin.read()
+    elif cmd == "beat":
+        return beat(port, sys.argv[3].encode(), sys.argv[4].encode(), int(sys.argv[5]), float(sys.argv[6]))
     elif cmd == "join-leave":
         token, run_id = sys.argv[3].encode(), sys.argv[4].encode()
         conn = connect(port)
