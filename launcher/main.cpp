@@ -23,7 +23,6 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
-#include "launcher/core/text.hpp"
 #include "launcher/modes/daemon.hpp"
 #include "launcher/modes/head.hpp"
 #include "launcher/modes/mpi_bootstrap.hpp"
@@ -201,12 +200,14 @@ int main(int argc, char** argv) {
     if (Status s = EnsureDirectory("--log-dir", o.log_dir); !s.ok()) return Fail(kExitUsage, s.message());
     plan.work_dir = fmt::format("{}/{}", o.log_dir, plan.layout.run_id);
   } else {
-    // $TMPDIR first, as Python's tempfile (torchrun) and mktemp do.
-    const char* tmpdir = std::getenv("TMPDIR");
-    std::string parent = tmpdir != nullptr && *tmpdir == '/' ? tmpdir : "/tmp";
-    std::string tmpl = parent + "/dlaunch-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) {
-      return Fail(1, fmt::format("{}: cannot create a run directory ({})", Printable(parent), std::strerror(errno)));
+    // Under $TMPDIR when it is usable, else /tmp, as Python's tempfile (torchrun) does.
+    std::string tmpl;
+    for (const char* parent : std::initializer_list<const char*>{std::getenv("TMPDIR"), "/tmp"}) {
+      if (parent == nullptr || *parent != '/') continue;
+      tmpl = fmt::format("{}/dlaunch-XXXXXX", parent);
+      if (mkdtemp(tmpl.data()) != nullptr) break;
+      if (std::string_view(parent) == "/tmp")
+        return Fail(1, fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
     }
     plan.work_dir = tmpl;
   }

@@ -216,6 +216,19 @@ check ompi,horovod "$TMP/ompi,horovod"
 dump_run azure --env azure --env ompi
 check azure "$TMP/azure"
 
+# 5. The run directory (error files) is made under $TMPDIR, as Python's tempfile
+#    does, and removed at the end; an unusable $TMPDIR falls back to /tmp.
+mkdir -p "$TMP/tmpdir"
+# shellcheck disable=SC2016  # expanded by the worker's shell
+TMPDIR=$TMP/tmpdir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
+expect_rc 0 "TMPDIR=$TMP/tmpdir"
+assert_file_matches "$OUT" "^error file: $TMP/tmpdir/dlaunch-[A-Za-z0-9]{6}/attempt_0/0/error.json$" "the run directory under \$TMPDIR"
+assert_eq "$(find "$TMP/tmpdir" -mindepth 1 | wc -l)" "0" "what is left under \$TMPDIR after the run"
+# shellcheck disable=SC2016
+TMPDIR=$TMP/no-such-dir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
+expect_rc 0 "TMPDIR naming no directory"
+assert_file_matches "$OUT" "^error file: /tmp/dlaunch-[A-Za-z0-9]{6}/attempt_0/0/error.json$" "the run directory under /tmp"
+
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the env dumps"
 pass
