@@ -201,12 +201,11 @@ int main(int argc, char** argv) {
     plan.work_dir = fmt::format("{}/{}", o.log_dir, plan.layout.run_id);
   } else {
     // Under $TMPDIR when it is usable, else /tmp, as Python's tempfile (torchrun) does.
-    std::string tmpl;
-    for (const char* parent : std::initializer_list<const char*>{std::getenv("TMPDIR"), "/tmp"}) {
-      if (parent == nullptr || *parent != '/') continue;
-      tmpl = fmt::format("{}/dlaunch-XXXXXX", parent);
-      if (mkdtemp(tmpl.data()) != nullptr) break;
-      if (std::string_view(parent) == "/tmp")
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string tmpl = tmpdir != nullptr && *tmpdir == '/' ? fmt::format("{}/dlaunch-XXXXXX", tmpdir) : "";
+    if (tmpl.empty() || mkdtemp(tmpl.data()) == nullptr) {
+      tmpl = "/tmp/dlaunch-XXXXXX";
+      if (mkdtemp(tmpl.data()) == nullptr)
         return Fail(1, fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
     }
     plan.work_dir = tmpl;

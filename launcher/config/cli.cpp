@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 #include <algorithm>
+#include <initializer_list>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -301,12 +302,14 @@ Status SetSshPort(Options& o, const std::string& v) {
   return Status::Ok();
 }
 
+bool Listed(std::string_view name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // Flags that fix the layout: with any of them, the surroundings are not consulted.
 bool IsLayoutFlag(std::string_view name) {
-  for (std::string_view f : {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
-                             "standalone"})
-    if (name == f) return true;
-  return false;
+  return Listed(name, {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
+                       "standalone"});
 }
 
 }  // namespace
@@ -315,24 +318,20 @@ bool IsLayoutFlag(std::string_view name) {
 // each node runs, supervises and shows its workers. Every other flag is the
 // head's own (HeadOnly); a test holds each flag to exactly one of the two.
 bool ForAgents(std::string_view name) {
-  for (std::string_view f : {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
-                             "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
-                             "shutdown-timeout", "signals-to-handle", "legacy-launch", "use-env",
-                             "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"})
-    if (name == f) return true;
-  return false;
+  return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
+                       "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
+                       "shutdown-timeout", "signals-to-handle", "legacy-launch", "use-env",
+                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"});
 }
 
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
 // keeps its ssh connection and its own questions (help, explain) to itself.
 bool HeadOnly(std::string_view name) {
-  for (std::string_view f : {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
-                             "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
-                             "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
-                             "ssh-option", "export", "remote-dlaunch", "explain", "standalone", "tag-output",
-                             "no-tag", "help", "version"})
-    if (name == f) return true;
-  return false;
+  return Listed(name, {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+                       "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
+                       "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
+                       "ssh-option", "export", "remote-dlaunch", "explain", "standalone", "tag-output",
+                       "no-tag", "help", "version"});
 }
 
 namespace {
