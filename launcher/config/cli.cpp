@@ -430,6 +430,7 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
     Status s = f.set(o, it->second);
     if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
     if (IsLayoutFlag(f.name)) o.layout_given = true;
+    o.given[std::string(f.name)] = var;
   }
   return Status::Ok();
 }
@@ -514,6 +515,7 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     }
     if (Status s = flag->set(o, value); !s.ok()) return s;
     if (IsLayoutFlag(flag->name)) o.layout_given = true;
+    o.given[std::string(flag->name)] = fmt::format("--{}", flag->name);
     if (ForAgents(flag->name)) {
       std::string canonical = fmt::format("--{}", flag->name);
       if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -113,6 +114,10 @@ struct Options {
 
   bool help = false;
   bool version = false;
+
+  // Where each flag given came from: its long name -> "--name" (typed) or
+  // "PET_NAME" (torchrun's environment default). Flags not here took their default.
+  std::map<std::string, std::string, std::less<>> given;
 };
 
 // Parses argv (without argv[0]). `env` supplies torchrun's PET_<FLAG> defaults.

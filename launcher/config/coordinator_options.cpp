@@ -1,6 +1,17 @@
 #include "launcher/config/coordinator_options.hpp"
 
+#include <fmt/format.h>
+
+#include "launcher/config/cli.hpp"
+#include "rendezvous/auth.hpp"
+
 namespace dlaunch::launcher {
+
+namespace {
+
+constexpr int kDefaultRdzvPort = 29400;  // torchrun's
+
+}  // namespace
 
 rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std::string& run_id, int min_nodes,
                                                      int max_nodes, int max_restarts, const std::string& token) {
@@ -14,6 +25,68 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std
   c.heartbeat_timeout = o.heartbeat_timeout;
   c.token = token;
   c.master_port = o.master_port.value_or(0);
+  return c;
+}
+
+Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
+  rendezvous::TokenSources sources;
+  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
+  if (auto it = env.find(rendezvous::kTokenEnvVar); it != env.end()) sources.env = it->second;
+  if (!o.rdzv_token_file.empty()) {
+    Result<rendezvous::TokenFile> file = rendezvous::ReadTokenFile(o.rdzv_token_file);
+    if (!file.ok()) return file.status();
+    sources.file = *file;
+  }
+  return rendezvous::ChooseToken(sources);
+}
+
+Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envmap::EnvMap& env) {
+  DaemonPlan plan;
+  std::vector<std::string> rest;
+  std::string listen;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string name = arg.substr(0, arg.find('='));
+    if (name == "--listen") {
+      if (arg.size() > name.size()) listen = arg.substr(name.size() + 1);
+      else if (i + 1 < args.size()) listen = args[++i];
+      else return Status::InvalidArgument("--listen: expects a value");
+      continue;
+    }
+    if (name == "-h" || name == "--help") {
+      plan.help = true;
+      return plan;
+    }
+    std::string dashed = name;
+    for (char& c : dashed) if (c == '_') c = '-';
+    if (dashed != "--rdzv-token" && dashed != "--rdzv-token-file" && dashed != "--rdzv-conf")
+      return Status::InvalidArgument(fmt::format(
+          "'{}' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf)", name));
+    rest.push_back(arg);
+    if (arg.find('=') == std::string::npos && i + 1 < args.size()) rest.push_back(args[++i]);
+  }
+  if (listen.empty()) return Status::InvalidArgument("--listen: required (ADDR:PORT)");
+  rest.push_back("--");
+  rest.push_back("coordinator");  // the launcher's parser wants a command
+  Result<Options> o = ParseCommandLine(rest, env);
+  if (!o.ok()) return o.status();
+  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, kDefaultRdzvPort, "--listen");
+  if (!at.ok()) return at.status();
+  plan.listen = *at;
+  Result<std::string> token = ResolveToken(*o, env);
+  if (!token.ok()) return token.status();
+  plan.jobs = CoordinatorOptionsFor(*o, "", 1, 1, 0, *token);
+  plan.jobs.endpoint = at->ToString();
+  return plan;
+}
+
+rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const std::string& run_id, int min_nodes, int max_nodes,
+                                      int max_restarts) {
+  rendezvous::CoordinatorOptions c = plan.jobs;
+  c.run_id = run_id;
+  c.min_nodes = min_nodes;
+  c.max_nodes = max_nodes;
+  c.max_restarts = max_restarts;
   return c;
 }
 

@@ -3,15 +3,17 @@
 // --rdzv-endpoint at it with --rdzv-conf is_host=0.
 #pragma once
 
-#include <string>
-#include <vector>
+#include <string_view>
 
-#include "envmap/layout.hpp"
+#include "launcher/config/coordinator_options.hpp"
 
 namespace dlaunch::launcher {
 
-// Runs until SIGINT or SIGTERM. `args` follow the word "coordinator". Returns 0
-// after a signal, 2 for bad flags (one line naming the flag).
-int RunCoordinatorDaemon(const std::vector<std::string>& args, const envmap::EnvMap& env);
+// Runs until SIGINT or SIGTERM (or prints the usage, with plan.help) and
+// returns 0; 2 when the listen address cannot be bound (one line naming it).
+int RunCoordinatorDaemon(const DaemonPlan& plan);
+
+// How its lines begin.
+inline constexpr std::string_view kDaemonName = "dlaunch coordinator";
 
 }  // namespace dlaunch::launcher

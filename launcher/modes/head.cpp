@@ -17,13 +17,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "launcher/config/coordinator_options.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/modes/multinode.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/streams.hpp"
 #include "rendezvous/auth.hpp"
@@ -41,11 +39,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFinishSlack{10};
 // Default: bytes per read of one agent pipe.
 constexpr size_t kReadSize = size_t{1} << 16;
-constexpr const char* kDefaultTag = "[{node_rank},{rank}]: ";
-
-std::vector<int> StopSignals(const Options& o) {
-  return o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o.signals_to_handle;
-}
 
 std::string Hex(const std::string& bytes) {
   std::string out;
@@ -70,13 +63,6 @@ Result<std::string> RouteAddress(asio::io_context& io, const std::string& host) 
   return Status::InvalidArgument(fmt::format("node {}: no route from this machine ({})", host, ec.message()));
 }
 
-std::string NprocArg(const HostEntry& e, const Options& o) {
-  if (o.nproc_kind == NprocKind::kNumber || !e.only_slots.empty() || (!o.nproc_given && e.slots))
-    return fmt::format("{}", WorkersOn(e, o.nproc_given, o.nproc));
-  // auto, gpu and cpu are the node's to resolve, not the head's.
-  return o.nproc_kind == NprocKind::kAuto ? "auto" : o.nproc_kind == NprocKind::kGpu ? "gpu" : "cpu";
-}
-
 // The agents of a head-node launch, run to the end on one io_context.
 class Head {
  public:
@@ -89,8 +75,8 @@ class Head {
     std::unique_ptr<TailBuffer> err_tail = std::make_unique<TailBuffer>(4096);  // stays put as nodes_ grows
   };
 
-  Head(const Options& o, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server)
-      : o_(o),
+  Head(const HeadPlan& plan, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server)
+      : plan_(plan),
         io_(io),
         console_(console),
         watchdog_(watchdog),
@@ -119,7 +105,7 @@ class Head {
   bool AllFinished() const;
   void Complete();
 
-  const Options& o_;
+  const HeadPlan& plan_;
   asio::io_context& io_;
   Console& console_;
   Watchdog& watchdog_;
@@ -235,7 +221,7 @@ void Head::Stop(int code, const std::string& cause) {
 void Head::ArmDeadline() {
   if (deadline_armed_) return;
   deadline_armed_ = true;
-  WaitDeadline(o_.shutdown_timeout + kFinishSlack);
+  WaitDeadline(plan_.shutdown_timeout + kFinishSlack);
 }
 
 void Head::WaitDeadline(Clock::duration after) {
@@ -268,7 +254,7 @@ bool Head::AllFinished() const {
 void Head::Run(std::function<void(int)> done) {
   done_ = std::move(done);
   reaper_.Start();
-  for (int sig : StopSignals(o_)) signals_.add(sig);
+  for (int sig : plan_.stop_signals) signals_.add(sig);
   WaitSignals();
   reaper_.ReapNow();  // a node that failed before the reaper was in place
   // Once the coordinator has ended the job, the agents' time to finish starts.
@@ -299,39 +285,23 @@ void Head::Complete() {
 
 }  // namespace
 
-bool IsHeadLaunch(const Options& o) {
-  return (!o.hostfile.empty() || !o.host_list.empty() || !o.nodes.empty()) && o.rdzv_endpoint.empty();
-}
-
-AgentCommand AgentCommandFor(const Options& o, const envmap::EnvMap& env, const std::vector<HostEntry>& hosts,
-                             int node_rank, const std::string& self, const std::string& endpoint,
+AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string& self, const std::string& endpoint,
                              const std::string& run_id, const std::string& cwd) {
-  const HostEntry& entry = hosts[static_cast<size_t>(node_rank)];
+  const HostEntry& entry = h.hosts[static_cast<size_t>(node_rank)];
   AgentCommand c;
   c.cwd = cwd;
-  for (const std::string& x : o.exports) {
-    size_t eq = x.find('=');
-    if (eq != std::string::npos) {
-      c.env.emplace_back(x.substr(0, eq), x.substr(eq + 1));
-    } else if (auto it = env.find(x); it != env.end()) {
-      c.env.emplace_back(x, it->second);
-    }
-  }
+  c.env = h.exports;
   if (!entry.only_slots.empty()) c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
   c.argv = {self,
             "--rdzv-endpoint", endpoint,
             "--rdzv-id", run_id,
-            "--nnodes", fmt::format("{}", hosts.size()),
+            "--nnodes", fmt::format("{}", h.hosts.size()),
             "--node-rank", fmt::format("{}", node_rank),
-            "--nproc-per-node", NprocArg(entry, o)};
-  if (o.tag_format) c.argv.push_back("--tag-output=" + *o.tag_format);
-  else if (o.no_tag) c.argv.push_back("--no-tag");
-  else c.argv.push_back(std::string("--tag-output=") + kDefaultTag);
-  c.argv.insert(c.argv.end(), o.agent_args.begin(), o.agent_args.end());
+            "--nproc-per-node", h.workers[static_cast<size_t>(node_rank)]};
+  c.argv.insert(c.argv.end(), h.agent_flags.begin(), h.agent_flags.end());
   // Last, so that a forwarded --rdzv-conf cannot make an agent host a coordinator.
   c.argv.insert(c.argv.end(), {"--rdzv-conf", "is_host=0"});
-  if (o.after_dashdash) c.argv.push_back("--");
-  c.argv.insert(c.argv.end(), o.command.begin(), o.command.end());
+  c.argv.insert(c.argv.end(), h.command.begin(), h.command.end());
   return c;
 }
 
@@ -342,38 +312,37 @@ bool IsThisMachine(const std::string& host) { return IsLoopbackName(host) || hos
 
 // How node `host` is reached: this machine through a local shell, any other
 // through ssh or pdsh.
-RemoteOptions RemoteFor(const Options& o, const std::string& host) {
+RemoteOptions RemoteFor(const HeadPlan& plan, const std::string& host) {
   RemoteOptions r;
-  r.kind = IsThisMachine(host) ? RemoteKind::kLocal : o.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
-  r.port = o.ssh_port;
-  r.identity = o.ssh_identity;
-  r.ssh_options = o.ssh_options;
+  r.kind = IsThisMachine(host) ? RemoteKind::kLocal : plan.remote == "pdsh" ? RemoteKind::kPdsh : RemoteKind::kSsh;
+  r.port = plan.ssh_port;
+  r.identity = plan.ssh_identity;
+  r.ssh_options = plan.ssh_options;
   return r;
 }
 
-std::string SelfPath(const Options& o, std::error_code& ec) {
-  if (!o.remote_dlaunch.empty()) return o.remote_dlaunch;
+std::string SelfPath(const HeadPlan& plan, std::error_code& ec) {
+  if (!plan.remote_dlaunch.empty()) return plan.remote_dlaunch;
   return std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
 }  // namespace
 
-int ExplainHead(const Options& o, const envmap::EnvMap& env) {
-  Result<std::vector<HostEntry>> hosts = NodeList(o);
-  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
+int ExplainHead(const HeadPlan& plan) {
+  const std::vector<HostEntry>& hosts = plan.hosts;
   std::error_code ec;
-  std::string self = SelfPath(o, ec);
+  std::string self = SelfPath(plan, ec);
   std::string cwd = std::filesystem::current_path(ec).string();
-  std::string out = fmt::format("mode: head-node launch of {} node(s); the coordinator runs here{}\n", hosts->size(),
-                                o.local_addr.empty() ? "" : " on " + o.local_addr);
-  for (size_t i = 0; i < hosts->size(); ++i) {
-    const HostEntry& h = (*hosts)[i];
-    RemoteOptions r = RemoteFor(o, h.host);
-    AgentCommand c = AgentCommandFor(o, env, *hosts, static_cast<int>(i), self, "HEAD:PORT", o.rdzv_id.empty() ? "RUN_ID" : o.rdzv_id, cwd);
+  std::string out = fmt::format("mode: head-node launch of {} node(s); the coordinator runs here{}\n", hosts.size(),
+                                plan.local_addr.empty() ? "" : " on " + plan.local_addr);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const HostEntry& h = hosts[i];
+    RemoteOptions r = RemoteFor(plan, h.host);
+    AgentCommand c = AgentCommandFor(plan, static_cast<int>(i), self, "HEAD:PORT", plan.run_id.empty() ? "RUN_ID" : plan.run_id, cwd);
     c.token = "TOKEN";
     c.token_on_stdin = r.kind != RemoteKind::kPdsh;
-    out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, NprocArg(h, o),
-                       r.kind == RemoteKind::kLocal ? "a local shell" : o.remote);
+    out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, plan.workers[i],
+                       r.kind == RemoteKind::kLocal ? "a local shell" : plan.remote);
     std::string line = AgentShellLine(c);
     std::vector<std::string> argv = LauncherArgv(r, h.host, line);
     argv.pop_back();  // the line itself, shown unquoted below
@@ -385,24 +354,19 @@ int ExplainHead(const Options& o, const envmap::EnvMap& env) {
   return 0;
 }
 
-int RunHead(const Options& o, const envmap::EnvMap& env) {
-  Result<std::vector<HostEntry>> hosts = NodeList(o);
-  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
-  int n = static_cast<int>(hosts->size());
-  if (o.max_nodes > 1 && o.max_nodes != n)
-    return Fail(kExitUsage, fmt::format("--nnodes: {} given, but the node list has {} host(s)", o.max_nodes, n));
-  for (const std::string& x : o.exports)
-    if (x.find('=') == std::string::npos && !env.contains(x))
-      WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
+int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
+  const std::vector<HostEntry>& hosts = plan.hosts;
+  int n = static_cast<int>(hosts.size());
+  for (const std::string& x : plan.exports_unset)
+    WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
 
-  Result<std::string> token = ResolveToken(o, env);
-  if (!token.ok()) return Fail(kExitUsage, token.status().message());
-  if (token->empty()) {
+  std::string token = plan.token;
+  if (token.empty()) {
     // No shared secret given: a fresh one for this job, handed to each agent on
     // its ssh's stdin, so nobody else can join the coordinator.
     Result<std::string> fresh = rdzv::RandomNonce();
     if (!fresh.ok()) return Fail(1, fresh.status().message());
-    *token = Hex(*fresh);
+    token = Hex(*fresh);
   }
 
   signal(SIGPIPE, SIG_IGN);
@@ -410,23 +374,25 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   asio::io_context& io = loop.io();
   Console console(io, STDOUT_FILENO, STDERR_FILENO);
   // The coordinator listens on the address that routes to the nodes, on a free port.
-  std::string addr = o.local_addr;
+  std::string addr = plan.local_addr;
   bool all_local = true;
-  for (const HostEntry& h : *hosts) all_local = all_local && IsThisMachine(h.host);
+  for (const HostEntry& h : hosts) all_local = all_local && IsThisMachine(h.host);
   if (addr.empty() && all_local) addr = "127.0.0.1";
-  for (size_t i = 0; addr.empty() && i < hosts->size(); ++i) {
-    if (IsThisMachine((*hosts)[i].host)) continue;
-    Result<std::string> route = RouteAddress(io, (*hosts)[i].host);
+  for (size_t i = 0; addr.empty() && i < hosts.size(); ++i) {
+    if (IsThisMachine(hosts[i].host)) continue;
+    Result<std::string> route = RouteAddress(io, hosts[i].host);
     if (!route.ok()) return Fail(kExitUsage, route.status().message());
     addr = *route;
   }
-  std::string run_id = o.rdzv_id;
+  std::string run_id = plan.run_id;
   if (run_id.empty()) {
     Result<std::string> nonce = rdzv::RandomNonce();
     if (!nonce.ok()) return Fail(1, nonce.status().message());
     run_id = Hex(nonce->substr(0, 8));
   }
-  rdzv::CoordinatorOptions copts = CoordinatorOptionsFor(o, run_id, n, n, o.max_restarts, *token);
+  rdzv::CoordinatorOptions copts = plan.coordinator;
+  copts.run_id = run_id;
+  copts.token = token;
   auto log = [&console](const std::string& line) { console.Say(line); };
   Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
       rdzv::CoordinatorServer::Start(io, rdzv::HostPort{addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
@@ -434,28 +400,28 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   std::string endpoint = rdzv::HostPort{addr, (*server)->port()}.ToString();
 
   std::error_code ec;
-  std::string self = SelfPath(o, ec);
+  std::string self = SelfPath(plan, ec);
   if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
   std::string cwd = std::filesystem::current_path(ec).string();
 
   Watchdog watchdog;
   if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
-  Head head(o, io, console, watchdog, **server);
+  Head head(plan, io, console, watchdog, **server);
   std::vector<std::string> base_env;
   for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
 
   int code = 0;
   for (int i = 0; i < n; ++i) {
-    const std::string& host = (*hosts)[static_cast<size_t>(i)].host;
-    RemoteOptions ropts = RemoteFor(o, host);
-    AgentCommand command = AgentCommandFor(o, env, *hosts, i, self, endpoint, run_id, cwd);
-    command.token = *token;
+    const std::string& host = hosts[static_cast<size_t>(i)].host;
+    RemoteOptions ropts = RemoteFor(plan, host);
+    AgentCommand command = AgentCommandFor(plan, i, self, endpoint, run_id, cwd);
+    command.token = token;
     command.token_on_stdin = ropts.kind != RemoteKind::kPdsh;
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
     Result<std::string> exe = ResolveCommand(argv[0]);
     if (!exe.ok()) {
       code = exe.status().code() == Code::kNotFound ? 127 : 126;
-      console.Say(fmt::format("--remote {}: {}", o.remote, exe.status().message()));
+      console.Say(fmt::format("--remote {}: {}", plan.remote, exe.status().message()));
       break;
     }
     SpawnSpec spec;
@@ -468,7 +434,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
     }
     std::string name = fmt::format("node {} ({})", i, host);
     Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec,
-                              command.token_on_stdin ? *token + "\n" : "");
+                              command.token_on_stdin ? token + "\n" : "");
     if (!s.ok()) {
       code = 1;
       console.Say(fmt::format("{}: {}", name, s.message()));
@@ -479,7 +445,7 @@ int RunHead(const Options& o, const envmap::EnvMap& env) {
   head.Run([&loop](int result) { loop.Exit(result); });
   int result = loop.Run();
   watchdog.Stop();
-  console.Drain(StopSignals(o));
+  console.Drain(plan.stop_signals);
   return code != 0 ? code : result;
 }
 

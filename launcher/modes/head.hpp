@@ -13,31 +13,26 @@
 #include <string>
 #include <vector>
 
-#include "launcher/config/cli.hpp"
-#include "launcher/config/hostfile.hpp"
+#include "launcher/config/plan.hpp"
 #include "launcher/modes/remote.hpp"
 
 namespace dlaunch::launcher {
 
-// True when the flags ask for a head-node launch: --hostfile, -H or --nodes without
-// --rdzv-endpoint (with one, the list only fixes node ranks for agents started
-// some other way).
-bool IsHeadLaunch(const Options& options);
-
-// The agent command line for node `node_rank` of `hosts` (pure; for tests too).
-// `self` is dlaunch's path on the nodes, `endpoint` the coordinator's HOST:PORT.
-AgentCommand AgentCommandFor(const Options& options, const envmap::EnvMap& env, const std::vector<HostEntry>& hosts,
-                             int node_rank, const std::string& self, const std::string& endpoint,
-                             const std::string& run_id, const std::string& cwd);
+// The agent command line for node `node_rank` of the plan's hosts (pure; for
+// tests too). `self` is dlaunch's path on the nodes, `endpoint` the
+// coordinator's HOST:PORT.
+AgentCommand AgentCommandFor(const HeadPlan& plan, int node_rank, const std::string& self,
+                             const std::string& endpoint, const std::string& run_id, const std::string& cwd);
 
 // --explain for a head-node launch: the nodes, their ranks and worker counts, and
 // the command each would run (the token and the coordinator's port left as
 // placeholders). Returns the exit code after printing.
-int ExplainHead(const Options& options, const envmap::EnvMap& env);
+int ExplainHead(const HeadPlan& plan);
 
 // Runs the job from the head and returns its exit code: the job's (the first
 // failure's code, 128+N for a signal), 1 when a node could not be started, 2 for
-// bad input (one line naming it).
-int RunHead(const Options& options, const envmap::EnvMap& env);
+// bad input (one line naming it). `env` is the head's environment, which each
+// node's launcher (ssh, pdsh, sh) inherits.
+int RunHead(const HeadPlan& plan, const envmap::EnvMap& env);
 
 }  // namespace dlaunch::launcher

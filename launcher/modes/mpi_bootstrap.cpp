@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "launcher/config/cli.hpp"
 #include "launcher/core/system.hpp"
 
 namespace dlaunch::launcher {
@@ -126,24 +125,22 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
   return ParseMpiBootstrapLine(std::string_view(line).substr(0, nl));
 }
 
-Status RendezvousThroughMpi(Options& o) {
+Result<std::string> EndpointThroughMpi(const RendezvousPlan& r) {
   auto fail = [](const std::string& why) {
     return Status::InvalidArgument(fmt::format("under mpirun: {} (or give --rdzv-endpoint HOST:PORT)", why));
   };
   Result<PortReservation> port = PortReservation::AnyFree();
   if (!port.ok()) return fail(port.status().message());
-  std::string offer = fmt::format("{}:{}", o.local_addr.empty() ? HostName() : o.local_addr, port->port());
+  std::string offer = fmt::format("{}:{}", r.local_addr.empty() ? HostName() : r.local_addr, port->port());
   port->Release();  // the coordinator binds it next
-  Result<MpiShared> shared = MpiShareFromRankZero(HelperPath(), offer, o.join_timeout);
+  Result<MpiShared> shared = MpiShareFromRankZero(HelperPath(), offer, r.join_timeout);
   if (!shared.ok()) return fail(shared.status().message());
   // The helper must have joined as this dlaunch's own rank, or rank 0 is not who
-  // the options say.
-  if (shared->rank != o.node_rank || shared->size != o.max_nodes)
+  // the plan says.
+  if (shared->rank != r.requested_node_rank || shared->size != r.max_nodes)
     return fail(fmt::format("the MPI bootstrap ran as rank {} of {}, but OMPI_COMM_WORLD_RANK/SIZE say {} of {}",
-                            shared->rank, shared->size, o.node_rank, o.max_nodes));
-  o.rdzv_endpoint = shared->value;
-  o.is_host = o.node_rank == 0;
-  return Status::Ok();
+                            shared->rank, shared->size, r.requested_node_rank, r.max_nodes));
+  return shared->value;
 }
 
 }  // namespace dlaunch::launcher

@@ -19,10 +19,9 @@
 #include <string_view>
 
 #include "envmap/status.hpp"
+#include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
-
-struct Options;
 
 // The helper's name, looked for in the directory of the running dlaunch.
 inline constexpr const char* kMpiBootstrapName = "dlaunch-mpi-bootstrap";
@@ -46,9 +45,9 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
                                        std::chrono::milliseconds limit);
 
 // Under mpirun with no endpoint given: rank 0 offers its address (--local-addr,
-// else its host name) and a port free there; every rank sets o.rdzv_endpoint to
-// it, and rank 0 hosts the coordinator. Fails with InvalidArgument
+// else its host name) and a port free there; every rank returns it, and rank 0
+// hosts the coordinator there (SetMpiEndpoint). Fails with InvalidArgument
 // "under mpirun: ... (or give --rdzv-endpoint HOST:PORT)".
-Status RendezvousThroughMpi(Options& o);
+Result<std::string> EndpointThroughMpi(const RendezvousPlan& rendezvous);
 
 }  // namespace dlaunch::launcher

@@ -13,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
-#include "launcher/config/coordinator_options.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
@@ -61,35 +60,6 @@ bool IsLoopback(asio::io_context& io, const std::string& host) {
 }
 
 }  // namespace
-
-bool UsesRendezvous(const Options& o) { return !o.rdzv_endpoint.empty() && !o.standalone; }
-
-Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
-  rdzv::TokenSources sources;
-  if (!o.rdzv_token.empty()) sources.flag = o.rdzv_token;
-  if (auto it = env.find(rdzv::kTokenEnvVar); it != env.end()) sources.env = it->second;
-  if (!o.rdzv_token_file.empty()) {
-    Result<rdzv::TokenFile> file = rdzv::ReadTokenFile(o.rdzv_token_file);
-    if (!file.ok()) return file.status();
-    sources.file = *file;
-  }
-  return rdzv::ChooseToken(sources);
-}
-
-Result<std::vector<HostEntry>> NodeList(const Options& o) {
-  Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
-  if (!o.hostfile.empty()) {
-    Result<std::string> text = ReadHostfile(o.hostfile);
-    if (!text.ok()) return text.status();
-    hosts = ParseHostfile(*text, o.hostfile);
-  } else if (!o.host_list.empty()) {
-    hosts = ParseHostList(o.host_list, "-H");
-  } else {
-    for (const std::string& n : o.nodes) hosts->push_back(HostEntry{n, std::nullopt, {}});
-  }
-  if (!hosts.ok()) return hosts;
-  return FilterHosts(std::move(*hosts), o.include, o.exclude);
-}
 
 namespace {
 
@@ -175,81 +145,69 @@ class NodeMode {
 
 }  // namespace
 
-int RunMultiNode(const Options& o, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
-                 Console& console) {
+int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console) {
   asio::io_context& io = loop.io();
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
     return code;
   };
   auto PrintLog = [&console](const std::string& line) { console.Say(line); };
-  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(o.rdzv_endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
+  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(r.endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
-  Result<std::string> token = ResolveToken(o, env);
-  if (!token.ok()) return Fail(kExitUsage, token.status().message());
-
-  Result<std::vector<HostEntry>> hosts = NodeList(o);
-  if (!hosts.ok()) return Fail(kExitUsage, hosts.status().message());
-  std::vector<std::string> node_list;
-  for (const HostEntry& h : *hosts) node_list.push_back(h.host);
-  int min_nodes = o.min_nodes, max_nodes = o.max_nodes;
-  if (!node_list.empty()) min_nodes = max_nodes = static_cast<int>(node_list.size());
-
-  std::string run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
+  const std::string& run_id = r.coordinator.run_id;
   plan.layout.run_id = run_id;
-  if (token->empty() && !IsLoopback(io, endpoint->host))
+  if (r.token.empty() && !IsLoopback(io, endpoint->host))
     console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
                             endpoint->ToString(), rdzv::kTokenEnvVar));
 
   // Host the coordinator when the endpoint is ours. With several agents on one
   // machine (loopback tests) each would qualify; the first to bind hosts it.
   std::unique_ptr<rdzv::CoordinatorServer> server;
-  bool want_host = o.is_host.value_or(IsLocalAddress(io, endpoint->host));
+  bool want_host = r.is_host.value_or(IsLocalAddress(io, endpoint->host));
   if (want_host) {
-    rdzv::CoordinatorOptions copts = CoordinatorOptionsFor(o, run_id, min_nodes, max_nodes, o.max_restarts, *token);
+    rdzv::CoordinatorOptions copts = r.coordinator;
     copts.endpoint = endpoint->ToString();
-    copts.node_list = node_list;
     if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
     auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
                                                   rdzv::CoordinatorServer::OneJob(copts), PrintLog);
     if (started.ok()) {
       server = std::move(*started);
-    } else if (o.is_host.value_or(false)) {
+    } else if (r.is_host.value_or(false)) {
       return Fail(kExitUsage, started.status().message());
     }
   }
 
   // A port free here, offered as MASTER_PORT in case this node becomes rank 0.
-  Result<PortReservation> master_hold = o.master_port ? Result<PortReservation>(PortReservation())
+  Result<PortReservation> master_hold = r.master_port ? Result<PortReservation>(PortReservation())
                                                       : PortReservation::AnyFree();
   if (!master_hold.ok()) return Fail(1, master_hold.status().message());
 
   rdzv::AgentMachineOptions aopts;
   aopts.endpoint = endpoint->ToString();
-  aopts.token = *token;
+  aopts.token = r.token;
   aopts.join.run_id = run_id;
-  aopts.min_nodes = min_nodes;
-  aopts.max_nodes = max_nodes;
-  aopts.max_restarts = o.max_restarts;
-  aopts.join.host = HostName();
-  if (!o.local_addr.empty()) aopts.join.addrs.push_back(o.local_addr);
+  aopts.min_nodes = r.min_nodes;
+  aopts.max_nodes = r.max_nodes;
+  aopts.max_restarts = r.coordinator.max_restarts;
+  aopts.join.host = r.host_name;
+  if (!r.local_addr.empty()) aopts.join.addrs.push_back(r.local_addr);
   aopts.join.nproc = plan.supervisor.nproc;
   aopts.join.gpus = static_cast<int>(plan.gpus.size());
-  aopts.join.requested_node_rank = o.node_rank_given ? o.node_rank : -1;
+  aopts.join.requested_node_rank = r.requested_node_rank;
   aopts.join.master_port_hint = master_hold->port();
   // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
   // coordinator sends this node's row alone.
   aopts.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
-  aopts.join_timeout = o.join_timeout;
-  aopts.heartbeat_timeout = o.heartbeat_timeout;
-  aopts.heartbeat_interval = o.heartbeat_timeout / 3;
+  aopts.join_timeout = r.join_timeout;
+  aopts.heartbeat_timeout = r.heartbeat_timeout;
+  aopts.heartbeat_interval = r.heartbeat_timeout / 3;
   aopts.quiet_abort = server != nullptr;
 
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;
   PrintNotices(plan, console);
-  NodeMode mode(loop, console, o.rdzv_endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
+  NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
   mode.Start();
   return loop.Run();
 }

@@ -3,31 +3,19 @@
 #pragma once
 
 #include "envmap/layout.hpp"
-#include "launcher/config/cli.hpp"
-#include "launcher/config/hostfile.hpp"
+#include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
 
 namespace dlaunch::launcher {
 
-// True when the flags ask for the rendezvous: --rdzv-endpoint without --standalone.
-bool UsesRendezvous(const Options& options);
-
-// The rendezvous secret: --rdzv-token, else DLAUNCH_RDZV_TOKEN, else
-// --rdzv-token-file; "" when none is set. Fails naming the bad source.
-Result<std::string> ResolveToken(const Options& options, const envmap::EnvMap& env);
-
-// The job's nodes from --hostfile, -H or --nodes, filtered by --include or
-// --exclude; empty when none is given. Fails naming the file and line, or the flag.
-Result<std::vector<HostEntry>> NodeList(const Options& options);
-
 // Runs this node's part of the job and returns its exit code: 0 only when every
 // rank on every node finished with 0. `plan` is complete but for its layout,
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
-int RunMultiNode(const Options& options, const envmap::EnvMap& env, RunPlan& plan, Watchdog& watchdog,
-                 EventLoop& loop, Console& console);
+int RunMultiNode(const RendezvousPlan& rendezvous, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
+                 Console& console);
 
 }  // namespace dlaunch::launcher

@@ -8,6 +8,7 @@
 #      step's tasks on the node, the DDP ranks in sync, and the rendezvous on
 #      the step's reserved port (MpiParams=ports gives SLURM_STEP_RESV_PORTS);
 #   2. per-node: `srun -N1 -n1 dlaunch --nproc-per-node 2 -- DDP`;
+#   2b. --launch-mode per-node: the command sees no Slurm task variables;
 #   3. a failure: task 1's worker exits 3, srun exits 3, nothing is left;
 #   4. `srun -n1 dlaunch --explain` names the source.
 # It skips, with the reason, only when the packages are missing or the daemons
@@ -170,6 +171,16 @@ for r in 0 1; do
 done
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the per-node job"
+
+# 2b. Per-node launch mode: the command is itself a launcher (Lightning,
+# accelerate) and gets no task identity, or it would take SLURM_PROCID as its rank.
+run_srun 60 -N1 -n1 "$DLAUNCH" --launch-mode per-node -- \
+  /bin/sh -c 'echo "per-node: NODE_RANK=$NODE_RANK PROCID=${SLURM_PROCID-unset} NTASKS=${SLURM_NTASKS-unset} LOCALID=${SLURM_LOCALID-unset} JOB=${SLURM_JOB_ID:+set}"'
+expect_rc 0 "srun -N1 -n1 dlaunch --launch-mode per-node"
+assert_file_matches "$OUT" "^ *0: per-node: NODE_RANK=0 PROCID=unset NTASKS=unset LOCALID=unset JOB=set\$" \
+  "--launch-mode per-node: the launcher sees no task variables"
+wait_for 5 no_marked_processes
+assert_no_leftovers "after the per-node launcher"
 
 # ---------------------------------------------------------------------------
 # 3. A failure: task 1's worker exits 3, task 0's would sleep a minute.

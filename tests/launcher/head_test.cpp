@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/config/cli.hpp"
+#include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -14,23 +15,43 @@ Options Parse(std::vector<std::string> args) {
   return *o;
 }
 
+// The head's plan for these flags and `hosts`, as Decide makes it.
+HeadPlan Head(std::vector<std::string> args, std::vector<HostEntry> hosts, envmap::EnvMap env = {}) {
+  Result<HeadPlan> h = HeadPlanFor(Parse(std::move(args)), env, std::move(hosts));
+  INFO((h.ok() ? "" : h.status().message()));
+  REQUIRE(h.ok());
+  return *h;
+}
+
+Mode ModeOf(std::vector<std::string> args) {
+  Result<Plan> p = Decide(Parse(std::move(args)), envmap::Detected{}, MachineFacts{}, {});
+  INFO((p.ok() ? "" : p.status().message()));
+  REQUIRE(p.ok());
+  return p->mode;
+}
+
 }  // namespace
 
 TEST_CASE("a hostfile or -H without --rdzv-endpoint is a head-node launch", "[head]") {
-  CHECK(IsHeadLaunch(Parse({"--hostfile", "h", "--", "true"})));
-  CHECK(IsHeadLaunch(Parse({"-H", "a:2,b:2", "--", "true"})));
-  CHECK(IsHeadLaunch(Parse({"--nodes", "a,b", "--", "true"})));
-  CHECK_FALSE(IsHeadLaunch(Parse({"--hostfile", "h", "--rdzv-endpoint", "a:1", "--", "true"})));
-  CHECK_FALSE(IsHeadLaunch(Parse({"--nproc-per-node", "2", "--", "true"})));
+  CHECK(ModeOf({"-H", "a:2,b:2", "--", "true"}) == Mode::kHead);
+  CHECK(ModeOf({"--nodes", "a,b", "--", "true"}) == Mode::kHead);
+  CHECK(ModeOf({"--nodes", "a,b", "--rdzv-endpoint", "a:1", "--", "true"}) == Mode::kRendezvous);
+  CHECK(ModeOf({"--nproc-per-node", "2", "--", "true"}) == Mode::kSingleNode);
+  // A hostfile is read by Decide: one that is missing is named.
+  Result<Plan> missing = Decide(Parse({"--hostfile", "/nonexistent/h", "--", "true"}), envmap::Detected{}, {}, {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("/nonexistent/h") != std::string::npos);
 }
 
 TEST_CASE("each agent gets its node rank, worker count, the rendezvous and the user's flags", "[head]") {
-  Options o = Parse({"-H", "a:4,b:2", "--ssh-port", "2222", "-x", "GLOO_SOCKET_IFNAME=eth0", "-x", "FROM_HEAD",
-                     "-x", "UNSET_HERE", "--max-restarts=1", "--rdzv-conf", "heartbeat_timeout=2,is_host=1",
-                     "--env", "ompi", "--", "python", "t.py", "--lr", "0.1"});
   std::vector<HostEntry> hosts = {{"a", 4, {}}, {"b", 2, {}}};
   envmap::EnvMap env = {{"FROM_HEAD", "v"}};
-  AgentCommand c = AgentCommandFor(o, env, hosts, 1, "/opt/dlaunch", "10.0.0.1:4000", "job7", "/w");
+  HeadPlan h = Head({"-H", "a:4,b:2", "--ssh-port", "2222", "-x", "GLOO_SOCKET_IFNAME=eth0", "-x", "FROM_HEAD",
+                     "-x", "UNSET_HERE", "--max-restarts=1", "--rdzv-conf", "heartbeat_timeout=2,is_host=1",
+                     "--env", "ompi", "--", "python", "t.py", "--lr", "0.1"},
+                    hosts, env);
+  CHECK(h.exports_unset == std::vector<std::string>{"UNSET_HERE"});
+  AgentCommand c = AgentCommandFor(h, 1, "/opt/dlaunch", "10.0.0.1:4000", "job7", "/w");
   CHECK(c.cwd == "/w");
   CHECK(c.env == std::vector<std::pair<std::string, std::string>>{{"GLOO_SOCKET_IFNAME", "eth0"}, {"FROM_HEAD", "v"}});
   CHECK(c.argv == std::vector<std::string>{"/opt/dlaunch", "--rdzv-endpoint", "10.0.0.1:4000", "--rdzv-id", "job7",
@@ -42,21 +63,20 @@ TEST_CASE("each agent gets its node rank, worker count, the rendezvous and the u
 
 TEST_CASE("--nproc-per-node beats the list's slots; picked slots become CUDA_VISIBLE_DEVICES", "[head]") {
   std::vector<HostEntry> hosts = {{"a", 8, {}}, {"b", 8, {1, 3}}};
-  Options o = Parse({"--hostfile", "h", "--nproc-per-node", "2", "--no-tag", "train.py"});
-  AgentCommand c0 = AgentCommandFor(o, {}, hosts, 0, "dl", "e:1", "r", "/");
+  HeadPlan h = Head({"--hostfile", "h", "--nproc-per-node", "2", "--no-tag", "train.py"}, hosts);
+  AgentCommand c0 = AgentCommandFor(h, 0, "dl", "e:1", "r", "/");
   CHECK(c0.argv[10] == "2");
   CHECK(c0.argv[11] == "--no-tag");
   CHECK(c0.argv.back() == "train.py");  // torchrun form: no "--", the agent prepends python
   CHECK(c0.argv[c0.argv.size() - 2] == "is_host=0");
-  AgentCommand c1 = AgentCommandFor(o, {}, hosts, 1, "dl", "e:1", "r", "/");
+  AgentCommand c1 = AgentCommandFor(h, 1, "dl", "e:1", "r", "/");
   CHECK(c1.argv[10] == "2");
   CHECK(c1.env == std::vector<std::pair<std::string, std::string>>{{"CUDA_VISIBLE_DEVICES", "1,3"}});
 
-  Options slots = Parse({"--hostfile", "h", "--", "x"});
-  CHECK(AgentCommandFor(slots, {}, hosts, 0, "dl", "e:1", "r", "/").argv[10] == "8");
-  Options gpu = Parse({"-H", "a,b", "--nproc-per-node", "gpu", "--", "x"});
+  CHECK(AgentCommandFor(Head({"--hostfile", "h", "--", "x"}, hosts), 0, "dl", "e:1", "r", "/").argv[10] == "8");
   std::vector<HostEntry> bare = {{"a", std::nullopt, {}}, {"b", std::nullopt, {}}};
-  CHECK(AgentCommandFor(gpu, {}, bare, 0, "dl", "e:1", "r", "/").argv[10] == "gpu");
+  CHECK(AgentCommandFor(Head({"-H", "a,b", "--nproc-per-node", "gpu", "--", "x"}, bare), 0, "dl", "e:1", "r", "/")
+            .argv[10] == "gpu");
 }
 
 }  // namespace dlaunch::launcher

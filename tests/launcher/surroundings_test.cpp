@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "launcher/config/plan.hpp"
 #include "launcher/modes/mpi_bootstrap.hpp"
 
 namespace dlaunch::launcher {
@@ -136,17 +137,23 @@ TEST_CASE("a Slurm job without a node list cannot say where rank 0 is", "[surrou
 TEST_CASE("--explain names the source, the evidence and the mode", "[surroundings]") {
   Result<envmap::Detected> d = envmap::Detect(kMpiRank3);
   REQUIRE(d.ok());
-  Options o = MustParse({"--nproc-per-node", "1"});
-  Result<Surroundings> s = ApplySurroundings(*d, 1, o);
-  REQUIRE(s.ok());
-  std::string text = Explain(*s, o, 1, {"python", "train.py"});
+  Result<Plan> plan = Decide(MustParse({"--nproc-per-node", "1"}), *d, MachineFacts{}, kMpiRank3);
+  REQUIRE(plan.ok());
+  std::string text = Explain(*plan);
   CHECK(text ==
         "source: openmpi\n"
         "  node rank 3 of 4 from OMPI_COMM_WORLD_RANK/SIZE\n"
         "mode: TCP rendezvous at rank 0's address, learnt through an Open MPI bootstrap\n"
         "nodes: 4, this node's rank: 3\n"
         "workers: this dlaunch runs 1 (per-process): RANK 3 of 4, LOCAL_RANK 1 of 2, node 1 of 2\n"
-        "command: python train.py\n");
+        "command: python train.py\n"
+        "where each value came from:\n"
+        "  workers per node: 1 (--nproc-per-node)\n"
+        "  nodes: 4 (openmpi)\n"
+        "  node rank: 3 (openmpi)\n"
+        "  rendezvous endpoint: (rank 0's) (an Open MPI bootstrap)\n"
+        "  run id: ompi-1217527809 (openmpi)\n"
+        "  command: python train.py (as given)\n");
 }
 
 TEST_CASE("the MPI bootstrap helper's line", "[surroundings]") {

@@ -16,16 +16,10 @@ declare -A MAY=(
   [launcher/process]="envmap launcher/core"
   [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process"
 )
-# The command line's flag struct is read by config/ and main.cpp. The modes
-# listed here still take it; the pure Plan (issue 10, Decide) removes them.
-# A file not listed that includes it is refused.
+# The command line's flag struct is read by config/ (Decide) and main.cpp only;
+# the modes take a Plan. A file elsewhere that includes it is refused.
 FLAG_STRUCT=launcher/config/cli.hpp
-FLAG_READERS_LEFT=(
-  launcher/modes/daemon.cpp
-  launcher/modes/head.hpp
-  launcher/modes/mpi_bootstrap.cpp
-  launcher/modes/multinode.hpp
-)
+FLAG_READERS_LEFT=()
 
 check() {
   local root=$1 bad=0 file dir inc target allowed ok f

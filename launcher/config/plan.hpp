@@ -1,0 +1,153 @@
+// What this dlaunch will do, decided once. Decide() turns what the user typed
+// (Options), what the surroundings say (envmap::Detect, read once at the edge)
+// and facts about this machine into a Plan, and records where each value came
+// from for --explain. Nothing after Decide reads the command line's Options: the
+// modes (launcher/modes/) take a Plan.
+//
+// Pure: no fork, no sockets. It reads files only where the user named one (the
+// hostfile, the token file).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "envmap/detect.hpp"
+#include "envmap/layout.hpp"
+#include "envmap/status.hpp"
+#include "envmap/worker_env.hpp"
+#include "launcher/config/hostfile.hpp"
+#include "rendezvous/coordinator.hpp"
+
+namespace dlaunch::launcher {
+
+struct Options;
+
+// What Decide needs to know about this machine; main reads it once.
+struct MachineFacts {
+  std::string host_name;
+  int cpus = 1;
+  std::vector<std::string> gpus;  // the visible GPU ids (CUDA_VISIBLE_DEVICES, else every GPU)
+  std::string fresh_id;           // a random run id, used when none is given
+};
+
+enum class Mode {
+  kSingleNode,  // one node, the layout from the flags
+  kStatic,      // torch.distributed.launch's static multi-node form: every node is told the layout
+  kRendezvous,  // a node agent of the TCP rendezvous (hosting the coordinator when it is ours)
+  kHead,        // the head of a job over ssh/pdsh: one agent per listed node
+};
+
+// One line of --explain's provenance: "nodes: 4 (SLURM_NNODES)".
+struct Origin {
+  std::string what;
+  std::string value;
+  std::string from;
+};
+
+// This node's workers: everything the runner needs but the run directory and
+// the resolved executable, which main finds at the edge.
+struct WorkerPlan {
+  int nproc = 1;
+  std::vector<std::string> argv;  // argv[0] as the user would type it
+  std::string run_id;
+  int max_restarts = 0;
+  std::string role = "default";
+  std::vector<envmap::RoleSpec> roles;
+  std::optional<envmap::ProcessView> process_view;
+  envmap::Flavors flavors;  // azure_hostfile and error_file are filled in at the edge
+  envmap::EnvMap inherited;  // the launcher's environment, less what is dlaunch's alone
+  std::string log_dir;       // --log-dir; empty: a run directory of its own
+  bool write_logs = false;
+  std::vector<int> redirected;    // per local rank (torchrun's Std)
+  std::vector<int> console_ranks;  // empty: every local rank
+  std::optional<std::string> tag_format;
+  std::string bind_to = "none";
+  std::vector<std::string> gpus;
+  bool pin_gpu = false;
+  std::chrono::milliseconds shutdown_timeout{30000};
+  std::vector<int> stop_signals;
+};
+
+// The static form's layout (Mode::kSingleNode and kStatic).
+struct StaticPlan {
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  // nullopt: a free port on one node, else 29500
+  std::string local_addr;
+  bool hosts_master = true;
+};
+
+// A node agent of the TCP rendezvous (Mode::kRendezvous).
+struct RendezvousPlan {
+  std::string endpoint;            // HOST:PORT; empty while from_mpi is pending
+  bool from_mpi = false;           // the endpoint is rank 0's, learnt through MPI (main)
+  std::optional<bool> is_host;     // nullopt: host when the endpoint is an address of ours
+  std::string token;
+  std::vector<std::string> node_list;  // fixes node ranks by position; may be empty
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int requested_node_rank = -1;
+  std::string local_addr;
+  std::string host_name;
+  std::optional<int> master_port;
+  std::chrono::milliseconds join_timeout{600000};
+  std::chrono::milliseconds heartbeat_timeout{15000};
+  // The hosted coordinator's options: all but the endpoint, which the host adds.
+  rendezvous::CoordinatorOptions coordinator;
+};
+
+// The head of a job over ssh/pdsh (Mode::kHead).
+struct HeadPlan {
+  std::vector<HostEntry> hosts;
+  std::vector<std::string> workers;  // per host, the agent's --nproc-per-node: "8", or "auto" for it to resolve
+  std::vector<std::pair<std::string, std::string>> exports;  // -x, resolved here
+  std::vector<std::string> exports_unset;                    // -x NAME not set here
+  std::string remote = "ssh";
+  std::optional<int> ssh_port;
+  std::string ssh_identity;
+  std::vector<std::string> ssh_options;
+  std::string remote_dlaunch;
+  std::string local_addr;
+  std::string run_id;  // empty: the head makes one
+  std::string token;   // empty: the head makes a fresh one for this job
+  // The agents' flags after the rendezvous and node ones: the tag, then what the
+  // user gave that agents need (ForAgents), as typed.
+  std::vector<std::string> agent_flags;
+  std::vector<std::string> command;  // "--" and the command, or the torchrun form as typed
+  std::vector<int> stop_signals;
+  std::chrono::milliseconds shutdown_timeout{30000};
+  rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
+};
+
+struct Plan {
+  Mode mode = Mode::kSingleNode;
+  bool explain = false;
+  envmap::Detected detected;  // what the surroundings said, used or not
+  bool layout_from_flags = false;
+  WorkerPlan workers;
+  StaticPlan layout;          // kSingleNode, kStatic
+  RendezvousPlan rendezvous;  // kRendezvous
+  HeadPlan head;              // kHead
+  std::vector<Origin> origins;
+};
+
+// `detected` is envmap::Detect's answer; its error matters only when no flag
+// fixed the layout. Fails with one line naming the flag, file or variable.
+Result<Plan> Decide(const Options& flags, const Result<envmap::Detected>& detected, const MachineFacts& facts,
+                    const envmap::EnvMap& env);
+
+// The head's plan for `hosts` (Decide reads them from the flags' node list).
+Result<HeadPlan> HeadPlanFor(const Options& flags, const envmap::EnvMap& env, std::vector<HostEntry> hosts);
+
+// After the Open MPI bootstrap: rank 0's endpoint, hosted by rank 0.
+void SetMpiEndpoint(Plan& plan, const std::string& endpoint);
+
+// The --explain report of a plan (not a head's): the source, its evidence, the
+// mode, the layout, the command, and where each value came from.
+std::string Explain(const Plan& plan);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,273 @@
+// Decide, one row per surrounding, each asserting the whole plan: the mode, the
+// workers, the layout or rendezvous, what the workers inherit, and where each
+// value came from.
+#include "launcher/config/plan.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/config/cli.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+using envmap::EnvMap;
+
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kSingleNode: return "single";
+    case Mode::kStatic: return "static";
+    case Mode::kRendezvous: return "rendezvous";
+    case Mode::kHead: return "head";
+  }
+  return "?";
+}
+
+// Every decided value, one fact per line, so that a row states the whole plan.
+std::string Summary(const Plan& p) {
+  std::string out = fmt::format("mode {}\n", ModeName(p.mode));
+  if (p.mode == Mode::kHead) {
+    const HeadPlan& h = p.head;
+    std::vector<std::string> hosts;
+    for (const HostEntry& e : h.hosts) hosts.push_back(e.host);
+    out += fmt::format("hosts {} workers {} remote {}\n", fmt::join(hosts, ","), fmt::join(h.workers, ","), h.remote);
+    out += fmt::format("agents {} -- {}\n", fmt::join(h.agent_flags, " "), fmt::join(h.command, " "));
+    out += fmt::format("coordinator nodes {}:{} restarts {}\n", h.coordinator.min_nodes, h.coordinator.max_nodes,
+                       h.coordinator.max_restarts);
+  } else {
+    const WorkerPlan& w = p.workers;
+    out += fmt::format("workers {} argv {}{}\n", w.nproc, fmt::join(w.argv, " "), w.flavors.per_node ? " per-node" : "");
+    if (w.process_view)
+      out += fmt::format("process view local {}/{} node {}/{}\n", w.process_view->local_rank,
+                         w.process_view->local_world_size, w.process_view->node_rank, w.process_view->nnodes);
+    std::vector<std::string> inherited;
+    for (const auto& [k, v] : w.inherited) inherited.push_back(k);
+    out += fmt::format("inherits {}\n", fmt::join(inherited, ","));
+    if (p.mode == Mode::kRendezvous) {
+      const RendezvousPlan& r = p.rendezvous;
+      out += fmt::format("endpoint {} host {} nodes {}:{} rank {} run {} token {}\n",
+                         r.from_mpi ? "(through MPI)" : r.endpoint,
+                         r.is_host ? (*r.is_host ? "yes" : "no") : "if ours", r.min_nodes, r.max_nodes,
+                         r.requested_node_rank, r.coordinator.run_id, r.token.empty() ? "none" : "set");
+    } else {
+      const StaticPlan& s = p.layout;
+      out += fmt::format("nodes {} rank {} master {}:{}\n", s.nnodes, s.node_rank, s.master_addr,
+                         s.master_port ? fmt::format("{}", *s.master_port) : "(picked)");
+    }
+  }
+  for (const Origin& o : p.origins) out += fmt::format("{} = {} <- {}\n", o.what, o.value, o.from);
+  return out;
+}
+
+struct Row {
+  const char* name;
+  EnvMap env;
+  std::vector<std::string> args;
+  std::string want;
+};
+
+// Recorded from `srun -N2 -n4` (task 3) and `mpirun -np 4` (rank 3) on two nodes.
+const EnvMap kSlurm = {{"SLURM_JOB_ID", "7"},          {"SLURM_NODEID", "1"},   {"SLURM_NNODES", "2"},
+                       {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
+                       {"SLURM_LOCALID", "1"},         {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}};
+// `srun -N2 --ntasks-per-node=1` (task 1): one per-node launcher on each node.
+const EnvMap kSlurmPerNode = {{"SLURM_JOB_ID", "8"},          {"SLURM_NODEID", "1"},   {"SLURM_NNODES", "2"},
+                              {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
+                              {"SLURM_LOCALID", "0"},         {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}};
+const EnvMap kMpi = {{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                     {"OMPI_COMM_WORLD_NODE_RANK", "1"},  {"OMPI_MCA_ess_base_jobid", "99"}};
+
+Plan MustDecide(const Row& row) {
+  Result<Options> o = ParseCommandLine(row.args, row.env);
+  INFO(o.status().message());
+  REQUIRE(o.ok());
+  MachineFacts facts{"here", 8, {}, "fresh"};
+  Result<Plan> p = Decide(*o, envmap::Detect(row.env), facts, row.env);
+  INFO(p.status().message());
+  REQUIRE(p.ok());
+  return *p;
+}
+
+TEST_CASE("Decide: one plan per surrounding", "[plan]") {
+  std::vector<Row> rows = {
+      {"flags only, one node", {{"PATH", "/bin"}}, {"--nproc-per-node", "2", "--", "true"},
+       "mode single\n"
+       "workers 2 argv true\n"
+       "inherits PATH\n"
+       "nodes 1 rank 0 master 127.0.0.1:(picked)\n"
+       "workers per node = 2 <- --nproc-per-node\n"
+       "nodes = 1 <- default\n"
+       "command = true <- as given\n"},
+      {"flags, the static multi-node form (torch.distributed.launch)", {},
+       {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "1234", "train.py", "--lr", "1"},
+       "mode static\n"
+       "workers 1 argv python3 -u train.py --lr 1\n"
+       "inherits \n"
+       "nodes 2 rank 1 master 10.0.0.1:1234\n"
+       "workers per node = 1 <- default\n"
+       "nodes = 2 <- --nnodes\n"
+       "node rank = 1 <- --node-rank\n"
+       "master = 10.0.0.1:1234 <- --master-addr\n"
+       "command = python3 -u train.py --lr 1 <- a script: python3 -u prepended, as torchrun\n"},
+      {"PET_ variables (Kubeflow's PyTorchJob): the flags' defaults",
+       {{"PET_NNODES", "2"}, {"PET_NODE_RANK", "0"}, {"PET_MASTER_ADDR", "m0"}, {"PET_NPROC_PER_NODE", "3"}},
+       {"--", "true"},
+       "mode static\n"
+       "workers 3 argv true\n"
+       "inherits PET_MASTER_ADDR,PET_NNODES,PET_NODE_RANK,PET_NPROC_PER_NODE\n"
+       "nodes 2 rank 0 master m0:(picked)\n"
+       "workers per node = 3 <- PET_NPROC_PER_NODE\n"
+       "nodes = 2 <- PET_NNODES\n"
+       "node rank = 0 <- PET_NODE_RANK\n"
+       "master = m0:29500 <- PET_MASTER_ADDR\n"
+       "command = true <- as given\n"},
+      {"Slurm, one dlaunch per task running one worker: per-process", kSlurm, {"--", "true"},
+       "mode rendezvous\n"
+       "workers 1 argv true\n"
+       "process view local 1/2 node 1/2\n"
+       "inherits SLURM_JOB_ID,SLURM_JOB_NODELIST,SLURM_LOCALID,SLURM_NNODES,SLURM_NODEID,SLURM_NTASKS,SLURM_PROCID,"
+       "SLURM_STEP_TASKS_PER_NODE\n"
+       "endpoint n1:29400 host if ours nodes 4:4 rank 3 run 7 token none\n"
+       "workers per node = 1 <- slurm\n"
+       "nodes = 4 <- slurm\n"
+       "node rank = 3 <- slurm\n"
+       "rendezvous endpoint = n1:29400 <- slurm\n"
+       "run id = 7 <- slurm\n"
+       "command = true <- as given\n"},
+      {"Slurm, a per-node launcher in each task: no task identity reaches it (Lightning reads SLURM_PROCID)",
+       kSlurmPerNode, {"--launch-mode", "per-node", "--", "python", "train.py"},
+       "mode rendezvous\n"
+       "workers 1 argv python train.py per-node\n"
+       "process view local 0/1 node 1/2\n"
+       "inherits SLURM_JOB_ID,SLURM_JOB_NODELIST,SLURM_NNODES,SLURM_NODEID\n"
+       "endpoint n1:29400 host if ours nodes 2:2 rank 1 run 8 token none\n"
+       "workers per node = 1 <- --launch-mode per-node\n"
+       "nodes = 2 <- slurm\n"
+       "node rank = 1 <- slurm\n"
+       "rendezvous endpoint = n1:29400 <- slurm\n"
+       "run id = 8 <- slurm\n"
+       "command = python train.py <- as given\n"},
+      {"Open MPI, one dlaunch per node running 4: per-node, the endpoint through MPI", kMpi,
+       {"--nproc-per-node", "4", "--", "true"},
+       "mode rendezvous\n"
+       "workers 4 argv true\n"
+       "inherits \n"
+       "endpoint (through MPI) host if ours nodes 4:4 rank 3 run ompi-99 token none\n"
+       "workers per node = 4 <- --nproc-per-node\n"
+       "nodes = 4 <- openmpi\n"
+       "node rank = 3 <- openmpi\n"
+       "rendezvous endpoint = (rank 0's) <- an Open MPI bootstrap\n"
+       "run id = ompi-99 <- openmpi\n"
+       "command = true <- as given\n"},
+      {"Open MPI, one dlaunch per rank: per-process", kMpi, {"--", "true"},
+       "mode rendezvous\n"
+       "workers 1 argv true\n"
+       "process view local 1/2 node 1/2\n"
+       "inherits \n"
+       "endpoint (through MPI) host if ours nodes 4:4 rank 3 run ompi-99 token none\n"
+       "workers per node = 1 <- openmpi\n"
+       "nodes = 4 <- openmpi\n"
+       "node rank = 3 <- openmpi\n"
+       "rendezvous endpoint = (rank 0's) <- an Open MPI bootstrap\n"
+       "run id = ompi-99 <- openmpi\n"
+       "command = true <- as given\n"},
+      {"Azure ML: the static form, MASTER_PORT from AZ_BATCH_MASTER_NODE",
+       {{"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"NODE_RANK", "1"}, {"AZUREML_NODE_COUNT", "2"}},
+       {"--", "true"},
+       "mode static\n"
+       "workers 1 argv true\n"
+       "inherits AZUREML_NODE_COUNT,AZ_BATCH_MASTER_NODE,NODE_RANK\n"
+       "nodes 2 rank 1 master 10.0.0.4:6105\n"
+       "workers per node = 1 <- the visible GPUs (auto)\n"
+       "nodes = 2 <- azure\n"
+       "node rank = 1 <- azure\n"
+       "master = 10.0.0.4:6105 <- azure\n"
+       "command = true <- as given\n"},
+      {"TF_CONFIG: the task's place in the cluster is the node rank",
+       {{"TF_CONFIG", R"({"cluster":{"chief":["c0:2222"],"worker":["w0:2222","w1:2222"]},)"
+                      R"("task":{"type":"worker","index":0}})"}},
+       {"--", "true"},
+       "mode static\n"
+       "workers 1 argv true\n"
+       "inherits TF_CONFIG\n"
+       "nodes 3 rank 1 master c0:(picked)\n"
+       "workers per node = 1 <- the visible GPUs (auto)\n"
+       "nodes = 3 <- tfconfig\n"
+       "node rank = 1 <- tfconfig\n"
+       "master = c0:29500 <- tfconfig\n"
+       "command = true <- as given\n"},
+      {"flags beat the surroundings", kMpi,
+       {"--nnodes", "2", "--node-rank", "1", "--master-addr", "m", "--nproc-per-node", "1", "--", "true"},
+       "mode static\n"
+       "workers 1 argv true\n"
+       "inherits \n"  // mpirun's variables describe dlaunch, not its workers
+       "nodes 2 rank 1 master m:(picked)\n"
+       "workers per node = 1 <- --nproc-per-node\n"
+       "nodes = 2 <- --nnodes\n"
+       "node rank = 1 <- --node-rank\n"
+       "master = m:29500 <- --master-addr\n"
+       "command = true <- as given\n"},
+      {"a node agent of the TCP rendezvous, the node list fixing the size", {{"DLAUNCH_RDZV_TOKEN", "s3cret"}},
+       {"--nodes", "a,b,c", "--rdzv-endpoint", "a:29400", "--rdzv-id", "j", "--max-restarts", "2", "--", "true"},
+       "mode rendezvous\n"
+       "workers 1 argv true\n"
+       "inherits \n"
+       "endpoint a:29400 host if ours nodes 3:3 rank -1 run j token set\n"
+       "workers per node = 1 <- default\n"
+       "nodes = 1 <- default\n"
+       "rendezvous endpoint = a:29400 <- --rdzv-endpoint\n"
+       "run id = j <- --rdzv-id\n"
+       "command = true <- as given\n"},
+      {"the head of a job over ssh", {{"HOME", "/root"}},
+       {"-H", "a:2,b:4", "--max-restarts", "1", "--env", "ompi", "train.py"},
+       "mode head\n"
+       "hosts a,b workers 2,4 remote ssh\n"
+       "agents --tag-output=[{node_rank},{rank}]:  --max-restarts 1 --env ompi -- train.py\n"
+       "coordinator nodes 2:2 restarts 1\n"
+       "nodes = 2 <- -H\n"
+       "workers per node = 2,4 <- the node list's slots, else each node's own\n"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    CHECK(Summary(MustDecide(row)) == row.want);
+  }
+}
+
+TEST_CASE("Decide: the plan after the Open MPI bootstrap hosts on rank 0 only", "[plan]") {
+  Plan p = MustDecide({"", kMpi, {"--", "true"}, ""});
+  REQUIRE(p.rendezvous.from_mpi);
+  SetMpiEndpoint(p, "n0:4000");
+  CHECK(p.rendezvous.endpoint == "n0:4000");
+  CHECK(p.rendezvous.is_host == std::optional<bool>(false));
+  CHECK_FALSE(p.rendezvous.from_mpi);
+}
+
+TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
+  auto error = [](EnvMap env, std::vector<std::string> args) {
+    Result<Options> o = ParseCommandLine(args, env);
+    REQUIRE(o.ok());
+    Result<Plan> p = Decide(*o, envmap::Detect(env), MachineFacts{"here", 2, {}, "x"}, env);
+    REQUIRE_FALSE(p.ok());
+    return p.status().message();
+  };
+  CHECK(error({}, {"--nproc-per-node", "gpu", "--", "true"}) == "--nproc-per-node: 'gpu' given but no GPU is visible");
+  CHECK(error({{"SLURM_NODEID", "x"}, {"SLURM_JOB_ID", "1"}}, {"--", "true"}).starts_with("SLURM_NODEID"));
+  CHECK(error({}, {"--local-ranks-filter", "3", "--nproc-per-node", "2", "--", "true"}) ==
+        "--local-ranks-filter: local rank 3 is outside this node (0-1)");
+  CHECK(error({}, {"--rdzv-endpoint", "a:1", "--rdzv-token-file", "/nonexistent/t", "--", "true"})
+            .find("/nonexistent/t") != std::string::npos);
+  CHECK(error({}, {"-H", "a,b", "--nnodes", "3", "--", "true"}) == "--nnodes: 3 given, but the node list has 2 host(s)");
+}
+
+TEST_CASE("--explain says where each value came from", "[plan]") {
+  Plan p = MustDecide({"", kSlurm, {"--explain", "--", "true"}, ""});
+  std::string text = Explain(p);
+  CHECK(text.find("where each value came from:\n") != std::string::npos);
+  CHECK(text.find("  rendezvous endpoint: n1:29400 (slurm)\n") != std::string::npos);
+  CHECK(text.find("  nodes: 4 (slurm)\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
