@@ -542,14 +542,28 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
   if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
   if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
     return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
-  if (!o.roles.empty() && o.max_nodes > 1)
-    return Status::InvalidArgument("--roles: multi-node TF roles are not supported yet; use one node");
-  // Here rather than in main, so that --explain refuses what a run would.
-  if (!o.roles.empty() && o.nproc_given && o.nproc_kind == NprocKind::kNumber) {
+  // Here rather than in Decide, so that --explain refuses what a run would.
+  if (!o.roles.empty()) {
     int total = 0;  // at most kMaxWorkersPerNode: SetRoles checked the sum
     for (const envmap::RoleSpec& r : o.roles) total += r.count;
-    if (o.nproc != total)
-      return Status::InvalidArgument(fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc));
+    // Across nodes, every node must know every task's address and port: the
+    // rendezvous collects them (a node list without an endpoint is a head launch,
+    // whose agents meet at one). torch.distributed.launch's static form cannot.
+    if (o.max_nodes > 1 && o.rdzv_endpoint.empty())
+      return Status::InvalidArgument(
+          "--roles: across nodes the tasks meet through the rendezvous; give --rdzv-endpoint, or a node list (-H, "
+          "--hostfile) without one");
+    if (o.max_nodes > 1 && o.min_nodes != o.max_nodes)
+      return Status::InvalidArgument(fmt::format("--roles: needs a fixed node count, got --nnodes {}:{}", o.min_nodes, o.max_nodes));
+    if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && static_cast<int64_t>(o.nproc) * o.max_nodes != total)
+      return Status::InvalidArgument(
+          o.max_nodes == 1
+              ? fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc)
+              : fmt::format("--roles: counts add up to {} but {} nodes of --nproc-per-node {} make {}", total, o.max_nodes,
+                            o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes));
+    if (o.max_nodes > 1 && !o.nproc_given && total % o.max_nodes != 0)
+      return Status::InvalidArgument(fmt::format(
+          "--roles: {} tasks do not split evenly over {} nodes; give each node's --nproc-per-node", total, o.max_nodes));
   }
   // WORLD_SIZE is an int everywhere downstream.
   if (o.nproc_kind == NprocKind::kNumber &&

@@ -235,10 +235,13 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     return plan;
   }
 
+  // TF roles: the tasks take global ranks in the order the roles are listed, and
+  // nodes take ranks in node-rank order, so each node runs its share (the
+  // command line checked that the shares are whole).
   if (!o.roles.empty()) {
     int total = 0;
     for (const envmap::RoleSpec& role : o.roles) total += role.count;
-    n = total;
+    n = o.nproc_given && o.nproc_kind == NprocKind::kNumber ? o.nproc : total / o.max_nodes;
   }
   for (int local_rank : o.local_ranks_filter)
     if (local_rank >= n)

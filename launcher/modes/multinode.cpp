@@ -70,7 +70,8 @@ namespace {
 class NodeMode {
  public:
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
-           std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts)
+           std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
+           std::vector<PortReservation> task_holds)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -81,7 +82,8 @@ class NodeMode {
         agent_(loop.io(), std::move(target), std::move(aopts),
                Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
                             [this](int code, const std::string& error) { Finish(code, error); },
-                            [this](const std::string& line) { console_.Say(line); }}) {}
+                            [this](const std::string& line) { console_.Say(line); }}),
+        task_holds_(std::move(task_holds)) {}
 
   void Start() { agent_.Start(); }
 
@@ -106,6 +108,7 @@ class NodeMode {
     layout.restart_count = a.restart_count;
     if (Status s = envmap::Validate(layout); !s.ok())
       return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
+    task_holds_.clear();  // the TF tasks bind their ports now
     run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
   }
 
@@ -140,6 +143,7 @@ class NodeMode {
   int code_ = 1;
   Agent agent_;
   std::unique_ptr<WorkerRun> run_;
+  std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
   Lifetime life_;  // last: expires first
 };
 
@@ -199,6 +203,16 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
   // coordinator sends this node's row alone.
   aopts.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
+  // TF tasks: a port free here for each, which every node's TF_CONFIG lists.
+  std::vector<PortReservation> task_holds;
+  if (!plan.layout.roles.empty()) {
+    for (int i = 0; i < plan.supervisor.nproc; ++i) {
+      Result<PortReservation> port = PortReservation::AnyFree();
+      if (!port.ok()) return Fail(1, port.status().message());
+      aopts.join.task_ports.push_back(port->port());
+      task_holds.push_back(std::move(*port));
+    }
+  }
   aopts.join_timeout = r.join_timeout;
   aopts.heartbeat_timeout = r.heartbeat_timeout;
   aopts.heartbeat_interval = r.heartbeat_timeout / 3;
@@ -207,7 +221,8 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;
   PrintNotices(plan, console);
-  NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts));
+  NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts),
+                std::move(task_holds));
   mode.Start();
   return loop.Run();
 }

@@ -271,3 +271,20 @@ TEST_CASE("--explain says where each value came from", "[plan]") {
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("Decide: TF roles across nodes, each node its share in node-rank order", "[plan]") {
+  Plan even = MustDecide({"", {}, {"--nnodes", "2", "--rdzv-endpoint", "h:1", "--roles", "chief:1,worker:3", "--", "t"}, ""});
+  CHECK(even.workers.nproc == 2);
+  CHECK(even.workers.roles.size() == 2);
+  Plan given = MustDecide(
+      {"", {}, {"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", "h:1", "--roles", "worker:1,ps:2", "--", "t"}, ""});
+  CHECK(given.workers.nproc == 1);
+  Plan one = MustDecide({"", {}, {"--roles", "chief:1,worker:2,ps:1", "--", "t"}, ""});
+  CHECK(one.workers.nproc == 4);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
