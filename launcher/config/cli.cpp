@@ -387,7 +387,7 @@ const std::vector<Flag>& Flags() {
       {"role-env", 0, Arity::kValue, AddRoleEnv, "ROLE:NAME=VALUE for one role only (repeatable)"},
       {"tag-output", 0, Arity::kOptionalValue,
        [](Options& o, const std::string& v) { o.tag_format = v.empty() ? "[{node_rank},{rank}]<{stream}>: " : v; return Status::Ok(); },
-       "tag lines; =FMT with {rank} {local_rank} {node_rank} {role} {time} {stream}"},
+       "tag lines; =FMT with {rank} {local_rank} {node_rank} {host} {role} {time} {stream}"},
       {"no-tag", 0, Arity::kSwitch, SwitchFlag(&Options::no_tag), "do not tag output lines"},
       {"bind-to", 0, Arity::kValue, SetBindTo, "CPU binding per local rank: none, core or numa"},
       {"pin-gpu", 0, Arity::kSwitch, SwitchFlag(&Options::pin_gpu), "CUDA_VISIBLE_DEVICES = this rank's GPU"},

@@ -41,9 +41,10 @@ struct TagFields {
   int node_rank = 0;
   std::string role;
   std::string stream;  // "stdout" or "stderr"
+  std::string host;    // the node's host name
 };
 
-// Renders `format` ("[{rank}]: ", "{node_rank}.{local_rank}|{time} ") for one
+// Renders `format` ("[{rank}]: ", "{host}:{node_rank}.{local_rank}|{time} ") for one
 // worker stream. {time} is the local time given. Returns InvalidArgument naming
 // the format when it does not parse, e.g. with an unknown field.
 Result<std::string> RenderTag(const std::string& format, const TagFields& fields, std::time_t now);

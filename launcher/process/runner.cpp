@@ -150,7 +150,8 @@ Result<int> Runner::Start(int local_rank, int restart) {
 Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
   StreamRoute r;
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  r.fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout"};
+  r.fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout",
+                       plan_.layout.nodes[static_cast<size_t>(plan_.layout.node_rank)].host};
   if (plan_.tag_format) {
     Result<std::string> prefix = RenderTag(*plan_.tag_format, r.fields, std::time(nullptr));
     if (!prefix.ok()) {

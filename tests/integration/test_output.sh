@@ -144,6 +144,9 @@ assert_eq "$(grep -v '^dlaunch' "$ERR" | sort | tr '\n' ',')" "oops 0,oops 1," "
 run_dl 30 --nproc-per-node 2 '--tag-output={rank}|{local_rank}|' -- "${hello[@]}"
 expect_rc 0 "--tag-output={rank}|{local_rank}|"
 assert_eq "$(sort "$OUT" | tr '\n' ',')" "0|0|hello 0,1|1|hello 1," "stdout with --tag-output={rank}|{local_rank}|"
+run_dl 30 --nproc-per-node 2 '--tag-output={host}:{rank}|' -- "${hello[@]}"
+expect_rc 0 "--tag-output={host}:{rank}|"
+assert_eq "$(sort "$OUT" | tr '\n' ',')" "$(hostname):0|hello 0,$(hostname):1|hello 1," "stdout with --tag-output={host}:{rank}|"
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the output test"

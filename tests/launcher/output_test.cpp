@@ -46,8 +46,9 @@ TEST_CASE("an over-long line is cut at the cap and continues tagged", "[output]"
 }
 
 TEST_CASE("tag formats render every field", "[output]") {
-  TagFields f{7, 3, 1, "ps", "stderr"};
+  TagFields f{7, 3, 1, "ps", "stderr", "gpu-node-4"};
   CHECK(*RenderTag("[{rank}]: ", f, 0) == "[7]: ");
+  CHECK(*RenderTag("{host}:{rank}| ", f, 0) == "gpu-node-4:7| ");
   CHECK(*RenderTag("{node_rank}.{local_rank} {role} {stream}|", f, 0) == "1.3 ps stderr|");
   CHECK(RenderTag("{time}", f, 0)->size() == 19);  // 1970-01-01T00:00:00 in local time
   auto bad = RenderTag("[{rnk}]", f, 0);
