@@ -409,6 +409,7 @@ void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point
   if (agent.phase == Phase::kWaiting) --waiting_;
   if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
+    Emit(NodeLost{agent.node_rank, agent.join.host, what});
     Fail(fmt::format("{} {}", NodeName(agent), what), 1, true);
   } else if (agent.phase == Phase::kWaiting) {
     UpdateGathering(now);

@@ -100,7 +100,14 @@ struct JobEnded {
   int exit_code = 0;
   std::string summary;
 };
-using Action = std::variant<Send, Close, Log, JobEnded>;
+// A node of the running generation is gone (it closed, went silent or broke
+// the protocol) before it finished: for the hosting dlaunch's --events.
+struct NodeLost {
+  int node_rank = 0;
+  std::string host;
+  std::string what;  // "lost (connection closed)", "left", ...
+};
+using Action = std::variant<Send, Close, Log, JobEnded, NodeLost>;
 
 struct CoordinatorOptions {
   std::string endpoint;  // "head:29400", for messages only

@@ -257,6 +257,8 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       route_.erase(close->conn);
     } else if (auto* log = std::get_if<Log>(&action)) {
       if (log_) log_(log->line);
+    } else if (auto* lost = std::get_if<NodeLost>(&action)) {
+      if (on_node_lost_) on_node_lost_(*lost);
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       ended_ = *ended;
       if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });

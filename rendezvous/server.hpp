@@ -76,6 +76,8 @@ class CoordinatorServer {
   // `hook` runs on the io_context (posted, never from inside the server) each
   // time a job ends, after ended() says so.
   void OnJobEnded(std::function<void(const JobEnded&)> hook) { on_ended_ = std::move(hook); }
+  // Runs `hook`, in the handler that noticed it, for each node a job lost.
+  void OnNodeLost(std::function<void(const NodeLost&)> hook) { on_node_lost_ = std::move(hook); }
   // A job has ended and every connection has written its last bytes.
   bool Flushed() const;
   int port() const;
@@ -112,6 +114,7 @@ class CoordinatorServer {
   void Tick();
 
   std::function<void(const JobEnded&)> on_ended_;
+  std::function<void(const NodeLost&)> on_node_lost_;
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;

@@ -330,7 +330,7 @@ bool HeadOnly(std::string_view name) {
   return Listed(name, {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                        "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
                        "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
-                       "ssh-option", "export", "remote-dlaunch", "explain", "standalone", "tag-output",
+                       "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
                        "no-tag", "help", "version"});
 }
 
@@ -374,6 +374,7 @@ const std::vector<Flag>& Flags() {
       {"no-python", 0, Arity::kSwitch, SwitchFlag(&Options::no_python), "run the command as given"},
       {"run-path", 0, Arity::kSwitch, SwitchFlag(&Options::run_path), "run the script with runpy.run_path"},
       {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR"},
+      {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line"},
       {"redirects", 'r', Arity::kValue, StdFlag("redirects", &Options::redirects), "streams to the log files only: 0-3 or 0:1,1:2"},
       {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2"},
       {"local-ranks-filter", 0, Arity::kValue, SetLocalRanksFilter, "show only these local ranks on the console"},

@@ -161,6 +161,7 @@ Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::v
   h.command.insert(h.command.end(), o.command.begin(), o.command.end());
   h.stop_signals = StopSignals(o);
   h.shutdown_timeout = o.shutdown_timeout;
+  h.events = o.events;
   h.coordinator = CoordinatorOptionsFor(o, "", n, n, o.max_restarts, "");
   return h;
 }
@@ -254,6 +255,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   w.role = o.role;
   w.roles = o.roles;
   w.log_dir = o.log_dir;
+  w.events = o.events;
   w.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
   w.flavors.ompi = o.env_ompi;
   w.flavors.azure = o.env_azure;
@@ -303,6 +305,16 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   }
   RecordOrigins(typed, o, *surroundings, plan);
   return plan;
+}
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kSingleNode: return "single-node";
+    case Mode::kStatic: return "static";
+    case Mode::kRendezvous: return "rendezvous";
+    case Mode::kHead: return "head";
+  }
+  return "?";
 }
 
 void SetMpiEndpoint(Plan& plan, const std::string& endpoint) {

@@ -40,6 +40,9 @@ enum class Mode {
   kHead,        // the head of a job over ssh/pdsh: one agent per listed node
 };
 
+// "single-node", "static", "rendezvous", "head" (--events' job_started).
+const char* ModeName(Mode mode);
+
 // One line of --explain's provenance: "nodes: 4 (SLURM_NNODES)".
 struct Origin {
   std::string what;
@@ -60,6 +63,7 @@ struct WorkerPlan {
   envmap::Flavors flavors;  // azure_hostfile and error_file are filled in at the edge
   envmap::EnvMap inherited;  // the launcher's environment, less what is dlaunch's alone
   std::string log_dir;       // --log-dir; empty: a run directory of its own
+  std::string events;        // --events FILE; empty: none
   bool write_logs = false;
   std::vector<int> redirected;    // per local rank (torchrun's Std)
   std::vector<int> console_ranks;  // empty: every local rank
@@ -120,6 +124,7 @@ struct HeadPlan {
   std::vector<std::string> command;  // "--" and the command, or the torchrun form as typed
   std::vector<int> stop_signals;
   std::chrono::milliseconds shutdown_timeout{30000};
+  std::string events;  // --events FILE: the head's own events (job_started, job_finished)
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
 };
 

@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/core/event_loop.hpp"
+#include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
@@ -404,6 +405,13 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   if (self.empty()) return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
   std::string cwd = std::filesystem::current_path(ec).string();
 
+  EventLog events;
+  if (!plan.events.empty()) {
+    if (Status s = events.Open(plan.events); !s.ok()) return Fail(kExitUsage, s.message());
+  }
+  events.SetRunId(run_id);
+  events.Emit("job_started", {{"mode", "head"}, {"nodes", n}, {"pid", static_cast<int>(getpid())}});
+
   Watchdog watchdog;
   if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
   Head head(plan, io, console, watchdog, **server);
@@ -444,9 +452,12 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   if (code != 0) head.Stop(code, "the launch failed on the head");
   head.Run([&loop](int result) { loop.Exit(result); });
   int result = loop.Run();
+  int final_code = code != 0 ? code : result;
+  std::string cause = final_code == 0 ? "" : (*server)->ended() ? (*server)->ended()->summary : "the launch failed on the head";
+  events.Emit("job_finished", {{"exit_code", final_code}, {"root_cause", cause}});
   watchdog.Stop();
   console.Drain(plan.stop_signals);
-  return code != 0 ? code : result;
+  return final_code;
 }
 
 }  // namespace dlaunch::launcher

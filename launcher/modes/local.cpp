@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 
+#include <boost/json/array.hpp>
 #include <fmt/format.h>
 
 #include "launcher/core/event_loop.hpp"
+#include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/modes/multinode.hpp"
@@ -144,6 +146,23 @@ int RunLocal(const Plan& p) {
   if (!work_dir.ok()) return Fail(work_dir.status().code() == Code::kInvalidArgument ? kExitUsage : 1,
                                   work_dir.status().message());
   RunPlan plan = RunPlanFor(p, *exe, *work_dir);
+  EventLog events;
+  if (!p.workers.events.empty()) {
+    if (Status s = events.Open(p.workers.events); !s.ok()) {
+      std::error_code ec;
+      fs::remove_all(plan.work_dir, ec);
+      return Fail(kExitUsage, s.message());
+    }
+  }
+  plan.events = &events;
+  events.SetRunId(p.mode == Mode::kRendezvous ? p.rendezvous.coordinator.run_id : plan.layout.run_id);
+  if (p.mode != Mode::kRendezvous) events.SetNodeRank(p.layout.node_rank);
+  boost::json::array argv;
+  for (const std::string& a : plan.argv) argv.emplace_back(a);
+  events.Emit("job_started", {{"mode", ModeName(p.mode)},
+                              {"nproc", p.workers.nproc},
+                              {"command", std::move(argv)},
+                              {"pid", static_cast<int>(getpid())}});
 
   // Supervision: a watchdog kills every worker group if we are killed outright,
   // and orphans of workers come to us, not to init. The watchdog starts first, so
@@ -169,6 +188,7 @@ int RunLocal(const Plan& p) {
   } else if (p.workers.log_dir.empty()) {
     console.Say(fmt::format("logs are in {}", plan.work_dir));
   }
+  events.Emit("job_finished", {{"exit_code", code}, {"root_cause", code == 0 ? "" : events.root_cause()}});
   // No line lost: wait for a slow reader, but not past a stop signal.
   console.Drain(plan.stop_signals);
   return code;

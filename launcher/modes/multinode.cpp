@@ -85,7 +85,14 @@ class NodeMode {
                             [this](const std::string& line) { console_.Say(line); }}),
         task_holds_(std::move(task_holds)) {}
 
-  void Start() { agent_.Start(); }
+  void Start() {
+    if (server_) {
+      server_->OnNodeLost([this](const rdzv::NodeLost& lost) {
+        plan_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
+      });
+    }
+    agent_.Start();
+  }
 
  private:
   void Run(const rdzv::Assignment& a) {
@@ -108,12 +115,19 @@ class NodeMode {
     layout.restart_count = a.restart_count;
     if (Status s = envmap::Validate(layout); !s.ok())
       return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
+    plan_.events->SetNodeRank(a.node_rank);
+    plan_.events->Emit("rendezvous", {{"generation", a.generation},
+                                      {"restart", a.restart_count},
+                                      {"nodes", a.nnodes},
+                                      {"world_size", a.world_size},
+                                      {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
     task_holds_.clear();  // the TF tasks bind their ports now
     run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
   }
 
   void Finish(int code, const std::string& error) {
     if (!error.empty()) console_.Say(error);
+    if (!error.empty()) plan_.events->SetRootCause(error);
     code_ = code;
     if (!server_) return loop_.Exit(code);
     // Serve until the coordinator has ended the job and told every agent.

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/text.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/summary.hpp"
 
@@ -47,7 +49,11 @@ class Runner : public WorkerRun, public WorkerControl {
         streams_(io_, console_, kReadSize),
         reaper_(
             io_,
-            [this](int pid, int status) { supervisor_.OnExit(pid, FromWaitStatus(status), Clock::now()); },
+            [this](int pid, int status) {
+              ExitStatus st = FromWaitStatus(status);
+              Exited(pid, st);
+              supervisor_.OnExit(pid, st, Clock::now());
+            },
             [this] { AfterEvent(); }),
         supervisor_(*this, plan.supervisor),
         slots_(envmap::LocalSlots(plan.layout)),
@@ -70,6 +76,15 @@ class Runner : public WorkerRun, public WorkerControl {
   void AfterEvent();
   void Finish();
   void PrintSummary();
+  // --events: worker_exited, and the job's root cause.
+  void Exited(int pid, const ExitStatus& status);
+
+  // A worker that runs: for worker_exited.
+  struct Running {
+    int local_rank = 0;
+    int restart = 0;
+    Clock::time_point since;
+  };
 
   const RunPlan& plan_;
   Watchdog& watchdog_;
@@ -83,11 +98,29 @@ class Runner : public WorkerRun, public WorkerControl {
   Supervisor supervisor_;
   std::vector<envmap::WorkerSlot> slots_;
   std::vector<TailBuffer> tails_;
+  std::map<int, Running> running_;  // by pid
+  int restarts_seen_ = 0;
   bool failure_reported_ = false;
+  bool cause_recorded_ = false;
   bool finished_ = false;
   Lifetime life_;  // last: expires first
   std::function<void(int)> done_;
 };
+
+void Runner::Exited(int pid, const ExitStatus& status) {
+  auto it = running_.find(pid);
+  if (it == running_.end()) return;
+  const Running r = it->second;
+  running_.erase(it);
+  boost::json::object e{{"rank", slots_[static_cast<size_t>(r.local_rank)].rank},
+                        {"local_rank", r.local_rank},
+                        {"pid", pid},
+                        {"restart", r.restart},
+                        {"run_time_ms", std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - r.since).count()}};
+  if (status.signal != 0) e["signal"] = SignalName(status.signal);
+  else e["exit_code"] = status.code;
+  plan_.events->Emit("worker_exited", std::move(e));
+}
 
 std::string AttemptDir(const std::string& work_dir, int restart, int local_rank) {
   return fmt::format("{}/attempt_{}/{}", work_dir, restart, local_rank);
@@ -135,6 +168,13 @@ Result<int> Runner::Start(int local_rank, int restart) {
     return pid;
   }
   watchdog_.Add(*pid);
+  if (restart > restarts_seen_) {
+    restarts_seen_ = restart;
+    plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
+  }
+  running_[*pid] = Running{local_rank, restart, Clock::now()};
+  plan_.events->Emit("worker_started", {{"rank", slot.rank}, {"local_rank", local_rank}, {"pid", *pid},
+                                        {"restart", restart}, {"role", slot.role}});
   Status s = AddStream(out->read_fd, local_rank, false, dir);
   if (s.ok()) s = AddStream(err->read_fd, local_rank, true, dir);
   else close(err->read_fd);
@@ -196,6 +236,13 @@ void Runner::WaitSignals() {
 }
 
 void Runner::AfterEvent() {
+  if (!cause_recorded_) {
+    if (const WorkerRecord* root = supervisor_.root_cause()) {
+      cause_recorded_ = true;
+      plan_.events->SetRootCause(fmt::format("rank {} {}", slots_[static_cast<size_t>(root->local_rank)].rank,
+                                             Describe(root->status)));
+    }
+  }
   if (channel_ != nullptr && !failure_reported_) {
     if (const WorkerRecord* root = supervisor_.root_cause()) {
       failure_reported_ = true;
@@ -227,6 +274,8 @@ void Runner::Finish() {
   timer_.cancel();
   streams_.CloseAll();
   int code = supervisor_.exit_code();
+  if (supervisor_.stop_signal() != 0)
+    plan_.events->SetRootCause(fmt::format("dlaunch was sent {}", SignalName(supervisor_.stop_signal())));
   if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) PrintSummary();
   // The cancelled handlers above are queued already; `done` runs after them, so
   // it may destroy this runner.
@@ -268,6 +317,7 @@ void Runner::Run(std::function<void(int)> done) {
   if (channel_ != nullptr) {
     channel_->Attach([this](int code, const std::string& reason) {
       if (!supervisor_.done() && !reason.empty()) console_.Say(reason);
+      if (!reason.empty()) plan_.events->SetRootCause(reason);
       supervisor_.Abort(code, Clock::now());
       AfterEvent();
     });

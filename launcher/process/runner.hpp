@@ -12,6 +12,7 @@
 
 #include "envmap/worker_env.hpp"
 #include "launcher/core/console.hpp"
+#include "launcher/core/events.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/supervisor.hpp"
 
@@ -36,6 +37,7 @@ struct RunPlan {
   bool pin_gpu = false;
   SupervisorOptions supervisor;
   std::vector<int> stop_signals;     // signals that stop the job
+  EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
 };
 
 // Connects this node's workers to the rest of a multi-node job (the rendezvous

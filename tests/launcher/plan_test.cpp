@@ -14,16 +14,6 @@ namespace {
 
 using envmap::EnvMap;
 
-const char* ModeName(Mode m) {
-  switch (m) {
-    case Mode::kSingleNode: return "single";
-    case Mode::kStatic: return "static";
-    case Mode::kRendezvous: return "rendezvous";
-    case Mode::kHead: return "head";
-  }
-  return "?";
-}
-
 // Every decided value, one fact per line, so that a row states the whole plan.
 std::string Summary(const Plan& p) {
   std::string out = fmt::format("mode {}\n", ModeName(p.mode));
@@ -93,7 +83,7 @@ Plan MustDecide(const Row& row) {
 TEST_CASE("Decide: one plan per surrounding", "[plan]") {
   std::vector<Row> rows = {
       {"flags only, one node", {{"PATH", "/bin"}}, {"--nproc-per-node", "2", "--", "true"},
-       "mode single\n"
+       "mode single-node\n"
        "workers 2 argv true\n"
        "inherits PATH\n"
        "nodes 1 rank 0 master 127.0.0.1:(picked)\n"

@@ -2,6 +2,8 @@
 // a record of every action, per connection, like ninja's FakeCommandRunner.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -48,6 +50,8 @@ class Harness {
         closed[x->conn] = x->reason;
       } else if (auto* l = std::get_if<rendezvous::Log>(&action)) {
         logs.push_back(l->line);
+      } else if (auto* n = std::get_if<rendezvous::NodeLost>(&action)) {
+        lost.push_back(fmt::format("{} {} {}", n->node_rank, n->host, n->what));
       } else {
         CHECK_FALSE(ended.has_value());  // the job ends once
         ended = std::get<JobEnded>(action);
@@ -121,6 +125,7 @@ class Harness {
   std::map<ConnId, std::vector<Message>> inbox;
   std::map<ConnId, std::string> closed;
   std::vector<std::string> logs;
+  std::vector<std::string> lost;  // NodeLost: "NODE HOST WHAT"
   std::optional<JobEnded> ended;
 
  private:

@@ -161,6 +161,7 @@ TEST_CASE("a closed connection or a protocol error loses an assigned node", "[co
     CHECK(h.inbox[conns[1]].back() ==
           Message(Abort{"rendezvous head:29400: node 0 (a) lost (connection closed)", 1}));
     CHECK_FALSE(h.closed.count(conns[0]));  // it is gone already
+    CHECK(h.lost == std::vector<std::string>{"0 a lost (connection closed)"});
   }
   SECTION("bad frame") {
     Harness h(Opts(2, 2));
