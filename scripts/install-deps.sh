@@ -8,6 +8,7 @@ build_pkgs=(build-essential cmake pkg-config libboost1.81-dev libboost-filesyste
 test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server openssh-client pdsh time
            slurm-wlm slurmctld slurmd slurm-client munge
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
+           gdb  # --hang-timeout: stacks of workers that are not Python
            clang libclang-rt-14-dev llvm)  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
 want=("${build_pkgs[@]}")
 if [[ "${1:-}" != "--build-only" ]]; then

@@ -104,6 +104,19 @@ Status SetShutdownTimeout(Options& o, const std::string& v) {
   return Status::Ok();
 }
 
+Status SetHangTimeout(Options& o, const std::string& v) {
+  std::optional<std::chrono::milliseconds> t = ParseSeconds(v, /*allow_zero=*/true);
+  if (!t) return Bad("hang-timeout", fmt::format("seconds from 0 (off) to {}", static_cast<long long>(kMaxSeconds)), v);
+  o.hang_timeout = *t;
+  return Status::Ok();
+}
+
+Status SetHangAction(Options& o, const std::string& v) {
+  if (v != "report" && v != "stop") return Bad("hang-action", "report or stop", v);
+  o.hang_stop = v == "stop";
+  return Status::Ok();
+}
+
 Setter StdFlag(const char* flag, std::string Options::*field) {
   return [=](Options& o, const std::string& v) {
     if (StdFor(v, 0) < 0) return Bad(flag, "0-3 or a map like '0:1,1:2'", v);
@@ -320,7 +333,7 @@ bool IsLayoutFlag(std::string_view name) {
 bool ForAgents(std::string_view name) {
   return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
                        "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
-                       "shutdown-timeout", "signals-to-handle", "legacy-launch", "use-env",
+                       "shutdown-timeout", "hang-timeout", "hang-action", "no-python-hook", "signals-to-handle", "legacy-launch", "use-env",
                        "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"});
 }
 
@@ -379,6 +392,9 @@ const std::vector<Flag>& Flags() {
       {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2"},
       {"local-ranks-filter", 0, Arity::kValue, SetLocalRanksFilter, "show only these local ranks on the console"},
       {"shutdown-timeout", 0, Arity::kValue, SetShutdownTimeout, "seconds from SIGTERM to SIGKILL (default 30)"},
+      {"hang-timeout", 0, Arity::kValue, SetHangTimeout, "no rank writes a line this long: print every rank's stack (default 1800; 0: off)"},
+      {"hang-action", 0, Arity::kValue, SetHangAction, "after a hang's stacks: report (default; the job runs on) or stop (exit 124)"},
+      {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook), "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},
       {"signals-to-handle", 0, Arity::kValue, SetSignals, "signals that stop the job (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
       {"legacy-launch", 0, Arity::kSwitch, SwitchFlag(&Options::legacy_launch), "behave as python -m torch.distributed.launch"},
       {"use-env", 0, Arity::kSwitch, SwitchFlag(&Options::use_env), "legacy: do not append --local-rank"},

@@ -80,6 +80,10 @@ struct Options {
   int max_restarts = 0;
   std::string role = "default";
   std::chrono::milliseconds shutdown_timeout{30000};  // Default: 30s
+  // --hang-timeout: no rank wrote a line this long: take every rank's stack.
+  std::chrono::milliseconds hang_timeout{1800000};  // Default: 1800s; 0: off
+  bool hang_stop = false;       // --hang-action stop: then end the job, exit 124
+  bool no_python_hook = false;  // --no-python-hook
   std::vector<int> signals_to_handle;  // Default: SIGTERM, SIGINT, SIGHUP, SIGQUIT
 
   // How the command is run.

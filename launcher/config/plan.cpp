@@ -286,6 +286,9 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   w.pin_gpu = o.pin_gpu;
   w.shutdown_timeout = o.shutdown_timeout;
   w.stop_signals = StopSignals(o);
+  w.hang_timeout = o.hang_timeout;
+  w.hang_stop = o.hang_stop;
+  w.python_hook = !o.no_python_hook && o.hang_timeout.count() > 0;
 
   if (plan.mode == Mode::kRendezvous) {
     Result<std::string> token = ResolveToken(o, env);

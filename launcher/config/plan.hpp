@@ -73,6 +73,9 @@ struct WorkerPlan {
   bool pin_gpu = false;
   std::chrono::milliseconds shutdown_timeout{30000};
   std::vector<int> stop_signals;
+  std::chrono::milliseconds hang_timeout{1800000};  // 0: no hang watch
+  bool hang_stop = false;
+  bool python_hook = true;
 };
 
 // The static form's layout (Mode::kSingleNode and kStatic).

@@ -79,6 +79,9 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& wor
   plan.pin_gpu = w.pin_gpu;
   plan.supervisor = SupervisorOptions{w.nproc, w.max_restarts, w.shutdown_timeout};
   plan.stop_signals = w.stop_signals;
+  plan.hang_timeout = w.hang_timeout;
+  plan.hang_stop = w.hang_stop;
+  plan.python_hook = w.python_hook;
   return plan;
 }
 
@@ -182,11 +185,13 @@ int RunLocal(const Plan& p) {
                                          : RunStatic(p.layout, plan, watchdog, loop, console);
   adopted.KillAll();
   watchdog.Stop();
-  if (!plan.write_logs) {
+  // A hang's stacks (stacks-N.txt) keep the run directory, as logs do.
+  bool stacks = fs::exists(plan.work_dir + "/stacks-1.txt");
+  if (!plan.write_logs && !stacks) {
     std::error_code ec;
     fs::remove_all(plan.work_dir, ec);
   } else if (p.workers.log_dir.empty()) {
-    console.Say(fmt::format("logs are in {}", plan.work_dir));
+    console.Say(fmt::format("{} in {}", plan.write_logs ? "logs are" : "stacks are", plan.work_dir));
   }
   events.Emit("job_finished", {{"exit_code", code}, {"root_cause", code == 0 ? "" : events.root_cause()}});
   // No line lost: wait for a slow reader, but not past a stop signal.

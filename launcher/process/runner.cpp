@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/json/array.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -24,6 +25,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/process/stacks.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/summary.hpp"
 
@@ -35,6 +37,8 @@ namespace fs = std::filesystem;
 
 // Default: bytes per read of one worker pipe.
 constexpr size_t kReadSize = size_t{1} << 18;
+// Default: how long taking the stacks of a hung job may last (gdb attaches take seconds).
+constexpr std::chrono::seconds kStackLimit{10};
 
 class Runner : public WorkerRun, public WorkerControl {
  public:
@@ -46,6 +50,7 @@ class Runner : public WorkerRun, public WorkerControl {
         channel_(channel),
         signals_(io_),
         timer_(io_),
+        hang_timer_(io_),
         streams_(io_, console_, kReadSize),
         reaper_(
             io_,
@@ -78,6 +83,10 @@ class Runner : public WorkerRun, public WorkerControl {
   void PrintSummary();
   // --events: worker_exited, and the job's root cause.
   void Exited(int pid, const ExitStatus& status);
+  // The hang watch (RunPlan::hang_timeout).
+  void ArmHangWatch();
+  void OnHang(Clock::duration silent);
+  void ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks);
 
   // A worker that runs: for worker_exited.
   struct Running {
@@ -93,6 +102,12 @@ class Runner : public WorkerRun, public WorkerControl {
   JobChannel* channel_;
   asio::signal_set signals_;  // stop and forwarded signals
   asio::steady_timer timer_;
+  asio::steady_timer hang_timer_;
+  Clock::time_point last_output_ = Clock::now();  // any rank's last bytes
+  std::optional<Clock::time_point> reported_;     // the silence already reported: last_output_ then
+  std::unique_ptr<StackCollector> stacks_;
+  int stack_files_ = 0;
+  std::vector<std::string> hang_cause_;  // with hang_stop: the summary, for the end
   Streams streams_;  // every worker's, in one group
   Reaper reaper_;
   Supervisor supervisor_;
@@ -141,6 +156,7 @@ Result<int> Runner::Start(int local_rank, int restart) {
 
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
+  if (plan_.python_hook) AddPythonHook(env, plan_.work_dir + "/py", plan_.work_dir + "/stacks");
   if (plan_.pin_gpu && !plan_.gpus.empty())
     env["CUDA_VISIBLE_DEVICES"] =
         plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
@@ -216,6 +232,7 @@ Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string&
     }
   }
   if (is_err) r.tail = &tails_[static_cast<size_t>(local_rank)];
+  r.progress = &last_output_;
   streams_.Add(fd, 0, std::move(r), [this] { AfterEvent(); });
   return Status::Ok();
 }
@@ -272,11 +289,17 @@ void Runner::Finish() {
   signals_.cancel(ignored);
   reaper_.Stop();
   timer_.cancel();
+  hang_timer_.cancel();
   streams_.CloseAll();
   int code = supervisor_.exit_code();
   if (supervisor_.stop_signal() != 0)
     plan_.events->SetRootCause(fmt::format("dlaunch was sent {}", SignalName(supervisor_.stop_signal())));
-  if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) PrintSummary();
+  if (!hang_cause_.empty() && supervisor_.stop_signal() == 0) {
+    console_.Say(fmt::format("job stopped after a hang; exit code {}", code));
+    for (const std::string& line : hang_cause_) console_.Say(line);
+  } else if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) {
+    PrintSummary();
+  }
   // The cancelled handlers above are queued already; `done` runs after them, so
   // it may destroy this runner.
   asio::post(io_, [done = std::move(done_), code] { done(code); });
@@ -323,9 +346,67 @@ void Runner::Run(std::function<void(int)> done) {
     });
   }
 
+  if (plan_.python_hook) {
+    if (Status s = WritePythonHook(plan_.work_dir + "/py", plan_.work_dir + "/stacks"); !s.ok())
+      console_.Say(fmt::format("{}; Python stacks will come from gdb", s.message()));
+  }
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
     console_.Say(s.message());
+  last_output_ = Clock::now();
+  ArmHangWatch();
   AfterEvent();
+}
+
+void Runner::ArmHangWatch() {
+  if (plan_.hang_timeout.count() <= 0 || supervisor_.done()) return;
+  // Once a silence is reported, the next report needs new output first: wake
+  // a timeout after now to look again, which costs nothing while it lasts.
+  Clock::time_point at = reported_ && *reported_ == last_output_ ? Clock::now() + plan_.hang_timeout
+                                                                 : last_output_ + plan_.hang_timeout;
+  hang_timer_.expires_at(at);
+  hang_timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (ec || alive.expired() || supervisor_.state() != Supervisor::State::kRunning) return;
+    Clock::duration silent = Clock::now() - last_output_;
+    if (silent >= plan_.hang_timeout && !(reported_ && *reported_ == last_output_)) return OnHang(silent);
+    ArmHangWatch();
+  });
+}
+
+void Runner::OnHang(Clock::duration silent) {
+  reported_ = last_output_;
+  auto secs = std::chrono::duration_cast<std::chrono::seconds>(silent);
+  console_.Say(fmt::format("no rank has made progress for {}s: collecting stacks", secs.count()));
+  std::vector<StackCollector::Target> targets;
+  for (const WorkerRecord& w : supervisor_.workers())
+    if (w.running) targets.push_back({slots_[static_cast<size_t>(w.local_rank)].rank, w.pid});
+  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.work_dir + "/stacks", kStackLimit);
+  stacks_->Collect(std::move(targets), [this, secs, alive = life_.token()](std::vector<RankStack> stacks) {
+    if (!alive.expired()) ReportHang(secs, std::move(stacks));
+  });
+}
+
+void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks) {
+  std::vector<std::string> lines = HangSummary(stacks);
+  std::string path = fmt::format("{}/stacks-{}.txt", plan_.work_dir, ++stack_files_);
+  std::ofstream f(path, std::ios::trunc);
+  f << FullStacks(stacks);
+  f.close();
+  lines.push_back(f ? fmt::format("hang: full stacks in {}", path) : fmt::format("hang: {}: cannot write", path));
+  for (const std::string& line : lines) console_.Say(line);
+  boost::json::array suspects;
+  for (int r : OddRanks(stacks)) suspects.emplace_back(r);
+  plan_.events->Emit("hang_suspected", {{"silent_for_s", silent.count()}, {"suspects", std::move(suspects)}});
+  if (f) plan_.events->Emit("stacks", {{"file", path}});
+  if (plan_.hang_stop && !supervisor_.done()) {
+    std::string cause = fmt::format("no rank made progress for {}s (--hang-action stop)", silent.count());
+    plan_.events->SetRootCause("hang: " + cause);
+    hang_cause_.push_back("root cause: " + cause);
+    for (const std::string& line : lines) hang_cause_.push_back("  | " + line);
+    supervisor_.Abort(kExitHang, Clock::now());
+    AfterEvent();
+    return;
+  }
+  ArmHangWatch();
 }
 
 }  // namespace

@@ -38,7 +38,17 @@ struct RunPlan {
   SupervisorOptions supervisor;
   std::vector<int> stop_signals;     // signals that stop the job
   EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
+  // The hang watch: no rank wrote a line for hang_timeout (0: off) -> every
+  // rank's stack (launcher/process/stacks.hpp), then the job runs on or, with
+  // hang_stop, ends with exit code 124. python_hook: load the stack hook in
+  // Python workers (work_dir/py on PYTHONPATH).
+  std::chrono::milliseconds hang_timeout{0};
+  bool hang_stop = false;
+  bool python_hook = false;
 };
+
+// Exit code of a job stopped because it hung (as timeout(1)).
+inline constexpr int kExitHang = 124;
 
 // Connects this node's workers to the rest of a multi-node job (the rendezvous
 // agent implements it). Every call happens on the event loop's thread.

@@ -48,6 +48,7 @@ void Streams::Read(Stream* s) {
     if (alive.expired() || !s->open) return;
     StreamRoute& r = s->route;
     if (n > 0) {
+      if (r.progress != nullptr) *r.progress = std::chrono::steady_clock::now();
       if (r.console) {
         if (!r.format.empty()) r.prefix = RenderTag(r.format, r.fields, std::time(nullptr)).value();
         out_.clear();

@@ -1,0 +1,437 @@
+#include "launcher/process/stacks.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "launcher/process/adopted.hpp"
+#include "launcher/process/process.hpp"
+
+namespace dlaunch::launcher {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// How often the collector looks for finished dumps.
+constexpr std::chrono::milliseconds kPollInterval{25};
+
+// The hook, written into the run directory. Python, because it runs inside the
+// worker's interpreter; kept to what every Python 3 has.
+constexpr std::string_view kPythonHook = R"PY(# dlaunch's stack hook (README: "Hangs"). It registers faulthandler on one
+# real-time signal so that dlaunch can print this process's stacks when the job
+# hangs, then takes itself off sys.path and imports the sitecustomize it hides.
+# Turn it off with dlaunch --no-python-hook.
+import os as _os
+import sys as _sys
+
+
+def _dlaunch_hook():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != here]
+    dumps = _os.environ.get("DLAUNCH_STACKS_DIR")
+    try:
+        signum = int(_os.environ.get("DLAUNCH_STACKS_SIGNAL", "0"))
+    except ValueError:
+        signum = 0
+    if dumps and signum > 0:
+        try:
+            import faulthandler
+            f = open(_os.path.join(dumps, "%d.stacks" % _os.getpid()), "a")
+            faulthandler.register(signum, file=f, all_threads=True, chain=False)
+            _sys.modules[__name__]._dlaunch_file = f  # open for the process's life
+        except Exception:
+            pass
+    del _sys.modules["sitecustomize"]
+    try:
+        import sitecustomize  # noqa: F401  the one this file hides, if any
+    except ImportError:
+        pass
+
+
+_dlaunch_hook()
+del _dlaunch_hook, _os, _sys
+)PY";
+
+std::string Base(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
+}
+
+std::string ReadFrom(const std::string& path, size_t offset) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return {};
+  f.seekg(static_cast<std::streamoff>(offset));
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+size_t FileSize(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+
+bool Gone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// The system call `pid`'s main thread is blocked in, when it is one that a
+// signal handler interrupts with EINTR even under SA_RESTART (signal(7)):
+// waits with a timeout and socket waits. Python retries those itself (PEP 475),
+// but C++ underneath may not (torch 1.13's TCPStore fails "Interrupted system
+// call" inside init_process_group), so such a process is read with gdb, whose
+// ptrace stop restarts them transparently. Sleeps are left out: Python's and
+// libstdc++'s retry. Returns the call's name, or "" when a signal is safe.
+std::string UnsafeToSignal(int pid) {
+  std::ifstream f(fmt::format("/proc/{}/task/{}/syscall", pid, pid));
+  long nr = -1;
+  if (!(f >> nr)) return {};
+  struct Call {
+    long nr;
+    const char* name;
+  };
+  static constexpr Call kUnsafe[] = {
+#ifdef SYS_poll
+      {SYS_poll, "poll"},
+#endif
+#ifdef SYS_select
+      {SYS_select, "select"},
+#endif
+#ifdef SYS_epoll_wait
+      {SYS_epoll_wait, "epoll_wait"},
+#endif
+      {SYS_ppoll, "ppoll"},
+      {SYS_pselect6, "pselect6"},
+      {SYS_epoll_pwait, "epoll_pwait"},
+      {SYS_connect, "connect"},
+      {SYS_accept, "accept"},
+      {SYS_accept4, "accept4"},
+      {SYS_recvfrom, "recvfrom"},
+      {SYS_recvmsg, "recvmsg"},
+      {SYS_io_getevents, "io_getevents"},
+      {SYS_semtimedop, "semtimedop"},
+  };
+  for (const Call& c : kUnsafe)
+    if (c.nr == nr) return c.name;
+  return {};
+}
+
+}  // namespace
+
+int StackSignal() { return SIGRTMAX - 2; }
+
+Status WritePythonHook(const std::string& hook_dir, const std::string& dumps_dir) {
+  std::error_code ec;
+  fs::create_directories(hook_dir, ec);
+  if (!ec) fs::create_directories(dumps_dir, ec);
+  if (ec) return Status::Io(fmt::format("{}: cannot create ({})", ec ? hook_dir : dumps_dir, ec.message()));
+  std::string path = hook_dir + "/sitecustomize.py";
+  std::ofstream f(path, std::ios::trunc);
+  f << kPythonHook;
+  if (!f) return Status::Io(fmt::format("{}: cannot write", path));
+  return Status::Ok();
+}
+
+void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::string& dumps_dir) {
+  auto it = env.find("PYTHONPATH");
+  env["PYTHONPATH"] = it == env.end() || it->second.empty() ? hook_dir : hook_dir + ":" + it->second;
+  env["DLAUNCH_STACKS_DIR"] = dumps_dir;
+  env["DLAUNCH_STACKS_SIGNAL"] = std::to_string(StackSignal());
+}
+
+std::string Frame::Render() const {
+  if (file.empty()) return function;
+  if (line <= 0) return fmt::format("{} ({})", function, file);
+  return fmt::format("{} ({}:{})", function, file, line);
+}
+
+std::vector<ThreadStack> ParseFaulthandler(std::string_view text) {
+  std::vector<ThreadStack> threads;
+  static const std::regex kFrame(R"re(^\s+File "(.*)", line (\d+) in (.*)$)re");
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("Thread ") || line.starts_with("Current thread ")) {
+      ThreadStack t;
+      t.main = line.starts_with("Current thread ");
+      t.name = line.substr(0, line.find(" (most recent call first)"));
+      threads.push_back(std::move(t));
+      continue;
+    }
+    std::smatch m;
+    if (!threads.empty() && std::regex_match(line, m, kFrame))
+      threads.back().frames.push_back(Frame{m[3], Base(m[1].str()), std::stoi(m[2])});
+  }
+  return threads;
+}
+
+std::vector<ThreadStack> ParseGdb(std::string_view text, int pid) {
+  std::vector<ThreadStack> threads;
+  static const std::regex kThread(R"re(^Thread \d+ \(.*LWP (\d+)\).*$)re");
+  // "#2  0x... in step (x=1) at train.c:12", "#0  clock_nanosleep () from /lib/libc.so.6"
+  static const std::regex kFrame(R"re(^#\d+\s+(?:0x[0-9a-f]+ in )?([^ (]+) \(.*?\)(?: at (\S+):(\d+)| from (\S+))?\s*$)re");
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, kThread)) {
+      ThreadStack t;
+      t.name = line.substr(0, line.find(':'));
+      t.main = std::stoi(m[1]) == pid;
+      threads.push_back(std::move(t));
+    } else if (std::regex_match(line, m, kFrame)) {
+      if (threads.empty()) threads.push_back(ThreadStack{"Thread 1", true, {}});
+      Frame f{m[1], m[2].matched ? Base(m[2].str()) : m[4].matched ? Base(m[4].str()) : "", 0};
+      if (m[3].matched) f.line = std::stoi(m[3]);
+      threads.back().frames.push_back(std::move(f));
+    }
+  }
+  return threads;
+}
+
+const ThreadStack* RankStack::Main() const {
+  for (const ThreadStack& t : threads)
+    if (t.main) return &t;
+  return threads.empty() ? nullptr : &threads.front();
+}
+
+std::string RankRanges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+struct Group {
+  std::string where;  // the innermost frames, rendered
+  std::vector<int> ranks;
+};
+
+std::string Where(const RankStack& s, int depth) {
+  const ThreadStack* t = s.Main();
+  if (t == nullptr || t->frames.empty()) return "(no frames)";
+  std::string out;
+  for (int i = 0; i < depth && i < static_cast<int>(t->frames.size()); ++i) {
+    if (i > 0) out += " <- ";
+    out += t->frames[static_cast<size_t>(i)].Render();
+  }
+  return out;
+}
+
+// The sampled ranks grouped by where they are, the largest group first (ties:
+// the group of the lowest rank first).
+std::vector<Group> Groups(const std::vector<RankStack>& stacks, int depth) {
+  std::vector<Group> groups;
+  for (const RankStack& s : stacks) {
+    if (!s.error.empty()) continue;
+    std::string where = Where(s, depth);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.where == where; });
+    if (it == groups.end()) groups.push_back(Group{where, {s.rank}});
+    else it->ranks.push_back(s.rank);
+  }
+  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return a.ranks.size() > b.ranks.size();
+  });
+  return groups;
+}
+
+std::string RanksWord(const std::vector<int>& ranks) {
+  return fmt::format("{} {} ({})", ranks.size() == 1 ? "rank" : "ranks", RankRanges(ranks), ranks.size());
+}
+
+}  // namespace
+
+std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth) {
+  std::vector<Group> groups = Groups(stacks, depth);
+  if (groups.size() < 2) return {};
+  // The smallest group, when it is the only one that small.
+  if (groups[groups.size() - 1].ranks.size() == groups[groups.size() - 2].ranks.size()) return {};
+  return groups.back().ranks;
+}
+
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth) {
+  std::vector<std::string> lines;
+  std::vector<Group> groups = Groups(stacks, depth);
+  std::vector<int> odd = OddRanks(stacks, depth);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Group& g = groups[i];
+    std::string verb = i == 0 ? "wait in" : g.ranks.size() == 1 ? "is elsewhere:" : "are elsewhere:";
+    std::string mark = !odd.empty() && g.ranks == odd ? "   <- odd one out" : "";
+    lines.push_back(fmt::format("hang: {} {} {}{}", RanksWord(g.ranks), verb, g.where, mark));
+  }
+  for (const RankStack& s : stacks)
+    if (!s.error.empty()) lines.push_back(fmt::format("hang: rank {} (pid {}): not sampled ({})", s.rank, s.pid, s.error));
+  return lines;
+}
+
+std::string FullStacks(const std::vector<RankStack>& stacks) {
+  std::string out;
+  for (const RankStack& s : stacks) {
+    out += fmt::format("=== rank {} (pid {}){}\n", s.rank, s.pid,
+                       s.error.empty() ? fmt::format(", by {}", s.how) : fmt::format(": not sampled ({})", s.error));
+    out += s.raw;
+    if (!s.raw.empty() && s.raw.back() != '\n') out += '\n';
+    out += '\n';
+  }
+  return out;
+}
+
+struct StackCollector::Pending {
+  RankStack result;
+  std::string file;   // the dump file
+  size_t offset = 0;  // its size before the signal
+  size_t seen = 0;    // its size at the last poll
+  int gdb = -1;       // gdb's pid
+  bool done = false;
+};
+
+StackCollector::StackCollector(boost::asio::io_context& io, std::string dumps_dir, std::chrono::milliseconds limit)
+    : io_(io), dumps_dir_(std::move(dumps_dir)), limit_(limit), timer_(io) {}
+
+StackCollector::~StackCollector() {
+  for (Pending& p : pending_)
+    if (p.gdb > 0 && !p.done) kill(p.gdb, SIGKILL);
+}
+
+bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done) {
+  if (busy_) return false;
+  busy_ = true;
+  done_ = std::move(done);
+  pending_.clear();
+  std::vector<ProcStat> table = ReadProcessTable();
+  for (const Target& t : targets) {
+    Pending p;
+    p.result.rank = t.rank;
+    p.result.pid = t.pid;
+    // A Python process of this worker whose hook ran: the worker itself, else
+    // the first descendant (a shell or a launcher in between).
+    std::vector<int> tree = {t.pid};
+    for (int d : Descendants(table, t.pid)) tree.push_back(d);
+    int python = -1;
+    for (int pid : tree) {
+      if (access(fmt::format("{}/{}.stacks", dumps_dir_, pid).c_str(), F_OK) == 0) {
+        python = pid;
+        break;
+      }
+    }
+    std::string unsafe = python > 0 ? UnsafeToSignal(python) : "";
+    if (python > 0 && unsafe.empty()) {
+      p.result.pid = python;
+      p.result.how = "python";
+      p.file = fmt::format("{}/{}.stacks", dumps_dir_, python);
+      p.offset = p.seen = FileSize(p.file);
+      // To the main thread itself, so that faulthandler's "Current thread" is it.
+      if (syscall(SYS_tgkill, python, python, StackSignal()) != 0) {
+        p.result.error = fmt::format("signal: {}", std::strerror(errno));
+        p.done = true;
+      }
+    } else {
+      // Not Python, Python without the hook, or Python blocked where a signal
+      // would hurt: gdb, on that process, else on the worker's last process in
+      // line (`sh -c 'exec ...'` has become it already).
+      int pid = python > 0 ? python : tree.back();
+      p.result.pid = pid;
+      p.result.how = unsafe.empty() ? "gdb" : fmt::format("gdb (in {}: no signal)", unsafe);
+      p.file = fmt::format("{}/gdb-{}.txt", dumps_dir_, pid);
+      int fd = open(p.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      Result<std::string> gdb = ResolveCommand("gdb");
+      if (fd < 0 || !gdb.ok()) {
+        p.result.error = fd < 0 ? fmt::format("{}: {}", p.file, std::strerror(errno))
+                                : "gdb is not installed";
+        p.done = true;
+        if (fd >= 0) close(fd);
+      } else {
+        SpawnSpec spec;
+        spec.exe = *gdb;
+        spec.args = {"-nx", "-batch", "-p", std::to_string(pid), "-ex", "thread apply all bt"};
+        spec.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+        spec.stdout_fd = fd;
+        spec.stderr_fd = fd;
+        Result<int> started = SpawnWorker(spec);
+        close(fd);
+        if (!started.ok()) {
+          p.result.error = started.status().message();
+          p.done = true;
+        } else {
+          p.gdb = *started;
+        }
+      }
+    }
+    pending_.push_back(std::move(p));
+  }
+  deadline_ = std::chrono::steady_clock::now() + limit_;
+  Poll();
+  return true;
+}
+
+void StackCollector::Poll() {
+  bool late = std::chrono::steady_clock::now() >= deadline_;
+  bool all = true;
+  for (Pending& p : pending_) {
+    if (p.done) continue;
+    if (p.result.how == "python") {
+      // faulthandler writes the whole dump from its signal handler: once the
+      // file has grown and then stood still for a poll, it is complete.
+      size_t size = FileSize(p.file);
+      if (size > p.offset && size == p.seen) {
+        p.result.raw = ReadFrom(p.file, p.offset);
+        p.result.threads = ParseFaulthandler(p.result.raw);
+        p.done = true;
+      }
+      p.seen = size;
+    } else if (Gone(p.gdb)) {
+      p.result.raw = ReadFrom(p.file, 0);
+      p.result.threads = ParseGdb(p.result.raw, p.result.pid);
+      if (p.result.threads.empty() || p.result.Main() == nullptr || p.result.Main()->frames.empty()) {
+        std::string first = p.result.raw.substr(0, p.result.raw.find('\n'));
+        p.result.error = fmt::format("gdb: {}", first.empty() ? "no stack" : first);
+      }
+      p.done = true;
+    }
+    if (!p.done && late) {
+      p.result.error = fmt::format("no stack within {:.1f}s", std::chrono::duration<double>(limit_).count());
+      if (p.gdb > 0) kill(p.gdb, SIGKILL);
+      p.done = true;
+    }
+    all = all && p.done;
+  }
+  if (all) return Finish();
+  timer_.expires_after(kPollInterval);
+  timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
+    if (!ec && !alive.expired()) Poll();
+  });
+}
+
+void StackCollector::Finish() {
+  std::vector<RankStack> out;
+  for (Pending& p : pending_) out.push_back(std::move(p.result));
+  std::sort(out.begin(), out.end(), [](const RankStack& a, const RankStack& b) { return a.rank < b.rank; });
+  pending_.clear();
+  busy_ = false;
+  auto done = std::move(done_);
+  done(std::move(out));
+}
+
+}  // namespace dlaunch::launcher

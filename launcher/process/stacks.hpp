@@ -1,0 +1,128 @@
+// Stacks of running workers, taken without stopping, killing or changing them:
+// what a hung job is doing (--hang-timeout).
+//
+// Python workers: dlaunch writes a small sitecustomize.py (kPythonHook) into the
+// run directory and puts that directory first on the workers' PYTHONPATH. In
+// each Python process it registers faulthandler on one real-time signal
+// (StackSignal(), not SIGUSR1/SIGUSR2, which NCCL and submitit use), writing to
+// DUMPS/<pid>.stacks, then takes itself off sys.path and imports the
+// sitecustomize it hides (Debian ships one), so the script's sys.argv,
+// __main__, sys.path, output and exit code are its own. faulthandler dumps from
+// its C signal handler, so a thread stuck in C (a collective) is still shown.
+// A real-time signal kills a process that has no handler for it, so only a pid
+// whose dump file exists (the hook ran in it) is ever sent one.
+//
+// Other workers (and Python without the hook): `gdb -p PID -batch`, which
+// stops the process for the moment it reads it. A worker that cannot be
+// sampled is named as such.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "envmap/layout.hpp"
+#include "envmap/status.hpp"
+#include "launcher/core/event_loop.hpp"
+
+namespace dlaunch::launcher {
+
+// The real-time signal the hook listens on: SIGRTMAX - 2.
+int StackSignal();
+
+// Writes sitecustomize.py into `hook_dir` (created) and creates `dumps_dir`.
+Status WritePythonHook(const std::string& hook_dir, const std::string& dumps_dir);
+// Puts the hook into a worker's environment: `hook_dir` first on PYTHONPATH,
+// DLAUNCH_STACKS_DIR and DLAUNCH_STACKS_SIGNAL.
+void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::string& dumps_dir);
+
+struct Frame {
+  std::string function;
+  std::string file;  // base name; empty when unknown (a library without symbols)
+  int line = 0;
+  // "step (train.py:88)", "clock_nanosleep (libc.so.6)", "main"
+  std::string Render() const;
+};
+
+struct ThreadStack {
+  std::string name;          // "Thread 0x7f..." or "Thread 2 (LWP 4243)"
+  bool main = false;         // the thread the signal ran on / the process's own
+  std::vector<Frame> frames;  // innermost first
+};
+
+// Python 3.11 faulthandler's dump: "Current thread 0x... (most recent call
+// first):" is the main thread (the signal is sent to it), then "  File "x",
+// line N in f" lines.
+std::vector<ThreadStack> ParseFaulthandler(std::string_view text);
+// `gdb -batch -ex 'thread apply all bt'`: the thread whose LWP is `pid` is main.
+std::vector<ThreadStack> ParseGdb(std::string_view text, int pid);
+
+struct RankStack {
+  int rank = 0;
+  int pid = 0;
+  std::string how;    // "python" or "gdb"; empty when not sampled
+  std::string error;  // why it could not be sampled; empty when it was
+  std::vector<ThreadStack> threads;
+  std::string raw;    // the dump as taken
+  const ThreadStack* Main() const;
+};
+
+// "0-2,4,6-7": sorted ranks with runs as ranges.
+std::string RankRanges(std::vector<int> ranks);
+
+// The grouped summary (without "dlaunch: "): ranks grouped by the innermost
+// `depth` frames of their main thread, the largest group first; when there are
+// several groups, the smallest is marked as the odd one out.
+//   hang: ranks 0-2,4-7 (7) wait in all_reduce (distributed_c10d.py:1536) <- step (train.py:88) <- ...
+//   hang: rank 3 (1) is elsewhere: load_batch (data.py:42) <- ...   <- odd one out
+//   hang: rank 5: not sampled (gdb: ptrace: Operation not permitted)
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth = 3);
+// The ranks of the odd group (empty when all agree or there is one group).
+std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth = 3);
+// Every rank's full dump, for the stacks file.
+std::string FullStacks(const std::vector<RankStack>& stacks);
+
+// Takes the stacks of workers on `io` without blocking it: sends the signal or
+// starts gdb, then polls for the dumps with a timer. Every call happens on the
+// io_context's thread; gdb is reaped by whoever reaps this process's children
+// (the runner's Reaper), which the collector notices as the pid going away.
+class StackCollector {
+ public:
+  StackCollector(boost::asio::io_context& io, std::string dumps_dir, std::chrono::milliseconds limit);
+  ~StackCollector();
+  StackCollector(const StackCollector&) = delete;
+  StackCollector& operator=(const StackCollector&) = delete;
+
+  struct Target {
+    int rank = 0;
+    int pid = 0;  // the worker: the leader of its process group
+  };
+  // Collects each target's stack and calls `done` once with them, by rank.
+  // One collection at a time: a call while one runs returns false.
+  bool Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done);
+  bool busy() const { return busy_; }
+
+ private:
+  struct Pending;
+  void Poll();
+  void Finish();
+
+  boost::asio::io_context& io_;
+  std::string dumps_dir_;
+  std::chrono::milliseconds limit_;
+  boost::asio::steady_timer timer_;
+  std::vector<Pending> pending_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::function<void(std::vector<RankStack>)> done_;
+  bool busy_ = false;
+  Lifetime life_;  // last: expires first
+};
+
+}  // namespace dlaunch::launcher

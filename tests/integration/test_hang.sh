@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# --hang-timeout: a job whose ranks all stop writing gets every rank's stack,
+# grouped, with the odd rank out named, without changing the script.
+#   1. real DDP over gloo, 4 ranks, rank 2 sleeping in load_batch() before its
+#      all_reduce, --hang-action stop: exit 124, the summary names rank 2 in
+#      load_batch (file:line) and the others in all_reduce; `-- python script`
+#      and the torchrun form (a script, PYTHON_EXEC);
+#   2. --hang-action report: one report, then rank 2 wakes, the job ends 0, and
+#      the script saw the same sys.argv, __main__ and sys.path[0] as without the hook;
+#   3. a native worker (`sleep`) gets a gdb stack;
+#   4. a shell worker is never sent the real-time signal (it would die of it).
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+require_torch
+command -v gdb >/dev/null || fail "gdb is missing (scripts/install-deps.sh installs it)"
+
+cat >"$TMP/hang_ddp.py" <<'PYEOF'
+import os, sys, threading, time
+import torch
+import torch.distributed as dist
+
+
+def setup_progress(done):
+    # Lines while the process group forms: only the hang below is silent.
+    while not done.wait(0.5):
+        print("setting up", flush=True)
+
+
+def load_batch():
+    time.sleep(float(os.environ.get("SLEEP_S", "1000")))  # LOAD_BATCH_LINE
+
+
+def step(rank, t):
+    if rank == 2:
+        load_batch()
+    dist.all_reduce(t)
+
+
+def main():
+    done = threading.Event()
+    threading.Thread(target=setup_progress, args=(done,), daemon=True).start()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    t = torch.ones(4)
+    dist.barrier()
+    done.set()
+    print(f"rank {rank} sees argv={sys.argv[1:]} name={__name__} path0={sys.path[0]}", flush=True)
+    step(rank, t)
+    print(f"rank {rank} done {t.tolist()}", flush=True)
+
+
+main()
+PYEOF
+line=$(grep -n LOAD_BATCH_LINE "$TMP/hang_ddp.py" | cut -d: -f1)
+
+# The run directory a hang kept (it holds the stacks), from the last run's stderr.
+drop_stacks_dir() {
+  local file
+  file=$(sed -nE 's/^dlaunch: hang: full stacks in (.*)$/\1/p' "$ERR" | head -n 1)
+  [[ -n $file && $file == */stacks-1.txt ]] && rm -rf "$(dirname "$file")"
+  return 0
+}
+
+# check_stop WHAT: the last run stopped on the hang, with the summary.
+check_stop() {
+  expect_rc 124 "$1"
+  le "$ELAPSED" 60 || fail_run "$1: took ${ELAPSED}s"
+  assert_file_matches "$ERR" "^dlaunch: no rank has made progress for 5s: collecting stacks$" "$1: the notice"
+  assert_file_matches "$ERR" \
+    "^dlaunch: hang: ranks 0-1,3 \(3\) wait in all_reduce \(distributed_c10d.py:[0-9]+\) <- step \(hang_ddp.py:[0-9]+\)" \
+    "$1: ranks 0, 1, 3 in all_reduce"
+  assert_file_matches "$ERR" \
+    "^dlaunch: hang: rank 2 \(1\) is elsewhere: load_batch \(hang_ddp.py:$line\) <- step .*<- odd one out$" \
+    "$1: rank 2 in load_batch, the odd one out"
+  assert_file_matches "$ERR" "^dlaunch: root cause: no rank made progress for 5s \(--hang-action stop\)$" "$1: the root cause"
+  local file
+  file=$(sed -nE 's/^dlaunch: hang: full stacks in (.*)$/\1/p' "$ERR" | head -n 1)
+  [[ -f $file ]] || fail_run "$1: no stacks file ('$file')"
+  [[ $(grep -c '^=== rank' "$file") == 4 ]] || fail_run "$1: expected 4 ranks in $file"
+  drop_stacks_dir
+  wait_for 10 no_marked_processes
+  assert_no_leftovers "$1"
+}
+
+# 1. Stop.
+run_dl 120 --nproc-per-node 4 --hang-timeout 5 --hang-action stop -- "$PY" "$TMP/hang_ddp.py" a b
+check_stop "-- python script"
+PYTHON_EXEC=$PY run_dl 120 --nproc-per-node 4 --hang-timeout 5 --hang-action stop "$TMP/hang_ddp.py" a b
+check_stop "the torchrun form"
+
+# 2. Report, then the job resumes.
+SLEEP_S=12 run_dl 120 --nproc-per-node 4 --hang-timeout 5 -- "$PY" "$TMP/hang_ddp.py" a b
+expect_rc 0 "--hang-action report: the job resumes"
+[[ $(grep -c "no rank has made progress" "$ERR") == 1 ]] || fail_run "expected one hang report"
+assert_file_matches "$ERR" "rank 2 \(1\) is elsewhere: load_batch \(hang_ddp.py:$line\)" "report: rank 2 named"
+for r in 0 1 2 3; do assert_file_matches "$OUT" "^\[$r\]: rank $r done \[4.0, 4.0, 4.0, 4.0\]$" "rank $r finished"; done
+drop_stacks_dir
+grep -h " sees " "$OUT" | sed 's/^\[[0-9]\]: rank [0-9] //' | sort -u >"$TMP/with_hook"
+SLEEP_S=0 run_dl 120 --nproc-per-node 4 --no-python-hook -- "$PY" "$TMP/hang_ddp.py" a b
+expect_rc 0 "--no-python-hook"
+grep -h " sees " "$OUT" | sed 's/^\[[0-9]\]: rank [0-9] //' | sort -u >"$TMP/without_hook"
+[[ $(wc -l <"$TMP/with_hook") == 1 ]] && cmp -s "$TMP/with_hook" "$TMP/without_hook" ||
+  fail "the script saw '$(cat "$TMP/with_hook")' with the hook, '$(cat "$TMP/without_hook")' without"
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the report"
+
+# 3. A native worker: gdb.
+run_dl 60 --nproc-per-node 2 --hang-timeout 1 --hang-action stop -- "$TMP/bin/sleep" 30
+expect_rc 124 "sleep under --hang-action stop"
+assert_file_matches "$ERR" "^dlaunch: hang: ranks 0-1 \(2\) wait in .*nanosleep" "gdb's stack of sleep"
+drop_stacks_dir
+
+# 4. A shell and its child: the child is read with gdb, the shell is never
+# signalled (a real-time signal would kill it: exit 128+N).
+run_dl 60 --hang-timeout 1 -- /bin/sh -c "\"$TMP/bin/sleep\" 4; echo survived"
+expect_rc 0 "a shell worker after a hang report"
+assert_file_matches "$OUT" "^survived$" "the shell lived on"
+assert_file_matches "$ERR" "^dlaunch: hang: rank 0 \(1\) wait in " "the shell's child's stack"
+drop_stacks_dir
+wait_for 10 no_marked_processes
+assert_no_leftovers "at the end"
+pass

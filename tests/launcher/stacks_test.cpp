@@ -1,0 +1,149 @@
+#include "launcher/process/stacks.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace dlaunch::launcher {
+namespace {
+
+// A Python 3.11 faulthandler dump of a process with a data-loader thread; the
+// signal ran on the main thread ("Current thread").
+constexpr const char* kPythonDump =
+    "Thread 0x00007f0d2b7fe640 (most recent call first):\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait\n"
+    "  File \"/usr/lib/python3.11/queue.py\", line 180 in get\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 995 in _bootstrap\n"
+    "\n"
+    "Current thread 0x00007f0d3a1b7040 (most recent call first):\n"
+    "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 in all_reduce\n"
+    "  File \"/work/train.py\", line 88 in step\n"
+    "  File \"/work/train.py\", line 120 in main\n"
+    "  File \"/work/train.py\", line 123 in <module>\n";
+
+constexpr const char* kGdbDump =
+    "[Thread debugging using libthread_db enabled]\n"
+    "0x00007f1c in __GI___clock_nanosleep () from /lib/x86_64-linux-gnu/libc.so.6\n"
+    "\n"
+    "Thread 2 (Thread 0x7f1b (LWP 4243) \"worker\"):\n"
+    "#0  0x00007f1c in __futex_abstimed_wait_common () from /lib/x86_64-linux-gnu/libc.so.6\n"
+    "#1  0x000055 in pool_wait (p=0x1) at pool.c:40\n"
+    "\n"
+    "Thread 1 (Thread 0x7f1a (LWP 4242) \"app\"):\n"
+    "#0  __GI___clock_nanosleep (clock_id=0, flags=0, req=0x7ffc, rem=0x0) at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71\n"
+    "#1  0x00007f1c in __GI___nanosleep (req=<optimized out>, rem=<optimized out>) at nanosleep.c:25\n"
+    "#2  0x000055 in main (argc=2, argv=0x7ffc) at /src/app.c:12\n"
+    "#3  0x000055 in ?? ()\n";
+
+RankStack Python(int rank, const std::string& dump) {
+  RankStack s;
+  s.rank = rank;
+  s.pid = 1000 + rank;
+  s.how = "python";
+  s.raw = dump;
+  s.threads = ParseFaulthandler(dump);
+  return s;
+}
+
+std::string Dump(const std::string& innermost_file, int line, const std::string& function) {
+  return "Current thread 0x1 (most recent call first):\n  File \"" + innermost_file + "\", line " +
+         std::to_string(line) + " in " + function + "\n  File \"/w/train.py\", line 88 in step\n";
+}
+
+}  // namespace
+
+TEST_CASE("faulthandler's dump: every thread, the main one marked, frames innermost first", "[stacks]") {
+  std::vector<ThreadStack> t = ParseFaulthandler(kPythonDump);
+  REQUIRE(t.size() == 2);
+  CHECK_FALSE(t[0].main);
+  CHECK(t[0].frames.size() == 3);
+  CHECK(t[1].main);
+  CHECK(t[1].name == "Current thread 0x00007f0d3a1b7040");
+  REQUIRE(t[1].frames.size() == 4);
+  CHECK(t[1].frames[0].Render() == "all_reduce (distributed_c10d.py:1541)");
+  CHECK(t[1].frames[1].Render() == "step (train.py:88)");
+  CHECK(t[1].frames[3].Render() == "<module> (train.py:123)");
+  CHECK(ParseFaulthandler("garbage\n\x01\x02").empty());
+}
+
+TEST_CASE("gdb's backtrace: the thread whose LWP is the pid is main; frames with and without sources", "[stacks]") {
+  std::vector<ThreadStack> t = ParseGdb(kGdbDump, 4242);
+  REQUIRE(t.size() == 2);
+  CHECK_FALSE(t[0].main);
+  CHECK(t[0].frames[0].Render() == "__futex_abstimed_wait_common (libc.so.6)");
+  CHECK(t[0].frames[1].Render() == "pool_wait (pool.c:40)");
+  CHECK(t[1].main);
+  REQUIRE(t[1].frames.size() == 4);
+  CHECK(t[1].frames[0].Render() == "__GI___clock_nanosleep (clock_nanosleep.c:71)");
+  CHECK(t[1].frames[2].Render() == "main (app.c:12)");
+  CHECK(t[1].frames[3].Render() == "??");
+  RankStack s;
+  s.threads = t;
+  CHECK(s.Main() == &s.threads[1]);
+}
+
+TEST_CASE("rank lists are written as ranges", "[stacks]") {
+  CHECK(RankRanges({}) == "");
+  CHECK(RankRanges({3}) == "3");
+  CHECK(RankRanges({7, 0, 1, 2, 4, 5, 6}) == "0-2,4-7");
+  CHECK(RankRanges({1, 1, 3, 5, 6}) == "1,3,5-6");
+}
+
+TEST_CASE("the hang summary groups ranks by where their main thread is and names the odd one out", "[stacks]") {
+  std::string collective = Dump("/t/distributed_c10d.py", 1541, "all_reduce");
+  std::string loader = Dump("/w/data.py", 42, "load_batch");
+
+  SECTION("all in one place") {
+    std::vector<RankStack> s = {Python(0, collective), Python(1, collective)};
+    CHECK(HangSummary(s) == std::vector<std::string>{
+                                "hang: ranks 0-1 (2) wait in all_reduce (distributed_c10d.py:1541) <- step (train.py:88)"});
+    CHECK(OddRanks(s).empty());
+  }
+  SECTION("one rank elsewhere") {
+    std::vector<RankStack> s;
+    for (int r = 0; r < 8; ++r) s.push_back(Python(r, r == 3 ? loader : collective));
+    CHECK(HangSummary(s) ==
+          std::vector<std::string>{
+              "hang: ranks 0-2,4-7 (7) wait in all_reduce (distributed_c10d.py:1541) <- step (train.py:88)",
+              "hang: rank 3 (1) is elsewhere: load_batch (data.py:42) <- step (train.py:88)   <- odd one out"});
+    CHECK(OddRanks(s) == std::vector<int>{3});
+  }
+  SECTION("two halves: nobody is the odd one out") {
+    std::vector<RankStack> s = {Python(0, collective), Python(1, loader), Python(2, collective), Python(3, loader)};
+    std::vector<std::string> lines = HangSummary(s);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "hang: ranks 0,2 (2) wait in all_reduce (distributed_c10d.py:1541) <- step (train.py:88)");
+    CHECK(lines[1] == "hang: ranks 1,3 (2) are elsewhere: load_batch (data.py:42) <- step (train.py:88)");
+    CHECK(OddRanks(s).empty());
+  }
+  SECTION("a rank that could not be sampled is named") {
+    RankStack gone;
+    gone.rank = 1;
+    gone.pid = 77;
+    gone.error = "no stack within 10.0s";
+    std::vector<RankStack> s = {Python(0, collective), gone};
+    std::vector<std::string> lines = HangSummary(s);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1] == "hang: rank 1 (pid 77): not sampled (no stack within 10.0s)");
+    CHECK(FullStacks(s).find("=== rank 1 (pid 77): not sampled (no stack within 10.0s)\n") != std::string::npos);
+    CHECK(FullStacks(s).find("=== rank 0 (pid 1000), by python\nCurrent thread") != std::string::npos);
+  }
+  SECTION("depth: how many frames make a place") {
+    std::vector<RankStack> s = {Python(0, collective), Python(1, Dump("/t/distributed_c10d.py", 1541, "all_reduce"))};
+    CHECK(HangSummary(s, 1) ==
+          std::vector<std::string>{"hang: ranks 0-1 (2) wait in all_reduce (distributed_c10d.py:1541)"});
+  }
+}
+
+TEST_CASE("the Python hook is prepended to PYTHONPATH, with its dump directory and signal", "[stacks]") {
+  envmap::EnvMap env = {{"PYTHONPATH", "/mine"}};
+  AddPythonHook(env, "/run/py", "/run/stacks");
+  CHECK(env["PYTHONPATH"] == "/run/py:/mine");
+  CHECK(env["DLAUNCH_STACKS_DIR"] == "/run/stacks");
+  CHECK(env["DLAUNCH_STACKS_SIGNAL"] == std::to_string(StackSignal()));
+  CHECK(StackSignal() != SIGUSR1);
+  CHECK(StackSignal() != SIGUSR2);
+  envmap::EnvMap none;
+  AddPythonHook(none, "/run/py", "/run/stacks");
+  CHECK(none["PYTHONPATH"] == "/run/py");
+}
+
+}  // namespace dlaunch::launcher
