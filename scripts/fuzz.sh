@@ -19,7 +19,7 @@ seconds=${FUZZ_SECONDS:-60}
 timeout_s=${FUZZ_TIMEOUT:-10}
 malloc_mb=${FUZZ_MALLOC_MB:-512}
 rss_mb=${FUZZ_RSS_MB:-2048}
-all=(codec hostfile hostlist cli tf_config)
+all=(codec hostfile hostlist cli tf_config job_spec)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 

@@ -559,8 +559,10 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
   if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
   if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
     return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
-  // Here rather than in Decide, so that --explain refuses what a run would.
-  if (!o.roles.empty()) {
+  // Here rather than in Decide, so that --explain refuses what a run would. A
+  // head launch's node count is its list's: its agents check their share.
+  bool head_launch = lists > 0 && o.rdzv_endpoint.empty();
+  if (!o.roles.empty() && !head_launch) {
     int total = 0;  // at most kMaxWorkersPerNode: SetRoles checked the sum
     for (const envmap::RoleSpec& r : o.roles) total += r.count;
     // Across nodes, every node must know every task's address and port: the

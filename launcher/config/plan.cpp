@@ -29,8 +29,8 @@ bool IsHeadLaunch(const Options& o) {
 
 bool UsesRendezvous(const Options& o) { return !o.rdzv_endpoint.empty() && !o.standalone; }
 
-// The job's nodes from --hostfile, -H or --nodes, filtered by --include or
-// --exclude; empty when none is given.
+}  // namespace
+
 Result<std::vector<HostEntry>> NodeList(const Options& o) {
   Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
   if (!o.hostfile.empty()) {
@@ -45,6 +45,8 @@ Result<std::vector<HostEntry>> NodeList(const Options& o) {
   if (!hosts.ok()) return hosts;
   return FilterHosts(std::move(*hosts), o.include, o.exclude);
 }
+
+namespace {
 
 Result<int> ResolveNproc(const Options& o, const MachineFacts& facts) {
   int gpus = static_cast<int>(facts.gpus.size());
@@ -208,6 +210,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   w.process_view = o.process_view;
   w.flavors.per_node = per_node;
   if (!o.command.empty()) w.argv = WorkerArgv(o, env);
+  w.local_rank_arg_at = o.after_dashdash || o.no_python ? w.argv.size() : w.argv.size() - o.command.size() + 1;
 
   StaticPlan& layout = plan.layout;
   layout.nnodes = o.max_nodes;
@@ -269,8 +272,18 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   // take the task's rank for its own (Lightning reads SLURM_PROCID).
   bool hide_slurm_task = surroundings->applied && surroundings->detected.source == Source::kSlurm &&
                          (!o.process_view || per_node);
+  // One worker per mpirun rank: that worker *is* the rank, so its
+  // OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK and _LOCAL_SIZE are its own and
+  // stay (the seeds' aml_mpienv.py and DeepSpeed's Azure ML patch read them);
+  // the PMIx variables still go, so its own MPI_Init starts afresh.
+  bool own_mpi_rank = surroundings->applied && surroundings->detected.source == Source::kOpenMpi &&
+                      o.process_view.has_value() && !per_node && n == 1;
+  auto own_rank_variable = [&](const std::string& name) {
+    return own_mpi_rank && (name == "OMPI_COMM_WORLD_RANK" || name == "OMPI_COMM_WORLD_SIZE" ||
+                            name == "OMPI_COMM_WORLD_LOCAL_RANK" || name == "OMPI_COMM_WORLD_LOCAL_SIZE");
+  };
   for (const auto& [name, value] : env) {
-    if (envmap::IsLauncherPrivate(name) || name == rendezvous::kTokenEnvVar) continue;
+    if ((envmap::IsLauncherPrivate(name) && !own_rank_variable(name)) || name == rendezvous::kTokenEnvVar) continue;
     if (hide_slurm_task && envmap::IsSlurmTaskVariable(name)) continue;
     w.inherited.emplace(name, value);
   }

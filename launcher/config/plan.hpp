@@ -55,6 +55,9 @@ struct Origin {
 struct WorkerPlan {
   int nproc = 1;
   std::vector<std::string> argv;  // argv[0] as the user would type it
+  // --legacy-launch: where --local-rank=N goes in argv: right after the script,
+  // as torch.distributed.launch puts it; at the end after `--`.
+  size_t local_rank_arg_at = 0;
   std::string run_id;
   int max_restarts = 0;
   std::string role = "default";
@@ -147,6 +150,10 @@ struct Plan {
 // fixed the layout. Fails with one line naming the flag, file or variable.
 Result<Plan> Decide(const Options& flags, const Result<envmap::Detected>& detected, const MachineFacts& facts,
                     const envmap::EnvMap& env);
+
+// The job's nodes from --hostfile, -H or --nodes, filtered by --include or
+// --exclude; empty when none is given. Fails naming the file and line, or the flag.
+Result<std::vector<HostEntry>> NodeList(const Options& flags);
 
 // The head's plan for `hosts` (Decide reads them from the flags' node list).
 Result<HeadPlan> HeadPlanFor(const Options& flags, const envmap::EnvMap& env, std::vector<HostEntry> hosts);

@@ -11,6 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -299,6 +300,12 @@ AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string
             "--nnodes", fmt::format("{}", h.hosts.size()),
             "--node-rank", fmt::format("{}", node_rank),
             "--nproc-per-node", h.workers[static_cast<size_t>(node_rank)]};
+  // A node named by a loopback address of this machine (127.0.0.2) is that
+  // address, as a node of a real cluster is its own: MASTER_ADDR and TF_CONFIG
+  // then differ per node (dlaunch job runs each instance on one).
+  boost::system::error_code ec;
+  boost::asio::ip::address literal = boost::asio::ip::make_address(entry.host, ec);
+  if (!ec && literal.is_loopback()) c.argv.insert(c.argv.end(), {"--local-addr", entry.host});
   c.argv.insert(c.argv.end(), h.agent_flags.begin(), h.agent_flags.end());
   // Last, so that a forwarded --rdzv-conf cannot make an agent host a coordinator.
   c.argv.insert(c.argv.end(), {"--rdzv-conf", "is_host=0"});

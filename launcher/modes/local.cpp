@@ -69,6 +69,7 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& wor
   plan.inherited = w.inherited;
   plan.exe = exe;
   plan.argv = w.argv;
+  plan.local_rank_arg_at = w.local_rank_arg_at;
   plan.work_dir = work_dir;
   plan.write_logs = w.write_logs;
   plan.redirected = w.redirected;

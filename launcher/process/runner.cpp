@@ -164,7 +164,9 @@ Result<int> Runner::Start(int local_rank, int restart) {
   SpawnSpec spec;
   spec.exe = plan_.exe;
   spec.args.assign(plan_.argv.begin() + 1, plan_.argv.end());
-  for (std::string& a : envmap::LocalRankArgs(layout, slot, flavors.local_rank_arg)) spec.args.push_back(std::move(a));
+  std::vector<std::string> rank_arg = envmap::LocalRankArgs(layout, slot, flavors.local_rank_arg);
+  size_t at = plan_.local_rank_arg_at > 0 ? std::min(plan_.local_rank_arg_at - 1, spec.args.size()) : spec.args.size();
+  spec.args.insert(spec.args.begin() + static_cast<std::ptrdiff_t>(at), rank_arg.begin(), rank_arg.end());
   spec.env.reserve(env.size());
   for (auto& [k, v] : env) spec.env.push_back(k + "=" + v);
   if (!plan_.cpus.empty()) spec.cpus = plan_.cpus[static_cast<size_t>(local_rank)];

@@ -25,6 +25,7 @@ struct RunPlan {
   envmap::EnvMap inherited;          // the launcher's environment
   std::string exe;                   // resolved argv[0]
   std::vector<std::string> argv;     // the worker's argv, argv[0] as typed
+  size_t local_rank_arg_at = 0;      // where in argv --local-rank=N goes (0: at the end)
   std::string work_dir;              // error files and, with write_logs, logs
   bool write_logs = false;
   // Per local rank, the streams kept off the console (torchrun's Std: 1

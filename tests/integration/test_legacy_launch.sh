@@ -48,13 +48,12 @@ for rec in recs:
         continue
     flag = f"{appended}={r}"
     hits = [i for i, a in enumerate(argv) if a == flag]
-    # torch.distributed.launch puts it right after the script; appending at the
-    # end is just as good for argparse. Either way it appears once and the user's
-    # arguments keep their order.
+    # Right after the script, before its own arguments, where
+    # torch.distributed.launch and DeepSpeed put it: a script that forwards the
+    # rest of its command line, or takes trailing positionals, needs that.
     rest = [a for a in argv if a != flag]
-    if len(hits) != 1 or hits[0] not in (0, len(argv) - 1) or rest != user:
-        problems.append(f"rank {r}: argv[1:] is {argv!r}, expected {user!r} plus '{flag}' "
-                        f"(first or last)")
+    if len(hits) != 1 or hits[0] != 0 or rest != user:
+        problems.append(f"rank {r}: argv[1:] is {argv!r}, expected '{flag}' right after the script, then {user!r}")
     other = "--local_rank" if appended == "--local-rank" else "--local-rank"
     if any(a.startswith(other + "=") for a in argv):
         problems.append(f"rank {r}: got the {other} spelling in {argv!r}")

@@ -43,7 +43,7 @@ no_helpers_left() { ! pgrep -f "^$HELPER" >/dev/null; }
 cp "$SRC/examples/ddp_train.py" "$TMP/ddp_train.py"
 cat >"$TMP/ddp_wrap.sh" <<EOF
 #!/bin/sh
-echo "env: RANK=\$RANK LOCAL_RANK=\$LOCAL_RANK LOCAL_WORLD_SIZE=\$LOCAL_WORLD_SIZE GROUP_RANK=\$GROUP_RANK NODE_RANK=\$NODE_RANK WORLD_SIZE=\$WORLD_SIZE mpi_vars=\$(env | grep -cE '^(OMPI_COMM_WORLD_|OMPI_UNIVERSE_SIZE|PMIX_|OMPI_MCA_ess)')"
+echo "env: RANK=\$RANK LOCAL_RANK=\$LOCAL_RANK LOCAL_WORLD_SIZE=\$LOCAL_WORLD_SIZE GROUP_RANK=\$GROUP_RANK NODE_RANK=\$NODE_RANK WORLD_SIZE=\$WORLD_SIZE mpi_vars=\$(env | grep -cE '^(OMPI_COMM_WORLD_NODE_RANK|OMPI_UNIVERSE_SIZE|PMIX_|OMPI_MCA_ess)') world=\${OMPI_COMM_WORLD_RANK-unset}/\${OMPI_COMM_WORLD_SIZE-unset}/\${OMPI_COMM_WORLD_LOCAL_RANK-unset}/\${OMPI_COMM_WORLD_LOCAL_SIZE-unset}"
 exec "$PY" -u "$TMP/ddp_train.py" --epochs 1 --steps 5
 EOF
 chmod +x "$TMP/ddp_wrap.sh"
@@ -63,7 +63,7 @@ check_ddp() {
   ranks=$(sed -nE 's/.*<stdout>:\[[0-9]+\]: env: RANK=([0-9]+) .*/\1/p' "$OUT" | sort -n | tr '\n' ' ')
   assert_eq "$ranks" "$(seq -s ' ' 0 $((n - 1))) " "RANK over the job"
   if grep -E '<stdout>:\[[0-9]+\]: env: .* mpi_vars=[1-9]' "$OUT" >&2; then
-    fail_run "a worker inherited dlaunch's own OMPI_COMM_WORLD_*/PMIX_*/OMPI_MCA_ess* variables"
+    fail_run "a worker inherited dlaunch's own PMIX_*/OMPI_MCA_ess*/OMPI_UNIVERSE_SIZE variables"
   fi
 }
 
@@ -92,7 +92,7 @@ for m in 0 1; do
   for lr in 0 1; do
     r=$((2 * m + lr))
     assert_file_matches "$OUT" \
-      "^\[[0-9]+,$m\]<stdout>:\[$r\]: env: RANK=$r LOCAL_RANK=$lr LOCAL_WORLD_SIZE=2 GROUP_RANK=$m NODE_RANK=$m WORLD_SIZE=4 mpi_vars=0$" \
+      "^\[[0-9]+,$m\]<stdout>:\[$r\]: env: RANK=$r LOCAL_RANK=$lr LOCAL_WORLD_SIZE=2 GROUP_RANK=$m NODE_RANK=$m WORLD_SIZE=4 mpi_vars=0 world=unset/unset/unset/unset$" \
       "per-node: rank $r (mpirun rank $m)"
   done
 done
@@ -138,10 +138,19 @@ expect_rc 0 "per-process: mpirun -np 4 dlaunch --nproc-per-node 1"
 check_ddp 4
 for m in 0 1 2 3; do
   # One host: OMPI_COMM_WORLD_LOCAL_RANK = the rank, LOCAL_SIZE = 4, one node.
+  # The worker is the mpirun rank, so the four OMPI_COMM_WORLD_* that the
+  # seeds' aml_mpienv.py reads are its own and are kept (the PMIx ones are not).
   assert_file_matches "$OUT" \
-    "^\[[0-9]+,$m\]<stdout>:\[$m\]: env: RANK=$m LOCAL_RANK=$m LOCAL_WORLD_SIZE=4 GROUP_RANK=0 NODE_RANK=0 WORLD_SIZE=4 mpi_vars=0$" \
+    "^\[[0-9]+,$m\]<stdout>:\[$m\]: env: RANK=$m LOCAL_RANK=$m LOCAL_WORLD_SIZE=4 GROUP_RANK=0 NODE_RANK=0 WORLD_SIZE=4 mpi_vars=0 world=$m/4/$m/4$" \
     "per-process: mpirun rank $m's worker"
 done
+# ... and a worker's own MPI_Init still starts afresh: a singleton.
+if "$PY" -c 'import mpi4py' 2>/dev/null; then
+  run_mpi 120 2 "$DLAUNCH" --nproc-per-node 1 -- "$PY" "$TMP/mpi_self.py"
+  expect_rc 0 "per-process workers calling MPI_Init themselves"
+  n=$(grep -Ec '<stdout>:\[[0-1]\]: mpi4py: RANK=[0-1] mpi 0 of 1$' "$OUT")
+  [[ $n == 2 ]] || fail_run "per-process: expected 2 workers whose own MPI_Init is a singleton, got $n"
+fi
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the per-process job"
 wait_for 5 no_helpers_left || fail "a dlaunch-mpi-bootstrap outlived the per-process job"

@@ -151,11 +151,12 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "rendezvous endpoint = (rank 0's) <- an Open MPI bootstrap\n"
        "run id = ompi-99 <- openmpi\n"
        "command = true <- as given\n"},
-      {"Open MPI, one dlaunch per rank: per-process", kMpi, {"--", "true"},
+      {"Open MPI, one dlaunch per rank: per-process; the worker is the rank, so its OMPI_COMM_WORLD_* stay", kMpi,
+       {"--", "true"},
        "mode rendezvous\n"
        "workers 1 argv true\n"
        "process view local 1/2 node 1/2\n"
-       "inherits \n"
+       "inherits OMPI_COMM_WORLD_LOCAL_RANK,OMPI_COMM_WORLD_LOCAL_SIZE,OMPI_COMM_WORLD_RANK,OMPI_COMM_WORLD_SIZE\n"
        "endpoint (through MPI) host if ours nodes 4:4 rank 3 run ompi-99 token none\n"
        "workers per node = 1 <- openmpi\n"
        "nodes = 4 <- openmpi\n"

@@ -1,0 +1,128 @@
+#include "launcher/config/job_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "launcher/config/cli.hpp"
+#include "launcher/config/hostfile.hpp"
+
+namespace dlaunch::launcher {
+
+namespace {
+
+// Where the instances run when no node list is given: 127.0.0.1, 127.0.0.2, ...
+std::string LoopbackHost(int i) { return fmt::format("127.0.{}.{}", i / 254, i % 254 + 1); }
+
+std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+}  // namespace
+
+std::string JobUsage() {
+  return "usage: dlaunch job SPEC.yml [--set KEY.PATH=VALUE]... [-H HOSTS | --hostfile F] [--explain] [FLAGS]\n"
+         "\n"
+         "Runs a job spec (distributed: mpi / pytorch / tensorflow, or distribution: type: ...)\n"
+         "on this machine, each instance a node on its own loopback address, or on the listed\n"
+         "nodes in order. FLAGS are any dlaunch flags (--events, --hang-timeout, --tag-output, ...).\n";
+}
+
+Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts) {
+  JobPlan job;
+  std::vector<std::string> sets, extra, node_flags;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (job.file.empty() && !a.starts_with("-")) {
+      job.file = a;
+    } else if (a == "--set" || a.starts_with("--set=")) {
+      if (a == "--set" && i + 1 >= args.size()) return Status::InvalidArgument("--set: expects KEY.PATH=VALUE");
+      sets.push_back(a == "--set" ? args[++i] : a.substr(6));
+    } else if (a == "-H" || a == "--host" || a == "--hostfile" || a == "--nodes") {
+      if (i + 1 >= args.size()) return Status::InvalidArgument(fmt::format("{}: expects a value", a));
+      node_flags.insert(node_flags.end(), {a, args[++i]});
+    } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") || a.starts_with("--nodes=")) {
+      node_flags.push_back(a);
+    } else {
+      extra.push_back(a);
+    }
+  }
+  bool node_list = !node_flags.empty();
+  if (job.file.empty()) return Status::InvalidArgument("job: no spec file given (" + JobUsage().substr(7, 60) + "...)");
+  Result<std::string> text = ReadHostfile(job.file);  // a bounded read of a regular file, naming it
+  if (!text.ok()) return text.status();
+  Result<JobSpec> spec = ParseJobSpec(*text, job.file, sets);
+  if (!spec.ok()) return spec.status();
+  job.spec = *spec;
+  const JobSpec& s = job.spec;
+
+  std::vector<std::string>& f = job.flags;
+  int per_instance = s.kind == JobKind::kTensorFlow ? 1 : s.processes.value_or(1);
+  bool mpi_command = s.CommandLaunchesMpi();
+  if (mpi_command) {
+    // The command fans out itself: once, here, with the nodes in a hostfile.
+    f = {"--nproc-per-node", "1", "--no-tag"};
+    job.hostfile_path = fmt::format("{}/dlaunch-job-{}.hosts", env.contains("TMPDIR") ? env["TMPDIR"] : "/tmp",
+                                    facts.fresh_id);
+    if (!node_list) {
+      job.hostfile = fmt::format("localhost slots={}\n", s.instances * per_instance);
+    } else {
+      std::vector<std::string> list = node_flags;
+      list.insert(list.end(), {"--", "true"});
+      Result<Options> o = ParseCommandLine(list, env);
+      if (!o.ok()) return o.status();
+      Result<std::vector<HostEntry>> hosts = NodeList(*o);
+      if (!hosts.ok()) return hosts.status();
+      if (static_cast<int>(hosts->size()) != s.instances)
+        return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
+                                                   job.file, s.instances, hosts->size()));
+      for (const HostEntry& h : *hosts) job.hostfile += fmt::format("{} slots={}\n", h.host, per_instance);
+    }
+    env["AZUREML_MPI_HOSTFILE"] = job.hostfile_path;
+    for (const auto& [k, v] : s.env) env[k] = v;
+  } else {
+    f = node_flags;
+    if (!node_list) {
+      std::vector<std::string> hosts;
+      for (int i = 0; i < s.instances; ++i) hosts.push_back(fmt::format("{}:{}", LoopbackHost(i), per_instance));
+      f = {"-H", Join(hosts, ",")};
+    }
+    f.insert(f.end(), {"--nproc-per-node", std::to_string(per_instance)});
+    for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
+    if (s.kind == JobKind::kMpi) f.insert(f.end(), {"--env", "ompi,azure"});
+    if (s.kind == JobKind::kPyTorch && !s.processes) {
+      // A per-node launcher (torch.distributed.launch) in each instance, told
+      // NODE_RANK, MASTER_ADDR and MASTER_PORT: 6105 unless the spec sets it.
+      std::string port = "6105";
+      for (const auto& [k, v] : s.env)
+        if (k == "MASTER_PORT") port = v;
+      f.insert(f.end(), {"--launch-mode", "per-node", "--master-port", port});
+    }
+    if (!s.roles.empty()) {
+      std::vector<std::string> roles;
+      for (const envmap::RoleSpec& r : s.roles) roles.push_back(fmt::format("{}:{}", r.name, r.count));
+      f.insert(f.end(), {"--roles", Join(roles, ",")});
+      for (const envmap::RoleSpec& r : s.roles)
+        for (const auto& [k, v] : r.env) f.insert(f.end(), {"--role-env", fmt::format("{}:{}={}", r.name, k, v)});
+    }
+  }
+  f.insert(f.end(), extra.begin(), extra.end());
+  f.insert(f.end(), {"--", "/bin/sh", "-c", s.command});
+
+  Result<Options> flags = ParseCommandLine(f, env);
+  if (!flags.ok()) return flags.status();
+  Result<Plan> plan = Decide(*flags, envmap::Detected{}, facts, env);
+  if (!plan.ok()) return plan.status();
+  job.plan = std::move(*plan);
+  if (!mpi_command) {
+    if (job.plan.mode != Mode::kHead)
+      return Status::InvalidArgument(fmt::format("{}: the instances need a node list (-H, --hostfile) or none", job.file));
+    int listed = static_cast<int>(job.plan.head.hosts.size());
+    if (listed != s.instances)
+      return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
+                                                 job.file, s.instances, listed));
+  }
+  return job;
+}
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# `dlaunch job SPEC.yml`: the seeds' job specs (../shared/seeds/000 and 001),
+# written in their shapes, run on this machine, each instance a node on its own
+# loopback address:
+#   1. TensorFlow, 2 workers + 4 parameter servers with per-role MAGIC: six nodes,
+#      one cluster of six distinct host:port pairs, MAGIC by role, $MAGIC expanded;
+#   2. PyTorch per process (2 instances x 2): the real DDP example;
+#   3. PyTorch per node: torch.distributed.launch with $NODE_RANK $MASTER_ADDR
+#      $MASTER_PORT in the command;
+#   4. MPI with dlaunch as the launcher (2 x 2): a script using the seeds'
+#      aml_mpienv helper pattern (OMPI_COMM_WORLD_*, AZ_BATCH_MASTER_NODE), and DDP;
+#   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE;
+#   6. --explain, and errors naming file:line, a count that does not match -H.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+lib_init "$@"
+require_torch
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$TMP/job/src"
+cp "$SRC/examples/ddp_train.py" "$TMP/job/src/"
+
+# 1. TensorFlow with parameter servers (seed 000's shape).
+cat >"$TMP/job/src/tf_task.py" <<'PYEOF'
+import json, os, sys
+with open(os.path.join(sys.argv[1], os.environ["RANK"] + ".json"), "w") as f:
+    json.dump({"env": dict(os.environ), "argv": sys.argv[2:], "cwd": os.getcwd()}, f)
+PYEOF
+mkdir -p "$TMP/tf"
+cat >"$TMP/job/tf_ps.yml" <<YAMLEOF
+command: $PY tf_task.py $TMP/tf --magic \$MAGIC
+code:
+  path:
+    ./src
+environment:
+  docker:
+    image: docker.io/tensorflow
+environment_variables:
+  MAGIC: number
+distributed:
+  tensorflow:
+    worker:
+      count: 2
+      resource_limits:
+        cpu: 4
+    parameter_server:
+      count: 4
+      resource_limits:
+        gpu: 4
+        memory: 2Gi
+      environment_variables:
+        MAGIC: newnumber
+compute:
+  infrastructure: managed
+  target: gpu-cluster
+YAMLEOF
+run_dl 90 job "$TMP/job/tf_ps.yml"
+expect_rc 0 "dlaunch job tf_ps.yml"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/tf_ps.yml: not applied here \(the platform's\): environment \(line 5\), .*compute.target" \
+  "the platform's fields named once"
+out=$("$PY" - "$TMP/tf" "$TMP/job/src" <<'PYEOF'
+import glob, json, os, sys
+tasks = [json.load(open(p)) for p in glob.glob(os.path.join(sys.argv[1], "*.json"))]
+bad = []
+if len(tasks) != 6: bad.append(f"expected 6 tasks, got {len(tasks)}")
+clusters = set()
+for t in tasks:
+    e = t["env"]
+    tf = json.loads(e["TF_CONFIG"])
+    clusters.add(json.dumps(tf["cluster"], sort_keys=True))
+    kind = tf["task"]["type"]
+    want = "newnumber" if kind == "ps" else "number"
+    if e.get("MAGIC") != want or t["argv"] != ["--magic", want]:
+        bad.append(f"{kind} {tf['task']['index']}: MAGIC={e.get('MAGIC')!r} argv={t['argv']}, expected {want}")
+    if t["cwd"] != sys.argv[2]:
+        bad.append(f"cwd {t['cwd']}, expected code.path {sys.argv[2]}")
+if len(clusters) != 1:
+    bad.append(f"the tasks disagree on the cluster: {clusters}")
+else:
+    c = json.loads(clusters.pop())
+    addrs = c.get("worker", []) + c.get("ps", [])
+    if len(c.get("worker", [])) != 2 or len(c.get("ps", [])) != 4 or len(set(addrs)) != 6:
+        bad.append(f"expected 2 workers and 4 ps at 6 distinct host:port pairs: {c}")
+    if len({a.rpartition(':')[0] for a in addrs}) != 6:
+        bad.append(f"expected six nodes (six loopback addresses): {addrs}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PYEOF
+) || fail_run "tf_ps.yml: $out"
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the TensorFlow job"
+
+# check_ddp N WHAT: N ranks report their parameters in sync.
+check_ddp() {
+  local n_sync
+  n_sync=$(grep -Ec 'rank [0-9]+: params in sync, checksum ' "$OUT")
+  [[ $n_sync == "$1" ]] || fail_run "$2: expected $1 ranks in sync, got $n_sync"
+  [[ $(sed -nE 's/.*params in sync, checksum (.*)$/\1/p' "$OUT" | sort -u | wc -l) == 1 ]] ||
+    fail_run "$2: the ranks disagree"
+}
+
+# 2. PyTorch, per process: 2 instances x 2 (the distribution: form).
+cat >"$TMP/job/torch_pp.yml" <<YAMLEOF
+command: $PY -u ddp_train.py --epochs 1 --steps 4
+code:
+  path: ./src
+distribution:
+  type: pytorch
+  process_count_per_instance: 2
+resources:
+  instance_count: 2
+YAMLEOF
+run_dl 120 job "$TMP/job/torch_pp.yml"
+expect_rc 0 "dlaunch job torch_pp.yml"
+check_ddp 4 "per-process PyTorch"
+wait_for 10 no_marked_processes
+
+# 3. PyTorch, per node: a per-node launcher in each instance, told $NODE_RANK,
+# $MASTER_ADDR and $MASTER_PORT (seed 000's shape). Debian's own
+# torch.distributed.launch (torch 1.13) fails on Python 3.11 (to_map:
+# 'NoneType' object has no attribute 'get'), so its drop-in, dlaunch
+# --legacy-launch, takes its place with the same flags.
+cat >"$TMP/job/torch_pn.yml" <<YAMLEOF
+command: >-
+  $DLAUNCH --legacy-launch --use-env --nproc_per_node 2 --nnodes 2
+  --node_rank \$NODE_RANK --master_addr \$MASTER_ADDR --master_port \$MASTER_PORT
+  ddp_train.py --epochs 1 --steps 4
+code:
+  path: ./src
+environment_variables:
+  MASTER_PORT: $(free_port)
+  PYTHON_EXEC: $PY
+distributed:
+  pytorch:
+    worker:
+      count: 2
+YAMLEOF
+run_dl 120 job "$TMP/job/torch_pn.yml"
+expect_rc 0 "dlaunch job torch_pn.yml"
+check_ddp 4 "per-node torch.distributed.launch"
+wait_for 10 no_marked_processes
+
+# 4. MPI with dlaunch as the launcher: the seeds' aml_mpienv pattern, then DDP.
+cat >"$TMP/job/src/aml_ddp.py" <<'PYEOF'
+import os, runpy, sys
+# The seeds' aml_mpienv.py: RANK and the rest from Open MPI's and Azure ML's variables.
+os.environ["RANK"] = os.environ["OMPI_COMM_WORLD_RANK"]
+os.environ["WORLD_SIZE"] = os.environ["OMPI_COMM_WORLD_SIZE"]
+os.environ["LOCAL_RANK"] = os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]
+single_node = int(os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"]) == int(os.environ["WORLD_SIZE"])
+if not single_node:
+    addr = os.environ["AZ_BATCH_MASTER_NODE"].split(":")
+    os.environ["MASTER_ADDR"] = addr[0]
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = "6105"
+else:
+    os.environ["MASTER_ADDR"] = os.environ["AZ_BATCHAI_MPI_MASTER_NODE"]
+print(f"aml_mpienv: rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}, hostfile "
+      f"{os.path.exists(os.environ['AZUREML_MPI_HOSTFILE'])}", flush=True)
+sys.argv = ["ddp_train.py"] + sys.argv[1:]
+runpy.run_path("ddp_train.py", run_name="__main__")
+PYEOF
+cat >"$TMP/job/mpi.yml" <<YAMLEOF
+command: $PY -u aml_ddp.py --epochs 1 --steps 4
+code:
+  path: ./src
+distributed:
+  mpi:
+    worker:
+      count: 2
+      slots_per: 2
+YAMLEOF
+run_dl 120 job "$TMP/job/mpi.yml"
+expect_rc 0 "dlaunch job mpi.yml"
+for r in 0 1 2 3; do assert_file_matches "$OUT" "aml_mpienv: rank $r of 4, hostfile True" "aml_mpienv on rank $r"; done
+check_ddp 4 "MPI with dlaunch as the launcher"
+wait_for 10 no_marked_processes
+
+# 5. MPI whose command is mpirun: once, with AZUREML_MPI_HOSTFILE.
+if command -v mpirun >/dev/null; then
+  cat >"$TMP/job/mpirun.yml" <<YAMLEOF
+command: >-
+  mpirun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE --allow-run-as-root --oversubscribe
+  $PY -c "import os; print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], flush=True)"
+distributed:
+  mpi:
+    worker:
+      count: 2
+      slots_per: 2
+YAMLEOF
+  run_dl 120 job "$TMP/job/mpirun.yml"
+  expect_rc 0 "dlaunch job mpirun.yml"
+  [[ $(grep -c "^mpi rank [0-3]$" "$OUT") == 4 ]] || fail_run "mpirun.yml: expected 4 MPI ranks"
+  wait_for 10 no_marked_processes
+fi
+
+# 6. --explain runs nothing; errors name file:line; a node list must match.
+run_dl 10 job "$TMP/job/tf_ps.yml" --explain
+expect_rc 0 "--explain"
+assert_file_matches "$OUT" "^job: $TMP/job/tf_ps.yml: 6 instance\(s\), 6 process\(es\) in all, as: dlaunch -H 127.0.0.1:1," "--explain's flags"
+assert_file_matches "$OUT" "^node 5: 127.0.0.6, workers 1, through a local shell$" "--explain's nodes"
+printf 'command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n' >"$TMP/job/typo.yml"
+run_dl 5 job "$TMP/job/typo.yml"
+expect_rc 2 "a misspelt key"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/typo.yml:4: unknown key 'distributed.pytorch.workr' \(did you mean 'distributed.pytorch.worker'\?\)$" "the typo named"
+le "$ELAPSED" 1 || fail "the typo took ${ELAPSED}s"
+printf 'command: x\ndistributed:\n  mpi:\n    worker:\n      count: -1\n' >"$TMP/job/count.yml"
+run_dl 5 job "$TMP/job/count.yml"
+expect_rc 2 "a bad count"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/count.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '-1'$" "the count named"
+run_dl 5 job "$TMP/job/torch_pp.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
+expect_rc 2 "a node list of the wrong size"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named"
+run_dl 5 job "$TMP/job/missing.yml"
+expect_rc 2 "a missing spec"
+assert_file_matches "$ERR" "^dlaunch: .*missing.yml" "the missing file named"
+wait_for 10 no_marked_processes
+assert_no_leftovers "at the end"
+pass

@@ -1,0 +1,176 @@
+// The seeds' job specs (../shared/seeds/000: MPI, PyTorch, TensorFlow in the
+// distributed: form; 001/004: the distribution: form), each read whole.
+#include "launcher/config/job_spec.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace dlaunch::launcher {
+namespace {
+
+JobSpec Must(const std::string& yaml, std::vector<std::string> sets = {}) {
+  Result<JobSpec> s = ParseJobSpec(yaml, "/jobs/job.yml", sets);
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  return *s;
+}
+
+std::string Error(const std::string& yaml, std::vector<std::string> sets = {}) {
+  Result<JobSpec> s = ParseJobSpec(yaml, "/jobs/job.yml", sets);
+  REQUIRE_FALSE(s.ok());
+  return s.status().message();
+}
+
+std::string Roles(const JobSpec& s) {
+  std::vector<std::string> out;
+  for (const envmap::RoleSpec& r : s.roles) {
+    std::vector<std::string> env;
+    for (const auto& [k, v] : r.env) env.push_back(k + "=" + v);
+    out.push_back(fmt::format("{}:{}[{}]", r.name, r.count, fmt::join(env, " ")));
+  }
+  return fmt::format("{}", fmt::join(out, ","));
+}
+
+constexpr const char* kMpiHorovod = R"(command: >-
+  horovodrun -np 16 --hostfile $AZUREML_MPI_HOSTFILE python train.py
+code:
+  path: ./src
+environment:
+  docker:
+    image: docker.io/pytorch
+distributed:
+  mpi:
+    worker:
+      count: 4
+      slots_per: 4
+compute:
+  infrastructure: managed
+  instance_type: Standard_NC24
+)";
+
+constexpr const char* kTfPs = R"(command: python train.py --magic $MAGIC
+code:
+  path:
+    ./src
+environment:
+  docker:
+    image: docker.io/tensorflow
+environment_variables:
+  MAGIC: number
+
+distributed:
+  tensorflow:
+    worker:
+      count: 2
+      resource_limits:
+        cpu: 4
+    parameter_server:
+      count: 4
+      environment:
+        docker:
+          image: docker.io/python
+      resource_limits:
+        gpu: 4
+        memory: 2Gi
+      environment_variables:
+        MAGIC: newnumber
+compute:
+  infrastructure: managed
+  target: gpu-cluster
+)";
+
+}  // namespace
+
+TEST_CASE("job spec, distributed: mpi with horovodrun: 4 instances of 4, the command launches MPI itself", "[job]") {
+  JobSpec s = Must(kMpiHorovod);
+  CHECK(s.kind == JobKind::kMpi);
+  CHECK(s.instances == 4);
+  CHECK(s.processes == std::optional<int>(4));
+  CHECK(s.WorldSize() == 16);
+  CHECK(s.CommandLaunchesMpi());
+  CHECK(s.code_dir == "/jobs/src");
+  CHECK(s.not_applied == std::vector<std::string>{"environment (line 5)", "compute.infrastructure (line 14)",
+                                                  "compute.instance_type (line 15)"});
+}
+
+TEST_CASE("job spec, distributed: tensorflow with parameter servers and per-role variables", "[job]") {
+  JobSpec s = Must(kTfPs);
+  CHECK(s.kind == JobKind::kTensorFlow);
+  CHECK(s.instances == 6);
+  CHECK(s.WorldSize() == 6);
+  CHECK(Roles(s) == "worker:2[],ps:4[MAGIC=newnumber]");
+  CHECK(s.env == envmap::EnvVars{{"MAGIC", "number"}});
+  CHECK(s.command == "python train.py --magic $MAGIC");
+  CHECK_FALSE(s.CommandLaunchesMpi());
+  CHECK(s.not_applied.size() == 6);
+}
+
+TEST_CASE("job spec, distributed: pytorch per node (torch.distributed.launch in the command)", "[job]") {
+  JobSpec s = Must(R"(command: >-
+  python -m torch.distributed.launch --nproc_per_node 4 --nnodes 4
+  --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT --use_env
+  python train.py
+distributed:
+  pytorch:
+    worker:
+      count: 4
+)");
+  CHECK(s.kind == JobKind::kPyTorch);
+  CHECK(s.instances == 4);
+  CHECK_FALSE(s.processes.has_value());
+  CHECK(s.WorldSize() == 4);
+  CHECK(s.code_dir.empty());
+}
+
+TEST_CASE("job spec, distribution: form with the instance count from compute or resources", "[job]") {
+  JobSpec mpi = Must("command: python train.py\ndistribution:\n  type: mpi\n  process_count_per_instance: 2\n"
+                     "compute:\n  node_count: 3\n");
+  CHECK(mpi.kind == JobKind::kMpi);
+  CHECK(mpi.instances == 3);
+  CHECK(mpi.WorldSize() == 6);
+  CHECK_FALSE(mpi.CommandLaunchesMpi());
+  JobSpec torch = Must("command: python train.py\ndistribution:\n  type: PyTorch\n  process_count_per_instance: 2\n"
+                       "resources:\n  instance_count: 2\n");
+  CHECK(torch.kind == JobKind::kPyTorch);
+  CHECK(torch.processes == std::optional<int>(2));
+  JobSpec tf = Must("command: python t.py\ndistribution:\n  type: tensorflow\n  worker_count: 2\n"
+                    "  parameter_server_count: 1\ncompute:\n  instance_count: 3\n");
+  CHECK(Roles(tf) == "worker:2[],ps:1[]");
+  CHECK(tf.instances == 3);
+}
+
+TEST_CASE("job spec --set overrides before the checks", "[job]") {
+  JobSpec s = Must("command: python train.py\ndistribution:\n  type: pytorch\n",
+                   {"distribution.process_count_per_instance=2", "resources.instance_count=2",
+                    "environment_variables.LR=0.1"});
+  CHECK(s.instances == 2);
+  CHECK(s.processes == std::optional<int>(2));
+  CHECK(s.env == envmap::EnvVars{{"LR", "0.1"}});
+  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"nokey"}) == "--set: expected KEY.PATH=VALUE, got 'nokey'");
+  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) == "--set command.x=1: 'command' is not a mapping");
+}
+
+TEST_CASE("job spec errors name the file and the line", "[job]") {
+  CHECK(Error("command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n") ==
+        "/jobs/job.yml:4: unknown key 'distributed.pytorch.workr' (did you mean 'distributed.pytorch.worker'?)");
+  CHECK(Error("comand: x\n") == "/jobs/job.yml:1: unknown key 'comand' (did you mean 'command'?)");
+  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 0\n") ==
+        "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '0'");
+  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: [1]\n") ==
+        "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number");
+  CHECK(Error("command: x\ndistribution:\n  type: mxnet\n") ==
+        "/jobs/job.yml:3: distribution.type: expected mpi, pytorch or tensorflow, got 'mxnet'");
+  CHECK(Error("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 2\ncompute:\n  instance_count: 3\n") ==
+        "/jobs/job.yml:3: distribution: 2 worker(s) and 0 parameter server(s) make 2 tasks, one per instance, but the "
+        "instance count is 3");
+  CHECK(Error("distribution:\n  type: mpi\n") == "/jobs/job.yml: command: missing");
+  CHECK(Error("command: x\n") ==
+        "/jobs/job.yml: needs distributed: (mpi, pytorch or tensorflow) or distribution: (type: ...)");
+  CHECK(Error("command: [x\n").starts_with("/jobs/job.yml:"));
+  CHECK(Error("- a\n- b\n") == "/jobs/job.yml: expected a job spec (a YAML mapping)");
+  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 99999999999999999999\n") ==
+        "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '99999999999999999999'");
+}
+
+}  // namespace dlaunch::launcher
