@@ -196,6 +196,42 @@ mbps() { awk -v b="$TOTAL_BYTES" -v s="$1" 'BEGIN{ if (s=="nan") print "nan"; el
 m_out_plain=$(mbps "$(median "${O_PLAIN[@]}")")
 m_out_dl=$(mbps "$(median "${O_DL[@]}")")
 
+# --- 5. The hang watch ------------------------------------------------------------
+# (a) From the silence threshold to the printed summary: 8 Python ranks print a
+# line and sleep; --hang-timeout 2 --hang-action stop. The time from their last
+# line to the summary's last line, less the 2 s threshold.
+note "hang watch: $REPS reps of the summary latency, and a quiet job's CPU"
+H_MS=()
+for ((i = 0; i < REPS; i++)); do
+  last_up="" summary=""
+  while IFS= read -r line; do
+    case $line in
+      *"up"*) last_up=$EPOCHREALTIME ;;
+      *"hang: full stacks in"*) summary=$EPOCHREALTIME ;;
+    esac
+  done < <(timeout -k 5 60 "$DLAUNCH" --nproc-per-node 8 --hang-timeout 2 --hang-action stop -- \
+             "$PY" -c 'import time; print("up", flush=True); time.sleep(60)' 2>&1)
+  if [[ -n $last_up && -n $summary ]]; then
+    H_MS+=("$(awk -v a="$last_up" -v b="$summary" 'BEGIN{printf "%.1f", (b - a - 2) * 1000}')")
+  else
+    ERRORS+=("hang watch run: no summary after the silence")
+  fi
+done
+m_hang=$(median "${H_MS[@]}")
+# (b) CPU of dlaunch per hour of a quiet 8-rank job, with the hang watch on (the
+# default): its on-CPU time (schedstat, in ns) over 20 s, once start-up is 3 s
+# behind it, scaled to an hour.
+on_cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f", s}'; }
+"$DLAUNCH" --nproc-per-node 8 -- "$T/sleep" 40 >/dev/null 2>&1 &
+q_pid=$!
+sleep 3
+q_a=$(on_cpu_ns "$q_pid")
+sleep 20
+q_b=$(on_cpu_ns "$q_pid")
+kill -TERM "$q_pid" 2>/dev/null
+wait "$q_pid" 2>/dev/null
+m_quiet=$(awk -v a="$q_a" -v b="$q_b" 'BEGIN{ if (a == "" || b == "" || b < a) print "nan"; else printf "%.3f", (b - a) / 1e9 * 3600 / 20 }')
+
 # --- Table ----------------------------------------------------------------------
 r_dl_floor=$(ratio "$m_dl" "$m_floor")
 r_tr_dl=$(ratio "$m_tr" "$m_dl")
@@ -229,6 +265,8 @@ table() {
   row "output: plain, 8 × \`cat\` 64 MiB into one pipe" "$(fmt "$m_out_plain" '%.0f MB/s')" "" ""
   row "output: dlaunch, 8 × \`cat\` 64 MiB, tagged \`[R]: \`" "$(fmt "$m_out_dl" '%.0f MB/s')" "" ""
   row "output: dlaunch / plain" "$(fmt "$r_out" '%.2f')" "≥ 0.5" "$(verdict "$r_out" '>=' 0.5)"
+  row "hang watch: silence threshold → printed summary, 8 Python ranks" "$(fmt "$m_hang" '%.0f ms')" "< 2000 ms" "$(verdict "$m_hang" '<' 2000)"
+  row "hang watch: CPU of dlaunch per hour of a quiet 8-rank job (watch on)" "$(fmt "$m_quiet" '%.2f s')" "< 1 s" "$(verdict "$m_quiet" '<' 1)"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \
     "any launcher could reach on that row, since none starts the workers faster than the floor. The 20x" \

@@ -207,7 +207,7 @@ void Adopted::Arm() {
   // (about 15 ms with 1,000 processes): keep scanning to about 2% of a core, so
   // that many dlaunch on one busy machine do not starve each other.
   auto next = std::chrono::steady_clock::now() +
-              std::max<std::chrono::steady_clock::duration>(kAdoptedScanInterval, last_scan_ * 50);
+              std::max<std::chrono::steady_clock::duration>(interval_, last_scan_ * 50);
   if (registered_.empty()) next = std::max(next, watchdog_.groups_since() + first_scan_);
   timer_->expires_at(next);
   // A handler already queued when the timer is cancelled still runs with
@@ -230,8 +230,15 @@ void Adopted::Scan() {
   auto started = std::chrono::steady_clock::now();
   if (registered_.empty() && (!watchdog_.has_groups() || started - watchdog_.groups_since() < first_scan_))
     return;
+  std::map<int, uint64_t> before = registered_;
   ScanNow();
   last_scan_ = std::chrono::steady_clock::now() - started;
+  if (registered_ != before) {
+    stable_scans_ = 0;
+    interval_ = kAdoptedScanInterval;
+  } else if (++stable_scans_ >= kAdoptedStableScans) {
+    interval_ = std::min(interval_ * 2, kAdoptedQuietInterval);
+  }
 }
 
 void Adopted::ScanNow() {

@@ -24,6 +24,14 @@ namespace dlaunch::launcher {
 // less often when a scan is slow (at most about 2% of a core goes to scans). A
 // daemon adopted less than this before a SIGKILL of dlaunch can escape it.
 inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
+// Default: the interval a quiet job's scans back off to. After kAdoptedStableScans
+// scans that found the same children, each next one waits twice as long, up to
+// this; any change returns to kAdoptedScanInterval. A quiet 8-rank job then
+// costs well under a second of CPU an hour even where each scan reads the whole
+// process table (no /proc/self/task/*/children), at the price of a wider window
+// for a daemon adopted late in a long quiet run to escape a SIGKILL of dlaunch.
+inline constexpr std::chrono::milliseconds kAdoptedQuietInterval{4000};
+inline constexpr int kAdoptedStableScans = 8;
 // Default: how long workers run before the first scan.
 inline constexpr std::chrono::milliseconds kAdoptedFirstScan{2000};
 // Default: how long adopted processes have between SIGTERM and SIGKILL at the
@@ -91,6 +99,8 @@ class Adopted {
   Watchdog& watchdog_;
   std::map<int, uint64_t> registered_;  // pid -> start time
   std::chrono::steady_clock::duration last_scan_{};  // how long the last scan took
+  std::chrono::milliseconds interval_ = kAdoptedScanInterval;  // until the next scan
+  int stable_scans_ = 0;  // scans in a row that found the same children
   std::chrono::milliseconds first_scan_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
