@@ -5,8 +5,13 @@
 # free there.
 #   1. two rendezvous agents on 127.0.0.1 and 127.0.0.2 (--local-addr);
 #   2. a head launch over -H 127.0.0.1:2,127.0.0.2:2 (local shells);
-#   3. what cannot work is refused in one line, exit 2: the static form across
+#   3. a head launch over ssh onto two network-namespace hosts A and B, each
+#      with its own sshd (lib.sh's ssh_hosts), the head in a third: tasks 0-1
+#      on A's address, 2-3 on B's, each port bindable on its own host;
+#   4. what cannot work is refused in one line, exit 2: the static form across
 #      nodes (no one can tell the other nodes' ports) and shares that are not whole.
+# Case 3 needs root, `ip netns` and sshd; without them it is skipped (logged)
+# and the rest still runs.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -106,7 +111,25 @@ check "$TMP/head" any "head launch"
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the head launch"
 
-# 3. Refusals: one line naming --roles, exit 2, at once.
+# 3. A head launch over ssh onto two namespace hosts (the head in a third).
+netns_ok() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
+  { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; }
+if netns_ok; then
+  ssh_hosts "dltfr$$-" 3
+  mkdir -p "$TMP/netns"
+  start_dl_wrapped netns 90 "ip netns exec ${NS_HOSTS[0]}" -H "$NET.2:2,$NET.3:2" "${SSH_FLAGS[@]}" "${roles[@]}" \
+    -- "$PY" "$TMP/task.py" "$TMP/netns"
+  wait_dl netns
+  expect_rc 0 "head launch over ssh with --roles across 2 namespace hosts"
+  check "$TMP/netns" "$NET.2,$NET.2,$NET.3,$NET.3" "head launch over ssh"
+  stop_sshds
+  wait_for 5 no_marked_processes
+  assert_no_leftovers "after the head launch over ssh"
+else
+  log "case 3 skipped: needs root, ip, ssh and sshd"
+fi
+
+# 4. Refusals: one line naming --roles, exit 2, at once.
 run_dl 5 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 "${roles[@]}" -- true
 expect_rc 2 "static multi-node --roles"
 assert_file_matches "$ERR" "^dlaunch: --roles: across nodes the tasks meet through the rendezvous" "static --roles refused"
