@@ -75,7 +75,7 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
       if (!hosts.ok()) return hosts.status();
       if (static_cast<int>(hosts->size()) != s.instances)
         return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                                   job.file, s.instances, hosts->size()));
+                                                   s.instances_at, s.instances, hosts->size()));
       for (const HostEntry& h : *hosts) job.hostfile += fmt::format("{} slots={}\n", h.host, per_instance);
     }
     env["AZUREML_MPI_HOSTFILE"] = job.hostfile_path;
@@ -120,7 +120,7 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     int listed = static_cast<int>(job.plan.head.hosts.size());
     if (listed != s.instances)
       return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                                 job.file, s.instances, listed));
+                                                 s.instances_at, s.instances, listed));
   }
   return job;
 }

@@ -209,7 +209,16 @@ expect_rc 2 "a bad count"
 assert_file_matches "$ERR" "^dlaunch: $TMP/job/count.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '-1'$" "the count named"
 run_dl 5 job "$TMP/job/torch_pp.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
 expect_rc 2 "a node list of the wrong size"
-assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml:8: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named, at the count's line"
+if [[ -e $TMP/job/mpirun.yml ]]; then
+  run_dl 5 job "$TMP/job/mpirun.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
+  expect_rc 2 "a node list of the wrong size for an mpirun command"
+  assert_file_matches "$ERR" "^dlaunch: $TMP/job/mpirun.yml:7: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named (mpirun)"
+fi
+# A bad value from --set names the --set, not a line of the file it is not on.
+run_dl 5 job "$TMP/job/torch_pp.yml" --set distribution.process_count_per_instance=x
+expect_rc 2 "a bad --set value"
+assert_file_matches "$ERR" "^dlaunch: --set distribution.process_count_per_instance=x: distribution.process_count_per_instance: expected a number from 1 to 65536, got 'x'$" "the --set named"
 run_dl 5 job "$TMP/job/missing.yml"
 expect_rc 2 "a missing spec"
 assert_file_matches "$ERR" "^dlaunch: .*missing.yml" "the missing file named"
