@@ -5,11 +5,14 @@
 #   1. TensorFlow, 2 workers + 4 parameter servers with per-role MAGIC: six nodes,
 #      one cluster of six distinct host:port pairs, MAGIC by role, $MAGIC expanded;
 #   2. PyTorch per process (2 instances x 2): the real DDP example;
-#   3. PyTorch per node: torch.distributed.launch with $NODE_RANK $MASTER_ADDR
-#      $MASTER_PORT in the command;
+#   3. PyTorch per node: the real torch.distributed.launch with $NODE_RANK
+#      $MASTER_ADDR $MASTER_PORT in the command (seed 000's);
 #   4. MPI with dlaunch as the launcher (2 x 2): a script using the seeds'
 #      aml_mpienv helper pattern (OMPI_COMM_WORLD_*, AZ_BATCH_MASTER_NODE), and DDP;
-#   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE;
+#   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE,
+#      here, then from a head onto two network-namespace hosts with sshd
+#      (-H A,B): the user's mpirun fans out to both through ssh (needs root,
+#      `ip netns`, sshd; skipped, logged, without them);
 #   6. --explain, and errors naming file:line, a count that does not match -H.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -114,21 +117,50 @@ expect_rc 0 "dlaunch job torch_pp.yml"
 check_ddp 4 "per-process PyTorch"
 wait_for 10 no_marked_processes
 
-# 3. PyTorch, per node: a per-node launcher in each instance, told $NODE_RANK,
-# $MASTER_ADDR and $MASTER_PORT (seed 000's shape). Debian's own
-# torch.distributed.launch (torch 1.13) fails on Python 3.11 (to_map:
-# 'NoneType' object has no attribute 'get'), so its drop-in, dlaunch
-# --legacy-launch, takes its place with the same flags.
+# 3. PyTorch, per node: seed 000's command, the real torch.distributed.launch in
+# each instance, told $NODE_RANK, $MASTER_ADDR and $MASTER_PORT. Debian's torch
+# 1.13 launcher fails on Python 3.11 (Std.from_str iterates an IntFlag, see
+# ../shared/tools/torchrun311.py); the spec's PYTHONPATH brings a
+# sitecustomize.py that makes the same one-function fix when that module is
+# imported, and leaves torch.distributed.launch itself unchanged.
+mkdir -p "$TMP/job/py311"
+cat >"$TMP/job/py311/sitecustomize.py" <<'PYEOF'
+import importlib.abc, importlib.machinery, re, sys
+
+API = "torch.distributed.elastic.multiprocessing.api"
+
+def fix(api):
+    Std = api.Std
+    def from_str(vm):
+        if re.fullmatch(r"\d", vm):
+            return Std(int(vm))
+        return {int(i): Std(int(v)) for i, v in (m.split(":") for m in vm.split(","))}
+    Std.from_str = staticmethod(from_str)
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != API:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            fix(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Finder())
+PYEOF
 cat >"$TMP/job/torch_pn.yml" <<YAMLEOF
 command: >-
-  $DLAUNCH --legacy-launch --use-env --nproc_per_node 2 --nnodes 2
-  --node_rank \$NODE_RANK --master_addr \$MASTER_ADDR --master_port \$MASTER_PORT
+  $PY -m torch.distributed.launch --nproc_per_node 2 --nnodes 2
+  --node_rank \$NODE_RANK --master_addr \$MASTER_ADDR --master_port \$MASTER_PORT --use_env
   ddp_train.py --epochs 1 --steps 4
 code:
   path: ./src
 environment_variables:
   MASTER_PORT: $(free_port)
-  PYTHON_EXEC: $PY
+  PYTHONPATH: $TMP/job/py311
 distributed:
   pytorch:
     worker:
@@ -136,6 +168,7 @@ distributed:
 YAMLEOF
 run_dl 120 job "$TMP/job/torch_pn.yml"
 expect_rc 0 "dlaunch job torch_pn.yml"
+assert_file_matches "$ERR" "The module torch.distributed.launch is deprecated" "torch.distributed.launch itself ran"
 check_ddp 4 "per-node torch.distributed.launch"
 wait_for 10 no_marked_processes
 
@@ -175,12 +208,14 @@ for r in 0 1 2 3; do assert_file_matches "$OUT" "aml_mpienv: rank $r of 4, hostf
 check_ddp 4 "MPI with dlaunch as the launcher"
 wait_for 10 no_marked_processes
 
-# 5. MPI whose command is mpirun: once, with AZUREML_MPI_HOSTFILE.
+# 5. MPI whose command is mpirun: once, with AZUREML_MPI_HOSTFILE. Each rank
+# prints its line in one write: mpirun passes on each rank's output as it
+# reads it, so print('a', b)'s separate writes interleave across ranks.
 if command -v mpirun >/dev/null; then
   cat >"$TMP/job/mpirun.yml" <<YAMLEOF
 command: >-
   mpirun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE --allow-run-as-root --oversubscribe
-  $PY -c "import os; print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], flush=True)"
+  $PY -c "import os; print('mpi rank ' + os.environ['OMPI_COMM_WORLD_RANK'], flush=True)"
 distributed:
   mpi:
     worker:
@@ -191,6 +226,45 @@ YAMLEOF
   expect_rc 0 "dlaunch job mpirun.yml"
   [[ $(grep -c "^mpi rank [0-3]$" "$OUT") == 4 ]] || fail_run "mpirun.yml: expected 4 MPI ranks"
   wait_for 10 no_marked_processes
+fi
+
+# 5b. The same spec's shape over two namespace hosts, each with its own sshd
+#     (lib.sh's ssh_hosts): dlaunch job -H A,B in a third (the head). The
+#     spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE fans out to
+#     both hosts through ssh (the test's key and port in plm_rsh_args, as a
+#     user would give theirs): ranks 0-1 on A, 2-3 on B.
+if command -v mpirun >/dev/null && [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
+  { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; then
+  ssh_hosts "dljob$$-" 3
+  cat >"$TMP/job/src/mpi_where.py" <<'PYEOF'
+import os, subprocess
+addr = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()[3].split("/")[0]
+print(f"mpi rank {os.environ['OMPI_COMM_WORLD_RANK']} of {os.environ['OMPI_COMM_WORLD_SIZE']} on {addr}", flush=True)
+PYEOF
+  cat >"$TMP/job/mpirun_ssh.yml" <<YAMLEOF
+command: >-
+  mpirun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE --allow-run-as-root
+  --mca plm_rsh_agent ssh --mca plm_rsh_args "${SSH_CLIENT_ARGS[*]}"
+  $PY mpi_where.py
+code:
+  path: ./src
+distributed:
+  mpi:
+    worker:
+      count: 2
+      slots_per: 2
+YAMLEOF
+  run_cmd 120 ip netns exec "${NS_HOSTS[0]}" "$DLAUNCH" job "$TMP/job/mpirun_ssh.yml" -H "$NET.2,$NET.3"
+  expect_rc 0 "dlaunch job mpirun_ssh.yml -H A,B"
+  for r in 0 1 2 3; do
+    host=$NET.$((r / 2 + 2))
+    assert_file_matches "$OUT" "^mpi rank $r of 4 on $host\$" "mpirun over ssh: rank $r on $host"
+  done
+  [[ $(grep -c "^mpi rank" "$OUT") == 4 ]] || fail_run "mpirun over ssh: expected 4 MPI ranks"
+  stop_sshds
+  wait_for 10 no_marked_processes
+else
+  log "case 5b skipped: needs mpirun, root, ip, ssh and sshd"
 fi
 
 # 6. --explain runs nothing; errors name file:line; a node list must match.
