@@ -1,5 +1,8 @@
 #include "launcher/config/job_plan.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
@@ -11,6 +14,12 @@ namespace {
 
 // Where the instances run when no node list is given: 127.0.0.1, 127.0.0.2, ...
 std::string LoopbackHost(int i) { return fmt::format("127.0.{}.{}", i / 254, i % 254 + 1); }
+
+// The flags the spec itself becomes: given again after the spec they would
+// silently win over it (the last of a flag counts), so they are refused.
+constexpr std::string_view kSpecFlags[] = {"--nproc-per-node", "--nnodes",      "--node-rank",   "--roles",
+                                           "--role-env",       "--launch-mode", "--master-addr", "--master-port",
+                                           "--rdzv-endpoint",  "--standalone"};
 
 std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
@@ -44,12 +53,18 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") || a.starts_with("--nodes=")) {
       node_flags.push_back(a);
     } else {
+      std::string name = a.substr(0, a.find('='));
+      if (name.starts_with("--")) std::replace(name.begin() + 2, name.end(), '_', '-');
+      for (std::string_view spec_flag : kSpecFlags)
+        if (name == spec_flag)
+          return Status::InvalidArgument(
+              fmt::format("{}: the job spec decides it (change the spec, or use --set KEY.PATH=VALUE)", a.substr(0, a.find('='))));
       extra.push_back(a);
     }
   }
   bool node_list = !node_flags.empty();
   if (job.file.empty()) return Status::InvalidArgument("job: no spec file given (" + JobUsage().substr(7, 60) + "...)");
-  Result<std::string> text = ReadHostfile(job.file);  // a bounded read of a regular file, naming it
+  Result<std::string> text = ReadHostfile(job.file, "job spec");  // a bounded read of a regular file, naming it
   if (!text.ok()) return text.status();
   Result<JobSpec> spec = ParseJobSpec(*text, job.file, sets);
   if (!spec.ok()) return spec.status();

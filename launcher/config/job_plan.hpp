@@ -23,7 +23,9 @@ struct JobPlan {
 };
 
 // `args` follow the word "job": the spec's path first, then --set K=V
-// (repeatable) and any dlaunch flags (-H, --hostfile, --explain, --events, ...).
+// (repeatable) and any dlaunch flags (-H, --hostfile, --explain, --events, ...)
+// but those the spec decides (--nproc-per-node, --nnodes, --roles,
+// --launch-mode, ...), which are refused naming the flag.
 // Without a node list each instance is a node of this machine, on its own
 // loopback address (127.0.0.1, 127.0.0.2, ...); with one, instances map onto
 // its nodes in order, and a count that does not match is refused.

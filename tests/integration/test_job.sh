@@ -297,9 +297,16 @@ fi
 run_dl 5 job "$TMP/job/torch_pp.yml" --set distribution.process_count_per_instance=x
 expect_rc 2 "a bad --set value"
 assert_file_matches "$ERR" "^dlaunch: --set distribution.process_count_per_instance=x: distribution.process_count_per_instance: expected a number from 1 to 65536, got 'x'$" "the --set named"
+# A flag the spec decides, given again, would win over it unseen: refused.
+run_dl 5 job "$TMP/job/torch_pp.yml" --nproc_per_node=3
+expect_rc 2 "--nproc-per-node after a spec"
+assert_file_matches "$ERR" "^dlaunch: --nproc_per_node: the job spec decides it \(change the spec, or use --set KEY.PATH=VALUE\)$" "the flag named"
 run_dl 5 job "$TMP/job/missing.yml"
 expect_rc 2 "a missing spec"
-assert_file_matches "$ERR" "^dlaunch: .*missing.yml" "the missing file named"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job/missing.yml: cannot read \(No such file or directory\)$" "the missing file named"
+run_dl 5 job "$TMP/job"
+expect_rc 2 "a directory as the spec"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job: not a regular file$" "the directory named as the spec"
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"
 pass
