@@ -46,8 +46,8 @@ struct JobSpec {
   std::vector<std::string> not_applied;  // "environment.docker.image (line 4)"
 
   // MPI whose command is itself a launcher (mpirun, mpiexec, horovodrun): it
-  // runs once, where `dlaunch job` runs (node 0 when run there; a head
-  // otherwise), with AZUREML_MPI_HOSTFILE naming the nodes; it reaches them itself.
+  // runs once, on node 0 (here without a node list), with AZUREML_MPI_HOSTFILE
+  // naming the nodes and their slots; it reaches them itself.
   bool CommandLaunchesMpi() const;
   // Processes in all.
   int WorldSize() const;

@@ -234,16 +234,21 @@ fi
 
 # 5b. The same spec's shape over two namespace hosts, each with its own sshd
 #     (lib.sh's ssh_hosts): dlaunch job -H A,B in a third (the head). The
-#     spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE fans out to
-#     both hosts through ssh (the test's key and port in plm_rsh_args, as a
-#     user would give theirs): ranks 0-1 on A, 2-3 on B.
+#     spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE runs once, on
+#     node 0 (A: mpirun's own address, OMPI_MCA_orte_hnp_uri, is A's), and fans
+#     out to both hosts (the test's key and port in plm_rsh_args, as a user
+#     would give theirs): ranks 0-1 on A, 2-3 on B. The hostfile is gone after.
 if command -v mpirun >/dev/null && [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
   { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; then
   ssh_hosts "dljob$$-" 3
   cat >"$TMP/job/src/mpi_where.py" <<'PYEOF'
 import os, subprocess
 addr = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()[3].split("/")[0]
-print(f"mpi rank {os.environ['OMPI_COMM_WORLD_RANK']} of {os.environ['OMPI_COMM_WORLD_SIZE']} on {addr} ", flush=True)
+hnp = os.environ["OMPI_MCA_orte_hnp_uri"].split("//")[1].split(":")[0]
+# mpirun passes AZUREML_MPI_HOSTFILE on only to the ranks on its own node.
+f = os.environ.get("AZUREML_MPI_HOSTFILE")
+hosts = open(f).read().replace("\n", ";") if f else "-"
+print(f"mpi rank {os.environ['OMPI_COMM_WORLD_RANK']} of {os.environ['OMPI_COMM_WORLD_SIZE']} on {addr} mpirun on {hnp} hosts {hosts} ", flush=True)
 PYEOF
   cat >"$TMP/job/mpirun_ssh.yml" <<YAMLEOF
 command: >-
@@ -258,13 +263,18 @@ distributed:
       count: 2
       slots_per: 2
 YAMLEOF
-  run_cmd 120 ip netns exec "${NS_HOSTS[0]}" "$DLAUNCH" job "$TMP/job/mpirun_ssh.yml" -H "$NET.2,$NET.3"
+  run_cmd 120 ip netns exec "${NS_HOSTS[0]}" "$DLAUNCH" job "$TMP/job/mpirun_ssh.yml" -H "$NET.2,$NET.3" "${SSH_FLAGS[@]}"
   expect_rc 0 "dlaunch job mpirun_ssh.yml -H A,B"
   for r in 0 1 2 3; do
     host=$NET.$((r / 2 + 2))
-    assert_file_matches "$OUT" "mpi rank $r of 4 on $host( |\$|mpi)" "mpirun over ssh: rank $r on $host"
+    hosts="$NET.2 slots=2;$NET.3 slots=2;"
+    [[ $host == "$NET.3" ]] && hosts=-
+    assert_file_matches "$OUT" "mpi rank $r of 4 on $host mpirun on $NET.2 hosts $hosts " \
+      "mpirun over ssh: rank $r on $host, mpirun on node 0 ($NET.2), the hostfile naming both nodes"
   done
   [[ $(grep -o "mpi rank" "$OUT" | wc -l) == 4 ]] || fail_run "mpirun over ssh: expected 4 MPI ranks"
+  leftover=$(compgen -G "/tmp/dlaunch-job-*.hosts" || true)
+  [[ -z $leftover ]] || fail "mpirun over ssh: the hostfile was left behind: $leftover"
   stop_sshds
   wait_for 10 no_marked_processes
 else
