@@ -9,11 +9,12 @@
 #      $MASTER_ADDR $MASTER_PORT in the command (seed 000's);
 #   4. MPI with dlaunch as the launcher (2 x 2): a script using the seeds'
 #      aml_mpienv helper pattern (OMPI_COMM_WORLD_*, AZ_BATCH_MASTER_NODE), and DDP;
-#   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE,
-#      here, then from a head onto two network-namespace hosts with sshd
-#      (-H A,B): the user's mpirun fans out to both through ssh (needs root,
-#      `ip netns`, sshd; skipped, logged, without them);
-#   6. --explain, and errors naming file:line, a count that does not match -H.
+#   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE;
+#   6. --explain, and errors naming file:line, a count that does not match -H;
+#   7. case 5's shape from a head onto two network-namespace hosts with sshd
+#      (-H A,B): the command runs on node 0 and the user's mpirun fans out to
+#      both (needs root, `ip netns`, sshd; skipped, logged, without them). Last,
+#      since a machine that cannot make namespaces skips from there on.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -232,12 +233,49 @@ YAMLEOF
   wait_for 10 no_marked_processes
 fi
 
-# 5b. The same spec's shape over two namespace hosts, each with its own sshd
-#     (lib.sh's ssh_hosts): dlaunch job -H A,B in a third (the head). The
-#     spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE runs once, on
-#     node 0 (A: mpirun's own address, OMPI_MCA_orte_hnp_uri, is A's), and fans
-#     out to both hosts (the test's key and port in plm_rsh_args, as a user
-#     would give theirs): ranks 0-1 on A, 2-3 on B. The hostfile is gone after.
+# 6. --explain runs nothing; errors name file:line; a node list must match.
+run_dl 10 job "$TMP/job/tf_ps.yml" --explain
+expect_rc 0 "--explain"
+assert_file_matches "$OUT" "^job: $TMP/job/tf_ps.yml: 6 instance\(s\), 6 process\(es\) in all, as: dlaunch -H 127.0.0.1:1," "--explain's flags"
+assert_file_matches "$OUT" "^node 5: 127.0.0.6, workers 1, through a local shell$" "--explain's nodes"
+printf 'command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n' >"$TMP/job/typo.yml"
+run_dl 5 job "$TMP/job/typo.yml"
+expect_rc 2 "a misspelt key"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/typo.yml:4: unknown key 'distributed.pytorch.workr' \(did you mean 'distributed.pytorch.worker'\?\)$" "the typo named"
+le "$ELAPSED" 1 || fail "the typo took ${ELAPSED}s"
+printf 'command: x\ndistributed:\n  mpi:\n    worker:\n      count: -1\n' >"$TMP/job/count.yml"
+run_dl 5 job "$TMP/job/count.yml"
+expect_rc 2 "a bad count"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/count.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '-1'$" "the count named"
+run_dl 5 job "$TMP/job/torch_pp.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
+expect_rc 2 "a node list of the wrong size"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml:8: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named, at the count's line"
+if [[ -e $TMP/job/mpirun.yml ]]; then
+  run_dl 5 job "$TMP/job/mpirun.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
+  expect_rc 2 "a node list of the wrong size for an mpirun command"
+  assert_file_matches "$ERR" "^dlaunch: $TMP/job/mpirun.yml:7: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named (mpirun)"
+fi
+# A bad value from --set names the --set, not a line of the file it is not on.
+run_dl 5 job "$TMP/job/torch_pp.yml" --set distribution.process_count_per_instance=x
+expect_rc 2 "a bad --set value"
+assert_file_matches "$ERR" "^dlaunch: --set distribution.process_count_per_instance=x: distribution.process_count_per_instance: expected a number from 1 to 65536, got 'x'$" "the --set named"
+# A flag the spec decides, given again, would win over it unseen: refused.
+run_dl 5 job "$TMP/job/torch_pp.yml" --nproc_per_node=3
+expect_rc 2 "--nproc-per-node after a spec"
+assert_file_matches "$ERR" "^dlaunch: --nproc_per_node: the job spec decides it \(change the spec, or use --set KEY.PATH=VALUE\)$" "the flag named"
+run_dl 5 job "$TMP/job/missing.yml"
+expect_rc 2 "a missing spec"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job/missing.yml: cannot read \(No such file or directory\)$" "the missing file named"
+run_dl 5 job "$TMP/job"
+expect_rc 2 "a directory as the spec"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job: not a regular file$" "the directory named as the spec"
+
+# 7. Case 5's spec shape over two namespace hosts, each with its own sshd
+#    (lib.sh's ssh_hosts): dlaunch job -H A,B in a third (the head). The
+#    spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE runs once, on
+#    node 0 (A: mpirun's own address, OMPI_MCA_orte_hnp_uri, is A's), and fans
+#    out to both hosts (the test's key and port in plm_rsh_args, as a user
+#    would give theirs): ranks 0-1 on A, 2-3 on B. The hostfile is gone after.
 if command -v mpirun >/dev/null && [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
   { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; then
   ssh_hosts "dljob$$-" 3
@@ -278,45 +316,9 @@ YAMLEOF
   stop_sshds
   wait_for 10 no_marked_processes
 else
-  log "case 5b skipped: needs mpirun, root, ip, ssh and sshd"
+  log "case 7 skipped: needs mpirun, root, ip, ssh and sshd"
 fi
 
-# 6. --explain runs nothing; errors name file:line; a node list must match.
-run_dl 10 job "$TMP/job/tf_ps.yml" --explain
-expect_rc 0 "--explain"
-assert_file_matches "$OUT" "^job: $TMP/job/tf_ps.yml: 6 instance\(s\), 6 process\(es\) in all, as: dlaunch -H 127.0.0.1:1," "--explain's flags"
-assert_file_matches "$OUT" "^node 5: 127.0.0.6, workers 1, through a local shell$" "--explain's nodes"
-printf 'command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n' >"$TMP/job/typo.yml"
-run_dl 5 job "$TMP/job/typo.yml"
-expect_rc 2 "a misspelt key"
-assert_file_matches "$ERR" "^dlaunch: $TMP/job/typo.yml:4: unknown key 'distributed.pytorch.workr' \(did you mean 'distributed.pytorch.worker'\?\)$" "the typo named"
-le "$ELAPSED" 1 || fail "the typo took ${ELAPSED}s"
-printf 'command: x\ndistributed:\n  mpi:\n    worker:\n      count: -1\n' >"$TMP/job/count.yml"
-run_dl 5 job "$TMP/job/count.yml"
-expect_rc 2 "a bad count"
-assert_file_matches "$ERR" "^dlaunch: $TMP/job/count.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '-1'$" "the count named"
-run_dl 5 job "$TMP/job/torch_pp.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
-expect_rc 2 "a node list of the wrong size"
-assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml:8: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named, at the count's line"
-if [[ -e $TMP/job/mpirun.yml ]]; then
-  run_dl 5 job "$TMP/job/mpirun.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
-  expect_rc 2 "a node list of the wrong size for an mpirun command"
-  assert_file_matches "$ERR" "^dlaunch: $TMP/job/mpirun.yml:7: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named (mpirun)"
-fi
-# A bad value from --set names the --set, not a line of the file it is not on.
-run_dl 5 job "$TMP/job/torch_pp.yml" --set distribution.process_count_per_instance=x
-expect_rc 2 "a bad --set value"
-assert_file_matches "$ERR" "^dlaunch: --set distribution.process_count_per_instance=x: distribution.process_count_per_instance: expected a number from 1 to 65536, got 'x'$" "the --set named"
-# A flag the spec decides, given again, would win over it unseen: refused.
-run_dl 5 job "$TMP/job/torch_pp.yml" --nproc_per_node=3
-expect_rc 2 "--nproc-per-node after a spec"
-assert_file_matches "$ERR" "^dlaunch: --nproc_per_node: the job spec decides it \(change the spec, or use --set KEY.PATH=VALUE\)$" "the flag named"
-run_dl 5 job "$TMP/job/missing.yml"
-expect_rc 2 "a missing spec"
-assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job/missing.yml: cannot read \(No such file or directory\)$" "the missing file named"
-run_dl 5 job "$TMP/job"
-expect_rc 2 "a directory as the spec"
-assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job: not a regular file$" "the directory named as the spec"
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"
 pass

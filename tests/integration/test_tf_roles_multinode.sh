@@ -5,13 +5,13 @@
 # free there.
 #   1. two rendezvous agents on 127.0.0.1 and 127.0.0.2 (--local-addr);
 #   2. a head launch over -H 127.0.0.1:2,127.0.0.2:2 (local shells);
-#   3. a head launch over ssh onto two network-namespace hosts A and B, each
+#   3. what cannot work is refused in one line, exit 2: the static form across
+#      nodes (no one can tell the other nodes' ports) and shares that are not whole;
+#   4. a head launch over ssh onto two network-namespace hosts A and B, each
 #      with its own sshd (lib.sh's ssh_hosts), the head in a third: tasks 0-1
-#      on A's address, 2-3 on B's, each port bindable on its own host;
-#   4. what cannot work is refused in one line, exit 2: the static form across
-#      nodes (no one can tell the other nodes' ports) and shares that are not whole.
-# Case 3 needs root, `ip netns` and sshd; without them it is skipped (logged)
-# and the rest still runs.
+#      on A's address, 2-3 on B's, each port bindable on its own host.
+# Case 4 needs root, `ip netns` and sshd: without them it is skipped (logged);
+# it runs last, since a machine that cannot make namespaces skips from there on.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -111,7 +111,20 @@ check "$TMP/head" any "head launch"
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the head launch"
 
-# 3. A head launch over ssh onto two namespace hosts (the head in a third).
+# 3. Refusals: one line naming --roles, exit 2, at once.
+run_dl 5 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 "${roles[@]}" -- true
+expect_rc 2 "static multi-node --roles"
+assert_file_matches "$ERR" "^dlaunch: --roles: across nodes the tasks meet through the rendezvous" "static --roles refused"
+le "$ELAPSED" 1 || fail "the refusal took ${ELAPSED}s"
+run_dl 5 --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --roles worker:3 -- true
+expect_rc 2 "--roles worker:3 over 2 nodes"
+assert_file_matches "$ERR" "^dlaunch: --roles: 3 tasks do not split evenly over 2 nodes" "an uneven share refused"
+run_dl 5 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --roles worker:3 -- true
+expect_rc 2 "--roles worker:3 with 2 nodes of 1"
+assert_file_matches "$ERR" "^dlaunch: --roles: counts add up to 3 but 2 nodes of --nproc-per-node 1 make 2" "a count mismatch refused"
+[[ $(wc -l <"$ERR") == 1 ]] || fail "expected one line on stderr, got: $(cat "$ERR")"
+
+# 4. A head launch over ssh onto two namespace hosts (the head in a third).
 netns_ok() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
   { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; }
 if netns_ok; then
@@ -126,19 +139,6 @@ if netns_ok; then
   wait_for 5 no_marked_processes
   assert_no_leftovers "after the head launch over ssh"
 else
-  log "case 3 skipped: needs root, ip, ssh and sshd"
+  log "case 4 skipped: needs root, ip, ssh and sshd"
 fi
-
-# 4. Refusals: one line naming --roles, exit 2, at once.
-run_dl 5 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 "${roles[@]}" -- true
-expect_rc 2 "static multi-node --roles"
-assert_file_matches "$ERR" "^dlaunch: --roles: across nodes the tasks meet through the rendezvous" "static --roles refused"
-le "$ELAPSED" 1 || fail "the refusal took ${ELAPSED}s"
-run_dl 5 --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --roles worker:3 -- true
-expect_rc 2 "--roles worker:3 over 2 nodes"
-assert_file_matches "$ERR" "^dlaunch: --roles: 3 tasks do not split evenly over 2 nodes" "an uneven share refused"
-run_dl 5 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --roles worker:3 -- true
-expect_rc 2 "--roles worker:3 with 2 nodes of 1"
-assert_file_matches "$ERR" "^dlaunch: --roles: counts add up to 3 but 2 nodes of --nproc-per-node 1 make 2" "a count mismatch refused"
-[[ $(wc -l <"$ERR") == 1 ]] || fail "expected one line on stderr, got: $(cat "$ERR")"
 pass
