@@ -119,9 +119,9 @@ Result<std::vector<int>> SlotList(std::string_view list, const std::string& flag
 
 }  // namespace
 
-Result<std::string> ReadHostfile(const std::string& path) {
+Result<std::string> ReadHostfile(const std::string& path, std::string_view subject) {
   auto fail = [&](const std::string& why) {
-    return Status::InvalidArgument(fmt::format("--hostfile {}: {}", Printable(path), why));
+    return Status::InvalidArgument(fmt::format("{} {}: {}", subject, Printable(path), why));
   };
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);

@@ -38,8 +38,9 @@ inline constexpr size_t kMaxHostfileBytes = 64 << 20;
 
 // Reads the hostfile at `path`: a regular file of at most kMaxHostfileBytes (a FIFO
 // would block and /dev/zero never end). Fails with InvalidArgument naming the
-// path: "--hostfile PATH: not a regular file", "... cannot read (REASON)".
-Result<std::string> ReadHostfile(const std::string& path);
+// path after `subject`: "--hostfile PATH: not a regular file", "... cannot read
+// (REASON)". `dlaunch job` reads its spec with it too ("job spec PATH: ...").
+Result<std::string> ReadHostfile(const std::string& path, std::string_view subject = "--hostfile");
 
 // Parses a hostfile's text; `name` is the file's path, for messages. A host may
 // appear once. Fails with InvalidArgument "hostfile NAME:LINE: expected 'slots=N',

@@ -1,5 +1,8 @@
 #include "launcher/config/job_plan.hpp"
 
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
@@ -11,6 +14,12 @@ namespace {
 
 // Where the instances run when no node list is given: 127.0.0.1, 127.0.0.2, ...
 std::string LoopbackHost(int i) { return fmt::format("127.0.{}.{}", i / 254, i % 254 + 1); }
+
+// The flags the spec itself becomes: given again after the spec they would
+// silently win over it (the last of a flag counts), so they are refused.
+constexpr std::string_view kSpecFlags[] = {"--nproc-per-node", "--nnodes",      "--node-rank",   "--roles",
+                                           "--role-env",       "--launch-mode", "--master-addr", "--master-port",
+                                           "--rdzv-endpoint",  "--standalone"};
 
 std::string Join(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
@@ -44,12 +53,18 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") || a.starts_with("--nodes=")) {
       node_flags.push_back(a);
     } else {
+      std::string name = a.substr(0, a.find('='));
+      if (name.starts_with("--")) std::replace(name.begin() + 2, name.end(), '_', '-');
+      for (std::string_view spec_flag : kSpecFlags)
+        if (name == spec_flag)
+          return Status::InvalidArgument(
+              fmt::format("{}: the job spec decides it (change the spec, or use --set KEY.PATH=VALUE)", a.substr(0, a.find('='))));
       extra.push_back(a);
     }
   }
   bool node_list = !node_flags.empty();
   if (job.file.empty()) return Status::InvalidArgument("job: no spec file given (" + JobUsage().substr(7, 60) + "...)");
-  Result<std::string> text = ReadHostfile(job.file);  // a bounded read of a regular file, naming it
+  Result<std::string> text = ReadHostfile(job.file, "job spec");  // a bounded read of a regular file, naming it
   if (!text.ok()) return text.status();
   Result<JobSpec> spec = ParseJobSpec(*text, job.file, sets);
   if (!spec.ok()) return spec.status();
@@ -59,27 +74,40 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   std::vector<std::string>& f = job.flags;
   int per_instance = s.kind == JobKind::kTensorFlow ? 1 : s.processes.value_or(1);
   bool mpi_command = s.CommandLaunchesMpi();
-  if (mpi_command) {
-    // The command fans out itself: once, here, with the nodes in a hostfile.
+  std::string command = s.command;
+  if (mpi_command && !node_list) {
+    // The command fans out itself: once, here, with this machine's slots in a hostfile.
     f = {"--nproc-per-node", "1", "--no-tag"};
     job.hostfile_path = fmt::format("{}/dlaunch-job-{}.hosts", env.contains("TMPDIR") ? env["TMPDIR"] : "/tmp",
                                     facts.fresh_id);
-    if (!node_list) {
-      job.hostfile = fmt::format("localhost slots={}\n", s.instances * per_instance);
-    } else {
-      std::vector<std::string> list = node_flags;
-      list.insert(list.end(), {"--", "true"});
-      Result<Options> o = ParseCommandLine(list, env);
-      if (!o.ok()) return o.status();
-      Result<std::vector<HostEntry>> hosts = NodeList(*o);
-      if (!hosts.ok()) return hosts.status();
-      if (static_cast<int>(hosts->size()) != s.instances)
-        return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                                   job.file, s.instances, hosts->size()));
-      for (const HostEntry& h : *hosts) job.hostfile += fmt::format("{} slots={}\n", h.host, per_instance);
-    }
+    job.hostfile = fmt::format("localhost slots={}\n", s.instances * per_instance);
     env["AZUREML_MPI_HOSTFILE"] = job.hostfile_path;
     for (const auto& [k, v] : s.env) env[k] = v;
+  } else if (mpi_command) {
+    // Once, on node 0, as on the platform: a head launch of node 0 alone. The
+    // nodes and their slots travel in DLAUNCH_JOB_HOSTS ("h1 slots=2,h2 slots=2";
+    // a host name has no comma) and become a hostfile there, named by
+    // AZUREML_MPI_HOSTFILE and removed when the command ends.
+    std::vector<std::string> list = node_flags;
+    list.insert(list.end(), {"--", "true"});
+    Result<Options> o = ParseCommandLine(list, env);
+    if (!o.ok()) return o.status();
+    Result<std::vector<HostEntry>> hosts = NodeList(*o);
+    if (!hosts.ok()) return hosts.status();
+    if (static_cast<int>(hosts->size()) != s.instances)
+      return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
+                                                 s.instances_at, s.instances, hosts->size()));
+    std::vector<std::string> slots;
+    for (const HostEntry& h : *hosts) slots.push_back(fmt::format("{} slots={}", h.host, per_instance));
+    const std::string& node0 = hosts->front().host;
+    f = {"-H", fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
+         "--nproc-per-node", "1", "--no-tag", "-x", "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
+    for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
+    command = fmt::format(
+        "f=${{TMPDIR:-/tmp}}/dlaunch-job-{}.hosts; printf '%s\\n' \"$DLAUNCH_JOB_HOSTS\" | tr , '\\n' >\"$f\" || exit 1; "
+        "unset DLAUNCH_JOB_HOSTS; AZUREML_MPI_HOSTFILE=$f; export AZUREML_MPI_HOSTFILE; /bin/sh -c \"$0\"; rc=$?; "
+        "rm -f \"$f\"; exit $rc",
+        facts.fresh_id);
   } else {
     f = node_flags;
     if (!node_list) {
@@ -107,20 +135,21 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     }
   }
   f.insert(f.end(), extra.begin(), extra.end());
-  f.insert(f.end(), {"--", "/bin/sh", "-c", s.command});
+  f.insert(f.end(), {"--", "/bin/sh", "-c", command});
+  if (command != s.command) f.push_back(s.command);  // $0 of the wrapper on node 0
 
   Result<Options> flags = ParseCommandLine(f, env);
   if (!flags.ok()) return flags.status();
   Result<Plan> plan = Decide(*flags, envmap::Detected{}, facts, env);
   if (!plan.ok()) return plan.status();
   job.plan = std::move(*plan);
-  if (!mpi_command) {
+  if (!mpi_command || node_list) {
     if (job.plan.mode != Mode::kHead)
       return Status::InvalidArgument(fmt::format("{}: the instances need a node list (-H, --hostfile) or none", job.file));
     int listed = static_cast<int>(job.plan.head.hosts.size());
-    if (listed != s.instances)
+    if (listed != (mpi_command ? 1 : s.instances))
       return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                                 job.file, s.instances, listed));
+                                                 s.instances_at, s.instances, listed));
   }
   return job;
 }

@@ -16,17 +16,23 @@ struct JobPlan {
   std::string file;
   Plan plan;
   std::vector<std::string> flags;  // the dlaunch flags the spec became (for --explain)
-  // MPI whose command is mpirun: the hostfile to write at `hostfile_path`
-  // before the command runs (AZUREML_MPI_HOSTFILE points there).
+  // MPI whose command is mpirun, run here (no node list): the hostfile to
+  // write at `hostfile_path` before the command runs (AZUREML_MPI_HOSTFILE
+  // points there). Empty otherwise.
   std::string hostfile_path;
   std::string hostfile;
 };
 
 // `args` follow the word "job": the spec's path first, then --set K=V
-// (repeatable) and any dlaunch flags (-H, --hostfile, --explain, --events, ...).
+// (repeatable) and any dlaunch flags (-H, --hostfile, --explain, --events, ...)
+// but those the spec decides (--nproc-per-node, --nnodes, --roles,
+// --launch-mode, ...), which are refused naming the flag.
 // Without a node list each instance is a node of this machine, on its own
 // loopback address (127.0.0.1, 127.0.0.2, ...); with one, instances map onto
-// its nodes in order, and a count that does not match is refused.
+// its nodes in order, and a count that does not match is refused. An MPI
+// command that is itself a launcher (mpirun ...) runs once: here without a node
+// list (the hostfile at `hostfile_path`), else on node 0 through a head launch,
+// its hostfile written there by the command's shell wrapper.
 Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts);
 
 // Usage of `dlaunch job`.

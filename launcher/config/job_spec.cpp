@@ -19,15 +19,31 @@ namespace {
 // The most instances a spec may ask for (as many as a node list may hold).
 constexpr int kMaxInstances = 65536;
 
-// Errors carry the file and the line of the node they are about.
+// The nodes one --set put into the spec (the keys and maps it made, the value
+// and everything inside it), so that an error about one of them names the
+// --set rather than a line of the file.
+struct SetNodes {
+  std::string text;  // "a.b.c=value"
+  std::vector<YAML::Node> nodes;
+};
+
+// Errors carry the file and the line of the node they are about, or the --set
+// that put it there.
 class Reader {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
+  Reader(std::string file, std::vector<SetNodes> sets) : file_(std::move(file)), sets_(std::move(sets)) {}
+
+  // Where `at` came from: "FILE:LINE", "--set a.b=v", or "FILE" when neither is known.
+  std::string Where(const YAML::Node& at) const {
+    if (!at.IsDefined()) return file_;
+    for (const SetNodes& set : sets_)
+      for (const YAML::Node& n : set.nodes)
+        if (n.is(at)) return fmt::format("--set {}", Printable(set.text));
+    return at.Mark().line >= 0 ? fmt::format("{}:{}", file_, at.Mark().line + 1) : file_;
+  }
 
   Status Error(const YAML::Node& at, const std::string& message) const {
-    int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    return Status::InvalidArgument(line > 0 ? fmt::format("{}:{}: {}", file_, line, message)
-                                            : fmt::format("{}: {}", file_, message));
+    return Status::InvalidArgument(fmt::format("{}: {}", Where(at), message));
   }
   int Line(const YAML::Node& at) const { return at.Mark().line + 1; }
 
@@ -90,10 +106,32 @@ class Reader {
 
  private:
   std::string file_;
+  std::vector<SetNodes> sets_;
 };
 
-// --set a.b.c=value: the value is read as YAML, so numbers stay numbers.
-Status ApplySet(YAML::Node& root, const std::string& set) {
+// Adds `node` and everything inside it to `out`.
+void CollectNodes(const YAML::Node& node, std::vector<YAML::Node>& out) {
+  out.push_back(node);
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      CollectNodes(kv.first, out);
+      CollectNodes(kv.second, out);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) CollectNodes(item, out);
+  }
+}
+
+// The key node of `key` in `map` (for SetNodes).
+void CollectKey(const YAML::Node& map, const std::string& key, std::vector<YAML::Node>& out) {
+  for (const auto& kv : map)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) out.push_back(kv.first);
+}
+
+// --set a.b.c=value: the value is read as YAML, so numbers stay numbers. The
+// nodes it puts in go to `made`.
+Status ApplySet(YAML::Node& root, const std::string& set, SetNodes& made) {
+  made.text = set;
   size_t eq = set.find('=');
   if (eq == std::string::npos || eq == 0)
     return Status::InvalidArgument(fmt::format("--set: expected KEY.PATH=VALUE, got '{}'", Printable(set)));
@@ -110,15 +148,21 @@ Status ApplySet(YAML::Node& root, const std::string& set) {
     if (path[i].empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Printable(set)));
     YAML::Node next = chain.back()[path[i]];
     if (!next.IsDefined() || next.IsNull()) {
+      bool is_new = !next.IsDefined();
       chain.back()[path[i]] = YAML::Node(YAML::NodeType::Map);
       next = chain.back()[path[i]];
+      if (is_new) CollectKey(chain.back(), path[i], made.nodes);
+      made.nodes.push_back(next);
     }
     if (!next.IsMap())
       return Status::InvalidArgument(fmt::format("--set {}: '{}' is not a mapping", Printable(set), path[i]));
     chain.push_back(next);
   }
   if (path.back().empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Printable(set)));
+  bool is_new = !chain.back()[path.back()].IsDefined();
   chain.back()[path.back()] = value;
+  if (is_new) CollectKey(chain.back(), path.back(), made.nodes);
+  CollectNodes(chain.back()[path.back()], made.nodes);
   return Status::Ok();
 }
 
@@ -149,6 +193,7 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
     Result<int> count = r.Count(worker["count"], path + ".worker.count", 1);
     if (!count.ok()) return count.status();
     spec.instances = *count;
+    spec.instances_at = r.Where(worker["count"]);
     if (worker["slots_per"]) {
       Result<int> slots = r.Count(worker["slots_per"], path + ".worker.slots_per", 1);
       if (!slots.ok()) return slots.status();
@@ -159,6 +204,7 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
     return Status::Ok();
   }
   spec.kind = JobKind::kTensorFlow;
+  spec.instances_at = r.Where(d.begin()->first);
   if (Status s = r.Keys(body, "distributed.tensorflow", {"chief", "worker", "parameter_server", "evaluator"}); !s.ok())
     return s;
   spec.instances = 0;
@@ -190,6 +236,8 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
   return Status::Ok();
 }
 
+// `instances`: the count from compute/resources, if any (`spec.instances_at`
+// already names it).
 Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int> instances, JobSpec& spec) {
   if (Status s = r.Keys(d, "distribution",
                         {"type", "process_count_per_instance", "process_count_per_node", "worker_count",
@@ -205,6 +253,7 @@ Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int>
     return r.Error(d["type"], fmt::format("distribution.type: expected mpi, pytorch or tensorflow, got '{}'", Printable(*type)));
   spec.kind = t == "mpi" ? JobKind::kMpi : t == "pytorch" ? JobKind::kPyTorch : JobKind::kTensorFlow;
   spec.instances = instances.value_or(1);
+  if (!instances) spec.instances_at = r.Where(d);
   for (const char* k : {"process_count_per_instance", "process_count_per_node"}) {
     if (!d[k]) continue;
     if (spec.kind == JobKind::kTensorFlow)
@@ -234,6 +283,7 @@ Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int>
                                   "instance, but the instance count is {}",
                                   workers, ps, workers + ps, *instances));
   spec.instances = workers + ps;
+  if (!instances) spec.instances_at = r.Where(d["worker_count"] ? d["worker_count"] : d);
   spec.roles.push_back(envmap::RoleSpec{"worker", workers, {}});
   if (ps > 0) spec.roles.push_back(envmap::RoleSpec{"ps", ps, {}});
   return Status::Ok();
@@ -258,6 +308,7 @@ Result<std::optional<int>> InstanceCount(const Reader& r, const YAML::Node& root
         if (count && *count != *n)
           return r.Error(kv.second, fmt::format("{}: {} disagrees with the instance count {} given before", path, *n, *count));
         count = *n;
+        spec.instances_at = r.Where(kv.second);
       } else {
         r.NotApplied(s, key, path, spec);
       }
@@ -282,7 +333,6 @@ int JobSpec::WorldSize() const {
 }
 
 Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, const std::vector<std::string>& sets) {
-  Reader r(file);
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -292,8 +342,10 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
     return Status::InvalidArgument(fmt::format("{}: {}", file, e.msg));
   }
   if (!root.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a job spec (a YAML mapping)", file));
-  for (const std::string& set : sets)
-    if (Status s = ApplySet(root, set); !s.ok()) return s;
+  std::vector<SetNodes> made(sets.size());
+  for (size_t i = 0; i < sets.size(); ++i)
+    if (Status s = ApplySet(root, sets[i], made[i]); !s.ok()) return s;
+  Reader r(file, std::move(made));
 
   JobSpec spec;
   try {

@@ -31,6 +31,9 @@ enum class JobKind { kMpi, kPyTorch, kTensorFlow };
 struct JobSpec {
   JobKind kind = JobKind::kPyTorch;
   int instances = 1;  // nodes
+  // Where the instance count came from, for errors about it: "FILE:LINE" (the
+  // count, or the section that implies it), "--set a.b=N", or "FILE".
+  std::string instances_at;
   // Processes per instance (process_count_per_instance, slots_per); nullopt:
   // one per instance for a per-node launcher (PyTorch) or the default (MPI: 1).
   std::optional<int> processes;
@@ -43,14 +46,17 @@ struct JobSpec {
   std::vector<std::string> not_applied;  // "environment.docker.image (line 4)"
 
   // MPI whose command is itself a launcher (mpirun, mpiexec, horovodrun): it
-  // runs once, on node 0, with AZUREML_MPI_HOSTFILE naming the nodes.
+  // runs once, on node 0 (here without a node list), with AZUREML_MPI_HOSTFILE
+  // naming the nodes and their slots; it reaches them itself.
   bool CommandLaunchesMpi() const;
   // Processes in all.
   int WorldSize() const;
 };
 
 // Parses `text`, the contents of `file` (named in every error as
-// "FILE:LINE: ..."), after applying `sets` ("a.b.c=value", --set). Fails with
+// "FILE:LINE: ..."), after applying `sets` ("a.b.c=value", --set; an error
+// about a value or key a --set put there names it: "--set a.b.c=value: ..."
+// rather than a line it does not have). Fails with
 // InvalidArgument on an unknown key (with "did you mean"), a wrong type, a bad
 // count, or a missing command.
 Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, const std::vector<std::string>& sets);

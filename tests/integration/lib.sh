@@ -433,3 +433,92 @@ show_nodes() {
 # exited_badly RC: true when RC is a non-zero exit of dlaunch's own choosing
 # (not 0, not the 124/137 of `timeout`, not a signal death).
 exited_badly() { [[ $1 != 0 && $1 -lt 124 ]]; }
+
+# --- Hosts with sshd (head launches) --------------------------------------------
+
+# ssh_hosts PREFIX N: netns_hosts PREFIX N (N >= 2), then an sshd in hosts
+# 2..N (host 1 is the head and has none): key-only, a host key and a client key
+# made for this test under $TMP, `StrictModes no`, `UsePAM no`, listening on
+# $NET.i:$SSH_PORT, its command line marked (the config under $TMP) so the exit
+# trap kills it. Fails unless a key login from host 1 lands on every one of
+# them. Sets SSH_PORT, SSH_KEY, SSHD_PIDS (host 2's first), SSH_CLIENT_ARGS
+# (the options host 1's ssh needs: -i, -p, known hosts, BatchMode) and
+# SSH_FLAGS (the same as dlaunch's --ssh-* flags). Skips (77) without root,
+# `ip netns`, sshd, ssh or ssh-keygen.
+ssh_hosts() {
+  local prefix=$1 n=$2 sshd i ns addr
+  [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces and run sshd"
+  sshd=$(command -v sshd 2>/dev/null || true)
+  [[ -z $sshd && -x /usr/sbin/sshd ]] && sshd=/usr/sbin/sshd
+  [[ -n $sshd ]] || skip "sshd (openssh-server) is not installed"
+  command -v ssh >/dev/null || skip "ssh (openssh-client) is not installed"
+  command -v ssh-keygen >/dev/null || skip "ssh-keygen (openssh-client) is not installed"
+  netns_hosts "$prefix" "$n"
+  SSH_PORT=$((20000 + RANDOM % 20000))
+  SSH_KEY=$TMP/id_ed25519
+  ssh-keygen -q -t ed25519 -N '' -C "dlaunch-test-host" -f "$TMP/ssh_host_ed25519_key" </dev/null >/dev/null \
+    2>"$TMP/keygen.err" || fail "ssh-keygen (host key) failed: $(cat "$TMP/keygen.err")"
+  ssh-keygen -q -t ed25519 -N '' -C "dlaunch-test-client" -f "$SSH_KEY" </dev/null >/dev/null \
+    2>"$TMP/keygen.err" || fail "ssh-keygen (client key) failed: $(cat "$TMP/keygen.err")"
+  cp "$SSH_KEY.pub" "$TMP/authorized_keys"
+  : >"$TMP/known_hosts"
+  # sshd's privilege-separation directory (normally made by its service unit).
+  mkdir -p /run/sshd || fail "cannot create /run/sshd"
+  chmod 755 /run/sshd 2>/dev/null
+  SSHD_PIDS=()
+  for ((i = 2; i <= n; i++)); do
+    ns=${NS_HOSTS[i - 1]} addr=$NET.$i
+    cat >"$TMP/sshd_config_$i" <<SSHEOF
+Port $SSH_PORT
+ListenAddress $addr:$SSH_PORT
+HostKey $TMP/ssh_host_ed25519_key
+PidFile $TMP/sshd_$i.pid
+AuthorizedKeysFile $TMP/authorized_keys
+AuthenticationMethods publickey
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+X11Forwarding no
+LogLevel VERBOSE
+SSHEOF
+    ip netns exec "$ns" "$sshd" -D -e -f "$TMP/sshd_config_$i" 2>"$TMP/sshd_$i.log" </dev/null &
+    SSHD_PIDS+=("$!")
+    track_pid "$!"
+  done
+  for ((i = 2; i <= n; i++)); do
+    wait_for 10 file_has "$TMP/sshd_$i.log" "Server listening on" || {
+      tail -n 20 "$TMP/sshd_$i.log" >&2
+      fail "fixture: sshd in ${NS_HOSTS[i - 1]} did not start listening within 10s (log above)"
+    }
+  done
+  SSH_CLIENT_ARGS=(-i "$SSH_KEY" -p "$SSH_PORT" -o BatchMode=yes -o ConnectTimeout=5
+    -o "UserKnownHostsFile=$TMP/known_hosts" -o StrictHostKeyChecking=no)
+  # shellcheck disable=SC2034  # used by the tests
+  SSH_FLAGS=(--ssh-identity "$SSH_KEY" --ssh-port "$SSH_PORT"
+    --ssh-option "UserKnownHostsFile=$TMP/known_hosts" --ssh-option StrictHostKeyChecking=no)
+  local got
+  for ((i = 2; i <= n; i++)); do
+    addr=$NET.$i
+    # shellcheck disable=SC2016  # expanded remotely
+    got=$(ip netns exec "${NS_HOSTS[0]}" timeout -k 2 15 ssh "${SSH_CLIENT_ARGS[@]}" "root@$addr" \
+      'echo "ok $(id -u)"; ip -4 -o addr show dev eth0' </dev/null 2>"$TMP/ssh_check.err") || {
+      tail -n 20 "$TMP/sshd_$i.log" >&2
+      fail "fixture: 'ssh -i KEY -p $SSH_PORT root@$addr' from ${NS_HOSTS[0]} does not work: $(tail -n 5 "$TMP/ssh_check.err")"
+    }
+    [[ $got == "ok 0"*"inet $addr/24"* ]] || fail "fixture: ssh to $addr landed somewhere unexpected: $got"
+  done
+  log "sshd in ${NS_HOSTS[*]:1} on port $SSH_PORT; key login from ${NS_HOSTS[0]} works"
+}
+
+# stop_sshds: SIGTERM to every sshd of ssh_hosts, and waits for them.
+stop_sshds() {
+  local pid
+  for pid in "${SSHD_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${SSHD_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  return 0
+}

@@ -5,12 +5,16 @@
 #   1. TensorFlow, 2 workers + 4 parameter servers with per-role MAGIC: six nodes,
 #      one cluster of six distinct host:port pairs, MAGIC by role, $MAGIC expanded;
 #   2. PyTorch per process (2 instances x 2): the real DDP example;
-#   3. PyTorch per node: torch.distributed.launch with $NODE_RANK $MASTER_ADDR
-#      $MASTER_PORT in the command;
+#   3. PyTorch per node: the real torch.distributed.launch with $NODE_RANK
+#      $MASTER_ADDR $MASTER_PORT in the command (seed 000's);
 #   4. MPI with dlaunch as the launcher (2 x 2): a script using the seeds'
 #      aml_mpienv helper pattern (OMPI_COMM_WORLD_*, AZ_BATCH_MASTER_NODE), and DDP;
 #   5. MPI whose command is mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE;
-#   6. --explain, and errors naming file:line, a count that does not match -H.
+#   6. --explain, and errors naming file:line, a count that does not match -H;
+#   7. case 5's shape from a head onto two network-namespace hosts with sshd
+#      (-H A,B): the command runs on node 0 and the user's mpirun fans out to
+#      both (needs root, `ip netns`, sshd; skipped, logged, without them). Last,
+#      since a machine that cannot make namespaces skips from there on.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -89,12 +93,15 @@ PYEOF
 wait_for 10 no_marked_processes
 assert_no_leftovers "after the TensorFlow job"
 
-# check_ddp N WHAT: N ranks report their parameters in sync.
+# check_ddp N WHAT: N ranks report their parameters in sync. Counted by
+# occurrence, not by line: under a per-node launcher (torch.distributed.launch)
+# the workers share its stdout, and print()'s text and newline are two writes,
+# so two ranks' reports can share a line ("rank 2: ...rank 3: ...").
 check_ddp() {
   local n_sync
-  n_sync=$(grep -Ec 'rank [0-9]+: params in sync, checksum ' "$OUT")
+  n_sync=$(grep -Eo 'rank [0-9]+: params in sync, checksum [0-9.]+' "$OUT" | wc -l)
   [[ $n_sync == "$1" ]] || fail_run "$2: expected $1 ranks in sync, got $n_sync"
-  [[ $(sed -nE 's/.*params in sync, checksum (.*)$/\1/p' "$OUT" | sort -u | wc -l) == 1 ]] ||
+  [[ $(grep -Eo 'params in sync, checksum [0-9.]+' "$OUT" | sort -u | wc -l) == 1 ]] ||
     fail_run "$2: the ranks disagree"
 }
 
@@ -114,21 +121,50 @@ expect_rc 0 "dlaunch job torch_pp.yml"
 check_ddp 4 "per-process PyTorch"
 wait_for 10 no_marked_processes
 
-# 3. PyTorch, per node: a per-node launcher in each instance, told $NODE_RANK,
-# $MASTER_ADDR and $MASTER_PORT (seed 000's shape). Debian's own
-# torch.distributed.launch (torch 1.13) fails on Python 3.11 (to_map:
-# 'NoneType' object has no attribute 'get'), so its drop-in, dlaunch
-# --legacy-launch, takes its place with the same flags.
+# 3. PyTorch, per node: seed 000's command, the real torch.distributed.launch in
+# each instance, told $NODE_RANK, $MASTER_ADDR and $MASTER_PORT. Debian's torch
+# 1.13 launcher fails on Python 3.11 (Std.from_str iterates an IntFlag, see
+# ../shared/tools/torchrun311.py); the spec's PYTHONPATH brings a
+# sitecustomize.py that makes the same one-function fix when that module is
+# imported, and leaves torch.distributed.launch itself unchanged.
+mkdir -p "$TMP/job/py311"
+cat >"$TMP/job/py311/sitecustomize.py" <<'PYEOF'
+import importlib.abc, importlib.machinery, re, sys
+
+API = "torch.distributed.elastic.multiprocessing.api"
+
+def fix(api):
+    Std = api.Std
+    def from_str(vm):
+        if re.fullmatch(r"\d", vm):
+            return Std(int(vm))
+        return {int(i): Std(int(v)) for i, v in (m.split(":") for m in vm.split(","))}
+    Std.from_str = staticmethod(from_str)
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != API:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            fix(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Finder())
+PYEOF
 cat >"$TMP/job/torch_pn.yml" <<YAMLEOF
 command: >-
-  $DLAUNCH --legacy-launch --use-env --nproc_per_node 2 --nnodes 2
-  --node_rank \$NODE_RANK --master_addr \$MASTER_ADDR --master_port \$MASTER_PORT
+  $PY -m torch.distributed.launch --nproc_per_node 2 --nnodes 2
+  --node_rank \$NODE_RANK --master_addr \$MASTER_ADDR --master_port \$MASTER_PORT --use_env
   ddp_train.py --epochs 1 --steps 4
 code:
   path: ./src
 environment_variables:
   MASTER_PORT: $(free_port)
-  PYTHON_EXEC: $PY
+  PYTHONPATH: $TMP/job/py311
 distributed:
   pytorch:
     worker:
@@ -136,6 +172,7 @@ distributed:
 YAMLEOF
 run_dl 120 job "$TMP/job/torch_pn.yml"
 expect_rc 0 "dlaunch job torch_pn.yml"
+assert_file_matches "$ERR" "The module torch.distributed.launch is deprecated" "torch.distributed.launch itself ran"
 check_ddp 4 "per-node torch.distributed.launch"
 wait_for 10 no_marked_processes
 
@@ -175,12 +212,15 @@ for r in 0 1 2 3; do assert_file_matches "$OUT" "aml_mpienv: rank $r of 4, hostf
 check_ddp 4 "MPI with dlaunch as the launcher"
 wait_for 10 no_marked_processes
 
-# 5. MPI whose command is mpirun: once, with AZUREML_MPI_HOSTFILE.
+# 5. MPI whose command is mpirun: once, with AZUREML_MPI_HOSTFILE. The ranks'
+# reports are counted by occurrence: mpirun passes on each rank's output as it
+# reads it, and a line's text and its newline may come apart
+# ("mpi rank 1mpi rank 0", then two newlines).
 if command -v mpirun >/dev/null; then
   cat >"$TMP/job/mpirun.yml" <<YAMLEOF
 command: >-
   mpirun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE --allow-run-as-root --oversubscribe
-  $PY -c "import os; print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], flush=True)"
+  $PY -c "import os; print('mpi rank ' + os.environ['OMPI_COMM_WORLD_RANK'] + ' here', flush=True)"
 distributed:
   mpi:
     worker:
@@ -189,7 +229,7 @@ distributed:
 YAMLEOF
   run_dl 120 job "$TMP/job/mpirun.yml"
   expect_rc 0 "dlaunch job mpirun.yml"
-  [[ $(grep -c "^mpi rank [0-3]$" "$OUT") == 4 ]] || fail_run "mpirun.yml: expected 4 MPI ranks"
+  [[ $(grep -Eo "mpi rank [0-3] here" "$OUT" | sort -u | wc -l) == 4 ]] || fail_run "mpirun.yml: expected MPI ranks 0-3"
   wait_for 10 no_marked_processes
 fi
 
@@ -209,10 +249,76 @@ expect_rc 2 "a bad count"
 assert_file_matches "$ERR" "^dlaunch: $TMP/job/count.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '-1'$" "the count named"
 run_dl 5 job "$TMP/job/torch_pp.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
 expect_rc 2 "a node list of the wrong size"
-assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named"
+assert_file_matches "$ERR" "^dlaunch: $TMP/job/torch_pp.yml:8: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named, at the count's line"
+if [[ -e $TMP/job/mpirun.yml ]]; then
+  run_dl 5 job "$TMP/job/mpirun.yml" -H 127.0.0.1,127.0.0.2,127.0.0.3
+  expect_rc 2 "a node list of the wrong size for an mpirun command"
+  assert_file_matches "$ERR" "^dlaunch: $TMP/job/mpirun.yml:7: the spec has 2 instance\(s\) but the node list has 3 node\(s\)$" "both counts named (mpirun)"
+fi
+# A bad value from --set names the --set, not a line of the file it is not on.
+run_dl 5 job "$TMP/job/torch_pp.yml" --set distribution.process_count_per_instance=x
+expect_rc 2 "a bad --set value"
+assert_file_matches "$ERR" "^dlaunch: --set distribution.process_count_per_instance=x: distribution.process_count_per_instance: expected a number from 1 to 65536, got 'x'$" "the --set named"
+# A flag the spec decides, given again, would win over it unseen: refused.
+run_dl 5 job "$TMP/job/torch_pp.yml" --nproc_per_node=3
+expect_rc 2 "--nproc-per-node after a spec"
+assert_file_matches "$ERR" "^dlaunch: --nproc_per_node: the job spec decides it \(change the spec, or use --set KEY.PATH=VALUE\)$" "the flag named"
 run_dl 5 job "$TMP/job/missing.yml"
 expect_rc 2 "a missing spec"
-assert_file_matches "$ERR" "^dlaunch: .*missing.yml" "the missing file named"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job/missing.yml: cannot read \(No such file or directory\)$" "the missing file named"
+run_dl 5 job "$TMP/job"
+expect_rc 2 "a directory as the spec"
+assert_file_matches "$ERR" "^dlaunch: job spec $TMP/job: not a regular file$" "the directory named as the spec"
+
+# 7. Case 5's spec shape over two namespace hosts, each with its own sshd
+#    (lib.sh's ssh_hosts): dlaunch job -H A,B in a third (the head). The
+#    spec's own mpirun -np 4 --hostfile $AZUREML_MPI_HOSTFILE runs once, on
+#    node 0 (A: mpirun's own address, OMPI_MCA_orte_hnp_uri, is A's), and fans
+#    out to both hosts (the test's key and port in plm_rsh_args, as a user
+#    would give theirs): ranks 0-1 on A, 2-3 on B. The hostfile is gone after.
+if command -v mpirun >/dev/null && [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
+  { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; then
+  ssh_hosts "dljob$$-" 3
+  cat >"$TMP/job/src/mpi_where.py" <<'PYEOF'
+import os, subprocess
+addr = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()[3].split("/")[0]
+hnp = os.environ["OMPI_MCA_orte_hnp_uri"].split("//")[1].split(":")[0]
+# mpirun passes AZUREML_MPI_HOSTFILE on only to the ranks on its own node.
+f = os.environ.get("AZUREML_MPI_HOSTFILE")
+hosts = open(f).read().replace("\n", ";") if f else "-"
+print(f"mpi rank {os.environ['OMPI_COMM_WORLD_RANK']} of {os.environ['OMPI_COMM_WORLD_SIZE']} on {addr} mpirun on {hnp} hosts {hosts} ", flush=True)
+PYEOF
+  cat >"$TMP/job/mpirun_ssh.yml" <<YAMLEOF
+command: >-
+  mpirun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE --allow-run-as-root
+  --mca plm_rsh_agent ssh --mca plm_rsh_args "${SSH_CLIENT_ARGS[*]}"
+  $PY mpi_where.py
+code:
+  path: ./src
+distributed:
+  mpi:
+    worker:
+      count: 2
+      slots_per: 2
+YAMLEOF
+  run_cmd 120 ip netns exec "${NS_HOSTS[0]}" "$DLAUNCH" job "$TMP/job/mpirun_ssh.yml" -H "$NET.2,$NET.3" "${SSH_FLAGS[@]}"
+  expect_rc 0 "dlaunch job mpirun_ssh.yml -H A,B"
+  for r in 0 1 2 3; do
+    host=$NET.$((r / 2 + 2))
+    hosts="$NET.2 slots=2;$NET.3 slots=2;"
+    [[ $host == "$NET.3" ]] && hosts=-
+    assert_file_matches "$OUT" "mpi rank $r of 4 on $host mpirun on $NET.2 hosts $hosts " \
+      "mpirun over ssh: rank $r on $host, mpirun on node 0 ($NET.2), the hostfile naming both nodes"
+  done
+  [[ $(grep -o "mpi rank" "$OUT" | wc -l) == 4 ]] || fail_run "mpirun over ssh: expected 4 MPI ranks"
+  leftover=$(compgen -G "/tmp/dlaunch-job-*.hosts" || true)
+  [[ -z $leftover ]] || fail "mpirun over ssh: the hostfile was left behind: $leftover"
+  stop_sshds
+  wait_for 10 no_marked_processes
+else
+  log "case 7 skipped: needs mpirun, root, ip, ssh and sshd"
+fi
+
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"
 pass

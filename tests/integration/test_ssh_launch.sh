@@ -33,124 +33,18 @@ source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_torch
 
-[[ $(id -u) == 0 ]] || skip "needs root to create network namespaces and run sshd"
-command -v ip >/dev/null || skip "'ip' (iproute2) is not installed"
-SSHD=$(command -v sshd 2>/dev/null || true)
-[[ -z $SSHD && -x /usr/sbin/sshd ]] && SSHD=/usr/sbin/sshd
-[[ -n $SSHD ]] || skip "sshd (openssh-server) is not installed"
-command -v ssh >/dev/null || skip "ssh (openssh-client) is not installed"
-command -v ssh-keygen >/dev/null || skip "ssh-keygen (openssh-client) is not installed"
-IP_BIN=$(command -v ip)
-
 # The tag dlaunch puts before each line of a worker's output, as an ERE.
 tag() { printf '\\[%s,%s\\]: ' "$1" "$2"; }
 TAG_ANY='^\[[0-9]+,[0-9]+\]: '
 
 # ---------------------------------------------------------------------------
-# Network: bridge namespace + HEAD, A, B.
-NS_BR=dlsshBr$$ NS_HEAD=dlsshH$$ NS_A=dlsshA$$ NS_B=dlsshB$$
-NAMESPACES=()
-remove_namespaces() {
-  local ns pids
-  for ns in "${NAMESPACES[@]}"; do
-    # Anything still inside (sshd's session processes at worst) dies first.
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    # shellcheck disable=SC2086
-    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-}
-at_exit remove_namespaces
-
-ip netns add "$NS_BR" 2>"$TMP/netns.err" || skip "'ip netns add' does not work here: $(cat "$TMP/netns.err")"
-NAMESPACES+=("$NS_BR")
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
+# Network and sshd (lib.sh): HEAD (.1) runs the head dlaunch, A (.2) and B (.3)
+# each run an sshd; skips without root, `ip netns`, sshd or ssh.
+ssh_hosts "dlssh$$-" 3
+NS_HEAD=${NS_HOSTS[0]} NS_A=${NS_HOSTS[1]} NS_B=${NS_HOSTS[2]}
 ADDR_HEAD=$NET.1 ADDR_A=$NET.2 ADDR_B=$NET.3
 ADDR_DEAD=$NET.9  # nobody: a black hole (see case 4)
-setup() {
-  ip -n "$NS_BR" link set lo up &&
-    ip -n "$NS_BR" link add br0 type bridge &&
-    ip -n "$NS_BR" link set br0 up || return 1
-  local ns i=0
-  for ns in "$NS_HEAD" "$NS_A" "$NS_B"; do
-    i=$((i + 1))
-    ip netns add "$ns" || return 1
-    NAMESPACES+=("$ns")
-    ip -n "$NS_BR" link add "port$i" type veth peer name eth0 netns "$ns" &&
-      ip -n "$NS_BR" link set "port$i" master br0 &&
-      ip -n "$NS_BR" link set "port$i" up &&
-      ip -n "$ns" link set lo up &&
-      ip -n "$ns" addr add "$NET.$i/24" dev eth0 &&
-      ip -n "$ns" link set eth0 up || return 1
-  done
-}
-setup 2>"$TMP/setup.err" || skip "cannot build the veth/bridge network: $(cat "$TMP/setup.err")"
-log "namespaces HEAD=$NS_HEAD ($ADDR_HEAD) A=$NS_A ($ADDR_A) B=$NS_B ($ADDR_B) on $NET.0/24 (bridge in $NS_BR)"
-
-# ---------------------------------------------------------------------------
-# sshd in A and B: key-only, per-test host key and authorized key, all under $TMP.
-SSH_PORT=$((20000 + RANDOM % 20000))
-HOSTKEY=$TMP/ssh_host_ed25519_key
-KEY=$TMP/id_ed25519
-ssh-keygen -q -t ed25519 -N '' -C "dlaunch-test-host" -f "$HOSTKEY" </dev/null >/dev/null 2>"$TMP/keygen.err" ||
-  fail "ssh-keygen (host key) failed: $(cat "$TMP/keygen.err")"
-ssh-keygen -q -t ed25519 -N '' -C "dlaunch-test-client" -f "$KEY" </dev/null >/dev/null 2>"$TMP/keygen.err" ||
-  fail "ssh-keygen (client key) failed: $(cat "$TMP/keygen.err")"
-cp "$KEY.pub" "$TMP/authorized_keys"
-: >"$TMP/known_hosts"
-# sshd's privilege-separation directory (normally made by its service unit).
-mkdir -p /run/sshd || fail "cannot create /run/sshd"
-chmod 755 /run/sshd 2>/dev/null
-
-declare -A SSHD_PID=()
-start_sshd() {
-  local name=$1 ns=$2 addr=$3
-  cat >"$TMP/sshd_config_$name" <<EOF
-Port $SSH_PORT
-ListenAddress $addr:$SSH_PORT
-HostKey $HOSTKEY
-PidFile $TMP/sshd_$name.pid
-AuthorizedKeysFile $TMP/authorized_keys
-AuthenticationMethods publickey
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-UseDNS no
-PrintMotd no
-X11Forwarding no
-LogLevel VERBOSE
-EOF
-  # The command line carries $MARK (the config path), so lib.sh's exit trap kills it.
-  ip netns exec "$ns" "$SSHD" -D -e -f "$TMP/sshd_config_$name" 2>"$TMP/sshd_$name.log" </dev/null &
-  SSHD_PID[$name]=$!
-  track_pid "$!"
-}
-start_sshd A "$NS_A" "$ADDR_A"
-start_sshd B "$NS_B" "$ADDR_B"
-for name in A B; do
-  wait_for 10 file_has "$TMP/sshd_$name.log" "Server listening on" || {
-    tail -n 20 "$TMP/sshd_$name.log" >&2
-    fail "sshd in namespace $name did not start listening within 10s (log above)"
-  }
-done
-
-# ssh from HEAD's namespace, as the fixture check.
-head_ssh() {
-  ip netns exec "$NS_HEAD" timeout -k 2 15 ssh -i "$KEY" -p "$SSH_PORT" -o BatchMode=yes -o ConnectTimeout=5 \
-    -o UserKnownHostsFile="$TMP/known_hosts" -o StrictHostKeyChecking=no "$@" </dev/null
-}
-for host in "$ADDR_A" "$ADDR_B"; do
-  # shellcheck disable=SC2016  # expanded remotely
-  got=$(head_ssh "root@$host" 'echo "ok $(id -u)"; ip -4 -o addr show dev eth0' 2>"$TMP/ssh_check.err") || {
-    tail -n 20 "$TMP/sshd_A.log" "$TMP/sshd_B.log" >&2
-    fail "fixture: 'ssh -i KEY -p $SSH_PORT root@$host' from $NS_HEAD does not work: $(tail -n 5 "$TMP/ssh_check.err")"
-  }
-  [[ $got == "ok 0"*"inet $host/24"* ]] || fail "fixture: ssh to $host landed somewhere unexpected: $got"
-done
-log "sshd up in A and B on port $SSH_PORT; key login from HEAD works"
+IP_BIN=$(command -v ip)
 
 # ---------------------------------------------------------------------------
 # Helpers.
@@ -216,8 +110,7 @@ failed_alone() { [[ $1 != 0 && $1 != 124 && $1 != 137 ]]; }
 # Flags every head run shares. GLOO_SOCKET_IFNAME reaches the remote workers
 # only through -x (sshd gives the remote agents a fresh environment), so DDP
 # across namespaces works only when -x does.
-SSH_FLAGS=(--ssh-identity "$KEY" --ssh-port "$SSH_PORT"
-  --ssh-option "UserKnownHostsFile=$TMP/known_hosts" --ssh-option StrictHostKeyChecking=no)
+# (SSH_FLAGS: lib.sh's ssh_hosts.)
 unset GLOO_SOCKET_IFNAME DLAUNCH_RDZV_TOKEN SSH_AUTH_SOCK 2>/dev/null
 export DLTEST_FROM_HEAD=from-head-$$
 XVAL="x y'z"
@@ -411,8 +304,7 @@ fi
 
 # ---------------------------------------------------------------------------
 # The end: stop the sshds, then nothing of ours may be left.
-for name in A B; do kill -TERM "${SSHD_PID[$name]}" 2>/dev/null; done
-for name in A B; do wait "${SSHD_PID[$name]}" 2>/dev/null; done
+stop_sshds
 wait_for 5 no_marked_processes
 assert_no_leftovers "at the end"
 pass

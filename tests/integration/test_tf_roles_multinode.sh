@@ -6,7 +6,12 @@
 #   1. two rendezvous agents on 127.0.0.1 and 127.0.0.2 (--local-addr);
 #   2. a head launch over -H 127.0.0.1:2,127.0.0.2:2 (local shells);
 #   3. what cannot work is refused in one line, exit 2: the static form across
-#      nodes (no one can tell the other nodes' ports) and shares that are not whole.
+#      nodes (no one can tell the other nodes' ports) and shares that are not whole;
+#   4. a head launch over ssh onto two network-namespace hosts A and B, each
+#      with its own sshd (lib.sh's ssh_hosts), the head in a third: tasks 0-1
+#      on A's address, 2-3 on B's, each port bindable on its own host.
+# Case 4 needs root, `ip netns` and sshd: without them it is skipped (logged);
+# it runs last, since a machine that cannot make namespaces skips from there on.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -118,4 +123,22 @@ run_dl 5 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --roles
 expect_rc 2 "--roles worker:3 with 2 nodes of 1"
 assert_file_matches "$ERR" "^dlaunch: --roles: counts add up to 3 but 2 nodes of --nproc-per-node 1 make 2" "a count mismatch refused"
 [[ $(wc -l <"$ERR") == 1 ]] || fail "expected one line on stderr, got: $(cat "$ERR")"
+
+# 4. A head launch over ssh onto two namespace hosts (the head in a third).
+netns_ok() { [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v ssh >/dev/null &&
+  { command -v sshd >/dev/null || [[ -x /usr/sbin/sshd ]]; }; }
+if netns_ok; then
+  ssh_hosts "dltfr$$-" 3
+  mkdir -p "$TMP/netns"
+  start_dl_wrapped netns 90 "ip netns exec ${NS_HOSTS[0]}" -H "$NET.2:2,$NET.3:2" "${SSH_FLAGS[@]}" "${roles[@]}" \
+    -- "$PY" "$TMP/task.py" "$TMP/netns"
+  wait_dl netns
+  expect_rc 0 "head launch over ssh with --roles across 2 namespace hosts"
+  check "$TMP/netns" "$NET.2,$NET.2,$NET.3,$NET.3" "head launch over ssh"
+  stop_sshds
+  wait_for 5 no_marked_processes
+  assert_no_leftovers "after the head launch over ssh"
+else
+  log "case 4 skipped: needs root, ip, ssh and sshd"
+fi
 pass

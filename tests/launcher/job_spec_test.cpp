@@ -151,6 +151,32 @@ TEST_CASE("job spec --set overrides before the checks", "[job]") {
   CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) == "--set command.x=1: 'command' is not a mapping");
 }
 
+TEST_CASE("job spec errors about what a --set put there name the --set, not a line", "[job]") {
+  constexpr const char* kSpec = "command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n";
+  CHECK(Error(kSpec, {"distributed.mpi.worker.count=x"}) ==
+        "--set distributed.mpi.worker.count=x: distributed.mpi.worker.count: expected a number from 1 to 65536, got 'x'");
+  CHECK(Error(kSpec, {"distributed.mpi.workr.count=3"}) ==
+        "--set distributed.mpi.workr.count=3: unknown key 'distributed.mpi.workr' (did you mean 'distributed.mpi.worker'?)");
+  CHECK(Error(kSpec, {"distributed.mpi.worker={count: 2, slots_pr: 2}"}) ==
+        "--set distributed.mpi.worker={count: 2, slots_pr: 2}: unknown key 'distributed.mpi.worker.slots_pr' (did you "
+        "mean 'distributed.mpi.worker.slots_per'?)");
+  // The file's own lines are still named when the --set is not at fault.
+  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n      slot_per: 1\n",
+              {"distributed.mpi.worker.count=3"}) ==
+        "/jobs/job.yml:6: unknown key 'distributed.mpi.worker.slot_per' (did you mean 'distributed.mpi.worker.slots_per'?)");
+}
+
+TEST_CASE("job spec: where the instance count came from, for a node list that does not match", "[job]") {
+  CHECK(Must("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n").instances_at == "/jobs/job.yml:5");
+  CHECK(Must("command: x\ndistributed:\n  tensorflow:\n    worker: {count: 2}\n").instances_at == "/jobs/job.yml:3");
+  CHECK(Must("command: x\ndistribution:\n  type: pytorch\nresources:\n  instance_count: 2\n").instances_at ==
+        "/jobs/job.yml:5");
+  CHECK(Must("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 3\n").instances_at == "/jobs/job.yml:4");
+  CHECK(Must("command: x\ndistribution:\n  type: mpi\n").instances_at == "/jobs/job.yml:3");
+  CHECK(Must("command: x\ndistribution:\n  type: mpi\n", {"compute.instance_count=4"}).instances_at ==
+        "--set compute.instance_count=4");
+}
+
 TEST_CASE("job spec errors name the file and the line", "[job]") {
   CHECK(Error("command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n") ==
         "/jobs/job.yml:4: unknown key 'distributed.pytorch.workr' (did you mean 'distributed.pytorch.worker'?)");

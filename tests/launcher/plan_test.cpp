@@ -1,6 +1,6 @@
 // Decide, one row per surrounding, each asserting the whole plan: the mode, the
 // workers, the layout or rendezvous, what the workers inherit, and where each
-// value came from.
+// value came from; and the coordinator daemon's DecideDaemon.
 #include "launcher/config/plan.hpp"
 
 #include <catch2/catch.hpp>
@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/config/cli.hpp"
+#include "launcher/config/coordinator_options.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -219,6 +220,14 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "coordinator nodes 2:2 restarts 1\n"
        "nodes = 2 <- -H\n"
        "workers per node = 2,4 <- the node list's slots, else each node's own\n"},
+      {"the head of TF roles across nodes (dlaunch job's TensorFlow form): the roles go to every agent", {},
+       {"-H", "127.0.0.1:1,127.0.0.2:1", "--roles", "worker:1,ps:1", "--role-env", "ps:MAGIC=n", "--", "t"},
+       "mode head\n"
+       "hosts 127.0.0.1,127.0.0.2 workers 1,1 remote ssh\n"
+       "agents --tag-output=[{node_rank},{rank}]:  --roles worker:1,ps:1 --role-env ps:MAGIC=n -- -- t\n"
+       "coordinator nodes 2:2 restarts 0\n"
+       "nodes = 2 <- -H\n"
+       "workers per node = 1,1 <- the node list's slots, else each node's own\n"},
   };
   for (const Row& row : rows) {
     INFO(row.name);
@@ -275,6 +284,38 @@ TEST_CASE("Decide: TF roles across nodes, each node its share in node-rank order
   CHECK(given.workers.nproc == 1);
   Plan one = MustDecide({"", {}, {"--roles", "chief:1,worker:2,ps:1", "--", "t"}, ""});
   CHECK(one.workers.nproc == 4);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+// The coordinator daemon's row: `dlaunch coordinator ...` decides a DaemonPlan.
+TEST_CASE("DecideDaemon: the listen address, every job's timeouts and token; other flags refused", "[plan]") {
+  Result<DaemonPlan> d = DecideDaemon({"--listen", "10.0.0.1", "--rdzv_conf=heartbeat_timeout=3,join_timeout=60"},
+                                      {{"DLAUNCH_RDZV_TOKEN", "s3cret"}});
+  INFO(d.status().message());
+  REQUIRE(d.ok());
+  CHECK(d->listen.ToString() == "10.0.0.1:29400");
+  CHECK(d->jobs.endpoint == "10.0.0.1:29400");
+  CHECK(d->jobs.heartbeat_timeout == std::chrono::seconds(3));
+  CHECK(d->jobs.join_timeout == std::chrono::seconds(60));
+  CHECK(d->jobs.token == "s3cret");
+  rendezvous::CoordinatorOptions job = JobFor(*d, "job42", 2, 4, 1);
+  CHECK((job.run_id == "job42" && job.min_nodes == 2 && job.max_nodes == 4 && job.max_restarts == 1));
+  CHECK(job.heartbeat_timeout == std::chrono::seconds(3));
+
+  auto error = [](std::vector<std::string> args) {
+    Result<DaemonPlan> p = DecideDaemon(args, {});
+    REQUIRE_FALSE(p.ok());
+    return p.status().message();
+  };
+  CHECK(error({"--rdzv-conf", "join_timeout=5"}) == "--listen: required (ADDR:PORT)");
+  CHECK(error({"--listen", "h:1", "--nproc-per-node", "2"}) ==
+        "'--nproc-per-node' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf)");
+  CHECK(error({"--listen"}) == "--listen: expects a value");
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+#include "launcher/modes/dispatch.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
+#include "launcher/core/system.hpp"
+#include "launcher/modes/head.hpp"
+#include "launcher/modes/local.hpp"
+#include "launcher/modes/mpi_bootstrap.hpp"
+#include "launcher/modes/remote.hpp"
+
+namespace dlaunch::launcher {
+
+int RunPlan(Plan& plan, const envmap::EnvMap& env) {
+  if (plan.mode == Mode::kHead) return plan.explain ? ExplainHead(plan.head) : RunHead(plan.head, env);
+  if (plan.explain) {
+    std::fputs(Explain(plan).c_str(), stdout);
+    return 0;
+  }
+  if (plan.rendezvous.from_mpi) {
+    Result<std::string> endpoint = EndpointThroughMpi(plan.rendezvous);
+    if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
+    SetMpiEndpoint(plan, *endpoint);
+  }
+  return RunLocal(plan);
+}
+
+int RunJob(JobPlan& job, const envmap::EnvMap& env) {
+  const JobSpec& spec = job.spec;
+  if (!spec.not_applied.empty())
+    WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: not applied here (the platform's): {}\n", job.file,
+                                        fmt::join(spec.not_applied, ", ")));
+  if (job.plan.explain) {
+    std::vector<std::string> shown;
+    for (const std::string& f : job.flags) shown.push_back(ShellQuote(f));
+    std::printf("job: %s: %d instance(s), %d process(es) in all, as: dlaunch %s\n", job.file.c_str(), spec.instances,
+                spec.WorldSize(), fmt::format("{}", fmt::join(shown, " ")).c_str());
+    std::fflush(stdout);
+  }
+  if (!spec.code_dir.empty() && chdir(spec.code_dir.c_str()) != 0)
+    return Fail(kExitUsage, fmt::format("{}: code.path {}: cannot enter ({})", job.file, spec.code_dir, std::strerror(errno)));
+  if (!job.hostfile_path.empty() && !job.plan.explain) {
+    std::ofstream f(job.hostfile_path, std::ios::trunc);
+    f << job.hostfile;
+    if (!f) return Fail(1, fmt::format("{}: cannot write", job.hostfile_path));
+  }
+  int code = RunPlan(job.plan, env);
+  if (!job.hostfile_path.empty()) std::remove(job.hostfile_path.c_str());
+  return code;
+}
+
+}  // namespace dlaunch::launcher
