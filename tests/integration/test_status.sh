@@ -122,6 +122,30 @@ grep -q $'\x1b' "$OUT" && fail_run "watch into a file: terminal escapes in a fil
 assert_file_matches "$OUT" "^dlaunch status st2b: the job has ended$" "watch into a file: the end"
 finish_job st2b "--watch into a file"
 
+# 2b. Two rendezvous agents of one run id on this machine: a socket each, and
+# `status RUN_ID` shows both nodes' ranks in one table.
+unset DLAUNCH_RDZV_TOKEN
+port=$(free_port)
+for n in 0 1; do
+  RUN_S=8 start_dl "mn$n" 120 --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id mn \
+    -- "$PY" "$TMP/work.py"
+done
+two_sockets() { [[ $(compgen -G "$LIVE/mn.*.sock" | wc -l) == 2 ]]; }
+wait_for 10 two_sockets || { show_nodes mn0 mn1; fail "mn: expected two sockets in $LIVE: $(ls "$LIVE")"; }
+has_four() {
+  run_dl 5 status mn
+  [[ $RC == 0 && $(awk '$6 ~ /^(sleeping|running)$/' "$OUT" | wc -l) == 4 ]]
+}
+wait_for 20 has_four || { show_run; show_nodes mn0 mn1; fail "mn: status did not show 4 running ranks"; }
+for r in 0 1 2 3; do
+  [[ $(awk -v r="$r" '$3 == r {print $1}' "$OUT") == $((r / 2)) ]] || fail_run "mn: rank $r should be on node $((r / 2))"
+done
+assert_file_matches "$OUT" "^run mn \(dlaunch pid [0-9]+, [0-9]+\), started " "mn: both dlaunch named"
+for n in 0 1; do
+  wait_dl "mn$n"
+  expect_rc 0 "mn: node $n"
+done
+
 # 3. Modes, and another user.
 start_job st3 st3 6
 assert_eq "$(stat -c %a "$LIVE")" 700 "the directory's mode"
