@@ -272,6 +272,46 @@ expect_rc 0 "status after hostile clients"
 [[ $(grep -c "tick" "$OUT") == 3 ]] || fail_run "status after hostile clients: expected 3 rows"
 finish_job st5 "hostile clients"
 
+# 5b. Out of descriptors: the job's dlaunch gets an open-file limit a few above
+# what it uses, and a crowd connects. Accepting fails with EMFILE; it must back
+# off (not spin), say so once, and serve again once the crowd has gone.
+if command -v prlimit >/dev/null; then
+  start_job st6 st6 12 1
+  pid=$(dl_pid st6)
+  nfd=$(ls "/proc/$pid/fd" | wc -l)
+  prlimit --pid "$pid" --nofile=$((nfd + 3)):$((nfd + 3)) || fail "prlimit --pid $pid failed"
+  cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+  sock=$(compgen -G "$LIVE/st6.*.sock")
+  "$PY" - "$sock" >"$TMP/crowd.out" 2>&1 <<'PYEOF' &
+import socket, sys, time
+held = []
+for _ in range(30):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(0.2)
+    try:
+        s.connect(sys.argv[1])
+        held.append(s)
+    except OSError:
+        s.close()
+time.sleep(1.5)
+print(len(held))
+PYEOF
+  crowd=$!
+  sleep 0.3
+  c0=$(cpu)
+  sleep 1
+  c1=$(cpu)
+  wait "$crowd"
+  (((c1 - c0) <= 15)) || fail "EMFILE: dlaunch used $((c1 - c0)) ticks of CPU in 1s (a busy loop?)"
+  assert_file_matches "$TMP/st6.err" "^dlaunch: $sock: cannot accept connections \(Too many open files\); retrying, backing off to 1s$" \
+    "EMFILE: said once"
+  [[ $(grep -c "cannot accept connections" "$TMP/st6.err") == 1 ]] || fail "EMFILE: said more than once: $(cat "$TMP/st6.err")"
+  served() { run_dl 5 status st6; [[ $RC == 0 ]]; }
+  wait_for 10 served || fail_run "EMFILE: status after the crowd left"
+  wait_dl st6
+  expect_rc 0 "EMFILE: the job"
+fi
+
 # 6. Unsafe directories: one line, and the job runs.
 bad_dir() {
   local what=$1 expect=$2
