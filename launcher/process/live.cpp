@@ -125,7 +125,8 @@ void RunLiveSource::Stacks(std::function<void(boost::json::object)> reply) {
 }
 
 struct LiveServer::Session {
-  Session(asio::io_context& io, Local::socket s) : request(kLiveMaxRequest), timer(io), socket(std::move(s)) {}
+  Session(asio::io_context& io, Local::socket s, size_t max_request)
+      : request(max_request), timer(io), socket(std::move(s)) {}
   std::string reply;
   asio::streambuf request;  // capped: a longer line fails the read
   asio::steady_timer timer;
@@ -133,19 +134,26 @@ struct LiveServer::Session {
 };
 
 LiveServer::LiveServer(asio::io_context& io, std::string path, LiveSource& source,
-                       std::function<void(const std::string&)> log)
-    : io_(io), path_(std::move(path)), source_(source), log_(std::move(log)), acceptor_(io), accept_timer_(io) {}
+                       std::function<void(const std::string&)> log, LiveServerOptions options)
+    : io_(io),
+      path_(std::move(path)),
+      source_(source),
+      log_(std::move(log)),
+      options_(options),
+      acceptor_(io),
+      accept_timer_(io) {}
 
 Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, const std::string& path,
-                                                      LiveSource& source, std::function<void(const std::string&)> log) {
-  std::unique_ptr<LiveServer> server(new LiveServer(io, path, source, std::move(log)));
+                                                      LiveSource& source, std::function<void(const std::string&)> log,
+                                                      LiveServerOptions options) {
+  std::unique_ptr<LiveServer> server(new LiveServer(io, path, source, std::move(log), options));
   boost::system::error_code ec;
   unlink(path.c_str());  // ours from an earlier life of this pid, or a stale one
   server->acceptor_.open(Local(), ec);
   if (!ec) server->acceptor_.bind(Local::endpoint(path), ec);
   // The directory (0700) already keeps others out while the file has the umask's mode.
   if (!ec && chmod(path.c_str(), 0600) != 0) ec.assign(errno, boost::system::system_category());
-  if (!ec) server->acceptor_.listen(static_cast<int>(kLiveMaxClients), ec);
+  if (!ec) server->acceptor_.listen(static_cast<int>(options.max_clients), ec);
   if (ec) {
     server->acceptor_.close(ec);
     unlink(path.c_str());
@@ -175,14 +183,14 @@ void LiveServer::Accept() {
     socklen_t len = sizeof cred;
     bool same_user = getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
                      (cred.uid == geteuid() || cred.uid == 0);
-    if (same_user && sessions_.size() < kLiveMaxClients) {
+    if (same_user && sessions_.size() < options_.max_clients) {
       uint64_t id = next_id_++;
-      sessions_[id] = std::make_unique<Session>(io_, std::move(socket));
-      Arm(id, kLiveRequestTimeout);
+      sessions_[id] = std::make_unique<Session>(io_, std::move(socket), options_.max_request);
+      Arm(id, options_.request_timeout);
       ReadRequest(id);
     } else if (same_user) {
       // Busy: one line for the client, without waiting for it to read.
-      std::string busy = fmt::format(R"({{"error":"busy: {} clients already"}})", kLiveMaxClients);
+      std::string busy = fmt::format(R"({{"error":"busy: {} clients already"}})", options_.max_clients);
       socket.non_blocking(true, ec);
       socket.write_some(asio::buffer(busy), ec);
     }
@@ -208,7 +216,7 @@ void LiveServer::AcceptFailed(const boost::system::error_code& ec) {
   });
 }
 
-void LiveServer::Arm(uint64_t id, std::chrono::seconds limit) {
+void LiveServer::Arm(uint64_t id, std::chrono::milliseconds limit) {
   Session& s = *sessions_.at(id);
   s.timer.expires_after(limit);
   s.timer.async_wait([this, id, alive = life_.token()](boost::system::error_code ec) {
@@ -233,7 +241,7 @@ void LiveServer::ReadRequest(uint64_t id) {
 }
 
 void LiveServer::Answer(uint64_t id, const std::string& request) {
-  Arm(id, kLiveAnswerTimeout);
+  Arm(id, options_.answer_timeout);
   auto reply = [this, id, alive = life_.token()](boost::json::object doc) {
     if (alive.expired() || !sessions_.contains(id)) return;
     Reply(id, boost::json::serialize(doc));
@@ -247,7 +255,7 @@ void LiveServer::Reply(uint64_t id, std::string body) {
   Session& s = *sessions_.at(id);
   s.reply = std::move(body);
   s.reply += '\n';
-  Arm(id, kLiveReplyTimeout);
+  Arm(id, options_.reply_timeout);
   asio::async_write(s.socket, asio::buffer(s.reply), [this, id, alive = life_.token()](boost::system::error_code, size_t) {
     if (!alive.expired()) Drop(id);
   });

@@ -11,9 +11,9 @@
 //
 // The protocol: the client sends one line, "status\n" or "stacks\n"; the server
 // answers with one JSON document and closes. The server is bounded: a request
-// line of at most kLiveMaxRequest bytes within kLiveRequestTimeout, a reply
-// taken within kLiveReplyTimeout, at most kLiveMaxClients at once (others are
-// closed at once), and a peer of another uid (root aside) is closed unanswered.
+// line of at most 64 bytes within 2 s, a reply taken within 5 s, at most 16
+// clients at once (the next are told they are busy and closed), and a peer of
+// another uid (root aside) is closed unanswered (LiveServerOptions).
 #pragma once
 
 #include <sys/types.h>
@@ -39,16 +39,14 @@
 
 namespace dlaunch::launcher {
 
-// Default: the most clients served at once.
-inline constexpr size_t kLiveMaxClients = 16;
-// Default: the longest request line ("status\n", "stacks\n").
-inline constexpr size_t kLiveMaxRequest = 64;
-// Default: how long a client may take to send its line.
-inline constexpr std::chrono::seconds kLiveRequestTimeout{2};
-// Default: how long the source may take to answer (stacks take up to 10 s with gdb).
-inline constexpr std::chrono::seconds kLiveAnswerTimeout{30};
-// Default: how long a client may take to read the reply.
-inline constexpr std::chrono::seconds kLiveReplyTimeout{5};
+// The server's bounds.
+struct LiveServerOptions {
+  size_t max_clients = 16;                           // Default: 16 served at once; the next told "busy"
+  size_t max_request = 64;                           // Default: 64 bytes, the longest request line
+  std::chrono::milliseconds request_timeout{2000};   // Default: 2s for a client to send its line
+  std::chrono::milliseconds answer_timeout{30000};   // Default: 30s for the source (gdb stacks take up to 10 s)
+  std::chrono::milliseconds reply_timeout{5000};     // Default: 5s for a client to take the reply
+};
 
 // The per-user directory: $XDG_RUNTIME_DIR/dlaunch when XDG_RUNTIME_DIR (in
 // `env`) is an absolute path to a directory of `uid`'s that is not a symlink,
@@ -71,7 +69,7 @@ std::string LiveSocketPrefix(const std::string& dir, const std::string& run_id);
 
 // What the server asks for; every call happens on the event loop's thread, and
 // each reply runs at most once, on the loop, later or at once. A reply that
-// never comes costs the client its wait (kLiveAnswerTimeout), nothing more.
+// never comes costs the client its wait (answer_timeout), nothing more.
 class LiveSource {
  public:
   virtual ~LiveSource() = default;
@@ -113,7 +111,8 @@ class LiveServer {
   // gets one line when accepting fails for want of descriptors, and one when it
   // works again.
   static Result<std::unique_ptr<LiveServer>> Start(boost::asio::io_context& io, const std::string& path,
-                                                   LiveSource& source, std::function<void(const std::string&)> log);
+                                                   LiveSource& source, std::function<void(const std::string&)> log,
+                                                   LiveServerOptions options = {});
   // Closes every client and removes the socket file.
   ~LiveServer();
   LiveServer(const LiveServer&) = delete;
@@ -124,19 +123,20 @@ class LiveServer {
  private:
   struct Session;
   LiveServer(boost::asio::io_context& io, std::string path, LiveSource& source,
-             std::function<void(const std::string&)> log);
+             std::function<void(const std::string&)> log, LiveServerOptions options);
   void Accept();
   void AcceptFailed(const boost::system::error_code& ec);
   void ReadRequest(uint64_t id);
   void Answer(uint64_t id, const std::string& request);
   void Reply(uint64_t id, std::string body);
   void Drop(uint64_t id);
-  void Arm(uint64_t id, std::chrono::seconds limit);
+  void Arm(uint64_t id, std::chrono::milliseconds limit);
 
   boost::asio::io_context& io_;
   std::string path_;
   LiveSource& source_;
   std::function<void(const std::string&)> log_;
+  LiveServerOptions options_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_timer_;
   std::chrono::milliseconds accept_backoff_{0};

@@ -40,8 +40,9 @@ class FakeSource : public LiveSource {
  public:
   void Status(std::function<void(boost::json::object)> reply) override {
     ++asked;
-    reply({{"run_id", "job"}, {"rows", boost::json::array{}}});
+    reply({{"run_id", "job"}, {"rows", boost::json::array{}}, {"pad", std::string(pad, 'p')}});
   }
+  size_t pad = 0;  // bytes of padding in the status reply
   void Stacks(std::function<void(boost::json::object)> reply) override { waiting = std::move(reply); }
   int asked = 0;
   std::function<void(boost::json::object)> waiting;
@@ -152,6 +153,47 @@ TEST_CASE("the server answers one line, refuses junk, and cleans up after itself
   }
   source.waiting({{"stacks", boost::json::array{}}});
   io.poll();
+}
+
+TEST_CASE("the server drops a silent client, a slow reader, and more clients than it serves", "[live][bounds]") {
+  using namespace std::chrono_literals;
+  TempDir t;
+  boost::asio::io_context io;
+  FakeSource source;
+  std::string path = t.path + "/job.1.sock";
+  LiveServerOptions o;
+  o.max_clients = 2;
+  o.request_timeout = 100ms;
+  o.reply_timeout = 100ms;
+  Result<std::unique_ptr<LiveServer>> server = LiveServer::Start(io, path, source, nullptr, o);
+  REQUIRE(server.ok());
+  auto run_for = [&io](std::chrono::milliseconds d) {
+    auto end = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < end) io.run_one_for(10ms);
+  };
+  using Socket = boost::asio::local::stream_protocol::socket;
+  Socket a(io), b(io), c(io);
+  a.connect(path);
+  b.connect(path);
+  run_for(30ms);
+  CHECK((*server)->clients() == 2);
+  c.connect(path);
+  run_for(30ms);
+  std::string busy(64, '\0');
+  boost::system::error_code ec;
+  size_t n = boost::asio::read(c, boost::asio::buffer(busy), ec);
+  CHECK(busy.substr(0, n) == R"({"error":"busy: 2 clients already"})");
+  run_for(150ms);  // past the request timeout
+  CHECK((*server)->clients() == 0);
+  // A reply far larger than the socket buffers, never read: dropped after the reply timeout.
+  source.pad = size_t{8} << 20;
+  Socket lazy(io);
+  lazy.connect(path);
+  boost::asio::write(lazy, boost::asio::buffer(std::string("status\n")));
+  run_for(50ms);
+  CHECK((*server)->clients() == 1);
+  run_for(150ms);
+  CHECK((*server)->clients() == 0);
 }
 
 TEST_CASE("dlaunch status/stacks words", "[live]") {
