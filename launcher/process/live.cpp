@@ -130,7 +130,14 @@ struct LiveServer::Session {
   std::string reply;
   asio::streambuf request;  // capped: a longer line fails the read
   asio::steady_timer timer;
-  Local::socket socket;  // last: closed first, before the buffers its operations use
+  Local::socket socket;
+
+  // Cancels what it waits for; its handlers then run with an error and let it go.
+  void Close() {
+    boost::system::error_code ignored;
+    timer.cancel();
+    socket.close(ignored);
+  }
 };
 
 LiveServer::LiveServer(asio::io_context& io, std::string path, LiveSource& source,
@@ -166,7 +173,8 @@ Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, cons
 LiveServer::~LiveServer() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
-  sessions_.clear();  // their sockets and timers close; queued handlers see the token
+  for (auto& [id, session] : sessions_) session->Close();
+  sessions_.clear();  // queued handlers hold theirs until they run, and see the token
   unlink(path_.c_str());
 }
 
@@ -185,7 +193,7 @@ void LiveServer::Accept() {
                      (cred.uid == geteuid() || cred.uid == 0);
     if (same_user && sessions_.size() < options_.max_clients) {
       uint64_t id = next_id_++;
-      sessions_[id] = std::make_unique<Session>(io_, std::move(socket), options_.max_request);
+      sessions_[id] = std::make_shared<Session>(io_, std::move(socket), options_.max_request);
       Arm(id, options_.request_timeout);
       ReadRequest(id);
     } else if (same_user) {
@@ -217,23 +225,28 @@ void LiveServer::AcceptFailed(const boost::system::error_code& ec) {
 }
 
 void LiveServer::Arm(uint64_t id, std::chrono::milliseconds limit) {
-  Session& s = *sessions_.at(id);
-  s.timer.expires_after(limit);
-  s.timer.async_wait([this, id, alive = life_.token()](boost::system::error_code ec) {
+  std::shared_ptr<Session> s = sessions_.at(id);
+  s->timer.expires_after(limit);
+  s->timer.async_wait([this, id, s, alive = life_.token()](boost::system::error_code ec) {
     if (!ec && !alive.expired()) Drop(id);
   });
 }
 
-void LiveServer::Drop(uint64_t id) { sessions_.erase(id); }
+void LiveServer::Drop(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  it->second->Close();
+  sessions_.erase(it);
+}
 
 void LiveServer::ReadRequest(uint64_t id) {
-  Session& s = *sessions_.at(id);
-  asio::async_read_until(s.socket, s.request, '\n',
-                         [this, id, alive = life_.token()](boost::system::error_code ec, size_t n) {
+  std::shared_ptr<Session> s = sessions_.at(id);
+  asio::async_read_until(s->socket, s->request, '\n',
+                         [this, id, s, alive = life_.token()](boost::system::error_code ec, size_t n) {
                            if (alive.expired() || !sessions_.contains(id)) return;
                            // Junk, a line past the cap, or a client that closed: dropped.
                            if (ec) return Drop(id);
-                           auto data = sessions_.at(id)->request.data();
+                           auto data = s->request.data();
                            std::string line(asio::buffers_begin(data),
                                             asio::buffers_begin(data) + static_cast<std::ptrdiff_t>(n));
                            Answer(id, line);
@@ -252,13 +265,14 @@ void LiveServer::Answer(uint64_t id, const std::string& request) {
 }
 
 void LiveServer::Reply(uint64_t id, std::string body) {
-  Session& s = *sessions_.at(id);
-  s.reply = std::move(body);
-  s.reply += '\n';
+  std::shared_ptr<Session> s = sessions_.at(id);
+  s->reply = std::move(body);
+  s->reply += '\n';
   Arm(id, options_.reply_timeout);
-  asio::async_write(s.socket, asio::buffer(s.reply), [this, id, alive = life_.token()](boost::system::error_code, size_t) {
-    if (!alive.expired()) Drop(id);
-  });
+  asio::async_write(s->socket, asio::buffer(s->reply),
+                    [this, id, s, alive = life_.token()](boost::system::error_code, size_t) {
+                      if (!alive.expired()) Drop(id);
+                    });
 }
 
 }  // namespace dlaunch::launcher

@@ -140,7 +140,9 @@ class LiveServer {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_timer_;
   std::chrono::milliseconds accept_backoff_{0};
-  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  // Shared with the handlers of each session's pending operations: Asio's
+  // composed read touches the session's buffer once more when it is cancelled.
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_;
   uint64_t next_id_ = 1;
   Lifetime life_;  // last: expires first
 };
