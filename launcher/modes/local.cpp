@@ -147,19 +147,25 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   return code;
 }
 
-// The live view (dlaunch status, dlaunch stacks): a socket in the per-user
-// directory, or none after one line when that directory is not safe or the
-// socket cannot be made; the job runs either way.
-std::unique_ptr<LiveServer> StartLiveView(boost::asio::io_context& io, Console& console, const envmap::EnvMap& env,
-                                          const std::string& run_id, LiveSource& source) {
+// The live view's socket (dlaunch status, dlaunch stacks) in the per-user
+// directory, created now so that the watchdog, forked next, can remove the
+// socket if this process is killed; the refusal of an unsafe directory.
+Result<std::string> LiveSocketPath(const envmap::EnvMap& env, const std::string& run_id) {
   std::string dir = LiveDir(env, geteuid());
-  if (Status s = OpenLiveDir(dir, geteuid()); !s.ok()) {
-    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", s.message()));
+  if (Status s = OpenLiveDir(dir, geteuid()); !s.ok()) return s;
+  return fmt::format("{}/{}", dir, LiveSocketName(dir, run_id, static_cast<int>(getpid())));
+}
+
+// The server on `path`, or none after one line when the directory was refused
+// or the socket cannot be made; the job runs either way.
+std::unique_ptr<LiveServer> StartLiveView(boost::asio::io_context& io, Console& console,
+                                          const Result<std::string>& path, LiveSource& source) {
+  if (!path.ok()) {
+    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", path.status().message()));
     return nullptr;
   }
   Result<std::unique_ptr<LiveServer>> server =
-      LiveServer::Start(io, fmt::format("{}/{}", dir, LiveSocketName(dir, run_id, static_cast<int>(getpid()))), source,
-                        [&console](const std::string& line) { console.Say(line); });
+      LiveServer::Start(io, *path, source, [&console](const std::string& line) { console.Say(line); });
   if (!server.ok()) {
     console.Say(fmt::format("{}; the job runs without 'dlaunch status'", server.status().message()));
     return nullptr;
@@ -209,7 +215,10 @@ int RunLocal(const Plan& p) {
   // that it is not adopted itself (Watchdog::Start).
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
-  if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir); !s.ok()) return Fail(1, s.message());
+  Result<std::string> live_path = LiveSocketPath(p.workers.inherited, run_id);
+  if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir, live_path.ok() ? *live_path : "");
+      !s.ok())
+    return Fail(1, s.message());
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;
@@ -219,7 +228,7 @@ int RunLocal(const Plan& p) {
   Adopted adopted(watchdog);
   adopted.Start(loop.io());
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, p.workers.nproc});
-  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, p.workers.inherited, run_id, live);
+  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, live);
   int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console, live)
                                          : RunStatic(p.layout, plan, watchdog, loop, console, live);
   live_server.reset();  // the socket goes as the job ends

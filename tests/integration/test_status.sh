@@ -6,8 +6,9 @@
 #      it sits in, and the job then ends 0;
 #   2. `status --watch` in tmux redraws and ends with the job; piped, it writes views;
 #   3. the directory is 0700, the socket 0600, and `nobody` cannot reach it;
-#   4. an unknown run id, no job, a stale socket of a SIGKILLed dlaunch: one line,
-#      exit 1, within a second (the stale socket removed);
+#   4. an unknown run id, no job, a stale socket (dlaunch and its watchdog
+#      SIGKILLed): one line, exit 1, within a second, the socket removed; a
+#      SIGKILLed dlaunch's socket is removed by its watchdog;
 #   5. clients that send nothing, junk, a 1 MiB line, or too many at once: the
 #      job is unaffected and ends 0;
 #   6. a directory of another user, of mode 0777, or a symlink: one line, the job runs.
@@ -198,11 +199,24 @@ expect_rc 1 "status with no directory"
 assert_eq "$(cat "$ERR")" "dlaunch status: no running job of this user on this machine (looked in $TMP/none)" \
   "status with no directory"
 
-start_job st4 st4 60
+# A SIGKILLed dlaunch: its watchdog removes the socket.
+start_job st4a st4a 60 1
+pid=$(dl_pid st4a)
+kill -KILL "$pid"
+wait_dl st4a
+sock_gone() { [[ ! -e $LIVE/st4a.$pid.sock ]]; }
+wait_for 5 sock_gone || fail "the watchdog did not remove the SIGKILLed dlaunch's socket"
+# dlaunch and its watchdog both SIGKILLed (an OOM kill of both, a kill of
+# everything): the socket stays, and the next client removes it.
+start_job st4 st4 60 1
 pid=$(dl_pid st4)
+watch=$(pgrep -x dlaunch-watch | while read -r w; do
+  [[ $(tr '\0' ' ' <"/proc/$w/cmdline" 2>/dev/null) == *"--rdzv-id st4 "* ]] && echo "$w"; done)
+[[ -n $watch ]] || fail "st4: its watchdog was not found"
+kill -KILL "$watch"
 kill -KILL "$pid"
 wait_dl st4
-[[ -S $LIVE/st4.$pid.sock ]] || fail "the SIGKILLed dlaunch's socket should still be there"
+[[ -S $LIVE/st4.$pid.sock ]] || fail "the socket of a dlaunch killed with its watchdog should still be there"
 run_dl 5 status st4
 expect_rc 1 "status of a SIGKILLed job"
 le "$ELAPSED" 1 || fail_run "status of a SIGKILLed job took ${ELAPSED}s"
