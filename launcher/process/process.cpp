@@ -96,7 +96,7 @@ Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
 }
 
-Status Watchdog::Start(const std::string& cleanup_dir) {
+Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanup_file) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
   // Forked twice, so that the watchdog is not the launcher's child: once every
@@ -170,6 +170,7 @@ Status Watchdog::Start(const std::string& cleanup_dir) {
       std::error_code ignored;
       std::filesystem::remove_all(cleanup_dir, ignored);
     }
+    if (!cleanup_file.empty()) unlink(cleanup_file.c_str());
     _exit(0);
   }
   close(fds[0]);

@@ -51,8 +51,9 @@ class Watchdog {
   ~Watchdog();
 
   // Forks the watchdog. Call once, before any worker starts. If the launcher
-  // dies, `cleanup_dir` (when not empty) is removed after the kill.
-  Status Start(const std::string& cleanup_dir);
+  // dies, `cleanup_dir` and `cleanup_file` (each when not empty) are removed
+  // after the kill.
+  Status Start(const std::string& cleanup_dir, const std::string& cleanup_file = "");
   void Add(int pgid);
   void Remove(int pgid);
   // `start_time` is field 22 of /proc/PID/stat (ProcStat::start_time): a pid
