@@ -271,7 +271,7 @@ std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth) {
   return groups.back().ranks;
 }
 
-std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth) {
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth, std::string_view label) {
   std::vector<std::string> lines;
   std::vector<Group> groups = Groups(stacks, depth);
   std::vector<int> odd = OddRanks(stacks, depth);
@@ -279,10 +279,11 @@ std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int d
     const Group& g = groups[i];
     std::string verb = i == 0 ? "wait in" : g.ranks.size() == 1 ? "is elsewhere:" : "are elsewhere:";
     std::string mark = !odd.empty() && g.ranks == odd ? "   <- odd one out" : "";
-    lines.push_back(fmt::format("hang: {} {} {}{}", RanksWord(g.ranks), verb, g.where, mark));
+    lines.push_back(fmt::format("{}: {} {} {}{}", label, RanksWord(g.ranks), verb, g.where, mark));
   }
   for (const RankStack& s : stacks)
-    if (!s.error.empty()) lines.push_back(fmt::format("hang: rank {} (pid {}): not sampled ({})", s.rank, s.pid, s.error));
+    if (!s.error.empty())
+      lines.push_back(fmt::format("{}: rank {} (pid {}): not sampled ({})", label, s.rank, s.pid, s.error));
   return lines;
 }
 

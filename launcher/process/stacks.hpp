@@ -83,7 +83,10 @@ std::string RankRanges(std::vector<int> ranks);
 //   hang: ranks 0-2,4-7 (7) wait in all_reduce (distributed_c10d.py:1536) <- step (train.py:88) <- ...
 //   hang: rank 3 (1) is elsewhere: load_batch (data.py:42) <- ...   <- odd one out
 //   hang: rank 5: not sampled (gdb: ptrace: Operation not permitted)
-std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth = 3);
+// `label` starts each line ("hang", or "at SIGKILL" for the workers that outlived
+// a failure's shutdown timeout).
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth = 3,
+                                     std::string_view label = "hang");
 // The ranks of the odd group (empty when all agree or there is one group).
 std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth = 3);
 // Every rank's full dump, for the stacks file.
