@@ -46,6 +46,7 @@ def main():
     dist.barrier()
     done.set()
     print(f"rank {rank} sees argv={sys.argv[1:]} name={__name__} path0={sys.path[0]}", flush=True)
+    print(f"rank {rank} quiet from {time.time():.3f}", flush=True)  # the last line before the hang
     step(rank, t)
     print(f"rank {rank} done {t.tolist()}", flush=True)
 
@@ -62,10 +63,16 @@ drop_stacks_dir() {
   return 0
 }
 
-# check_stop WHAT: the last run stopped on the hang, with the summary.
+# check_stop WHAT: the last run stopped on the hang, with the summary, within
+# the hang timeout (5 s) plus 10 s of the last line any rank wrote.
 check_stop() {
+  local ended=$EPOCHREALTIME quiet_from
   expect_rc 124 "$1"
   le "$ELAPSED" 60 || fail_run "$1: took ${ELAPSED}s"
+  quiet_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$OUT" | sort -n | tail -n 1)
+  [[ -n $quiet_from ]] || fail_run "$1: the ranks never reached their step"
+  le "$(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')" 15 ||
+    fail_run "$1: exited $(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')s after the last line (timeout 5s + 10s)"
   assert_file_matches "$ERR" "^dlaunch: no rank has made progress for 5s: collecting stacks$" "$1: the notice"
   assert_file_matches "$ERR" \
     "^dlaunch: hang: ranks 0-1,3 \(3\) wait in all_reduce \(distributed_c10d.py:[0-9]+\) <- step \(hang_ddp.py:[0-9]+\)" \
