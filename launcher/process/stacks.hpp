@@ -9,6 +9,10 @@
 // sitecustomize it hides (Debian ships one), so the script's sys.argv,
 // __main__, sys.path, output and exit code are its own. faulthandler dumps from
 // its C signal handler, so a thread stuck in C (a collective) is still shown.
+// The signal is blocked in the script's threads and taken by an idle thread of
+// the hook's own: a signal handler run in a thread that is inside C++ code
+// under Python makes its sleep, poll or connect fail with EINTR, and torch's
+// TCPStore dies of that ("Interrupted system call").
 // A real-time signal kills a process that has no handler for it, so only a pid
 // whose dump file exists (the hook ran in it) is ever sent one.
 //
@@ -57,10 +61,13 @@ struct ThreadStack {
   std::vector<Frame> frames;  // innermost first
 };
 
-// Python 3.11 faulthandler's dump: "Current thread 0x... (most recent call
-// first):" is the main thread (the signal is sent to it), then "  File "x",
-// line N in f" lines.
-std::vector<ThreadStack> ParseFaulthandler(std::string_view text);
+// Python 3.11 faulthandler's dump: "Thread 0x... (most recent call first):"
+// blocks of "  File "x", line N in f" lines. `main_ident` ("0x00007f..."), the
+// ident the hook wrote for the main thread, marks that thread as main and
+// leaves out the "Current thread" that ran the dump (the hook's own). Without
+// it, "Current thread" is main (a hook that had to let the main thread take
+// the signal).
+std::vector<ThreadStack> ParseFaulthandler(std::string_view text, std::string_view main_ident = {});
 // `gdb -batch -ex 'thread apply all bt'`: the thread whose LWP is `pid` is main.
 std::vector<ThreadStack> ParseGdb(std::string_view text, int pid);
 
