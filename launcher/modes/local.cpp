@@ -82,6 +82,7 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& wor
   plan.gpus = w.gpus;
   plan.pin_gpu = w.pin_gpu;
   plan.supervisor = SupervisorOptions{w.nproc, w.max_restarts, w.shutdown_timeout};
+  if (w.hang_timeout.count() > 0) plan.supervisor.sample_before_kill = kSampleBeforeKill;
   plan.stop_signals = w.stop_signals;
   plan.hang_timeout = w.hang_timeout;
   plan.hang_stop = w.hang_stop;

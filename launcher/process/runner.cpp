@@ -79,6 +79,7 @@ class Runner : public WorkerRun, public WorkerControl {
     kill(-pid, SIGKILL);  // whatever the worker left behind in its group
     watchdog_.Remove(pid);
   }
+  void SampleBeforeKill(const std::vector<int>& pids) override;
 
   boost::json::array Rows() override;
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
@@ -117,6 +118,7 @@ class Runner : public WorkerRun, public WorkerControl {
   std::unique_ptr<StackCollector> stacks_;
   int stack_files_ = 0;
   std::vector<std::string> hang_cause_;  // with hang_stop: the summary, for the end
+  std::vector<std::string> kill_stacks_;  // where the workers killed after a failure were
   Streams streams_;  // every worker's, in one group
   Reaper reaper_;
   Supervisor supervisor_;
@@ -322,6 +324,7 @@ void Runner::Finish() {
   } else if ((code != 0 && supervisor_.root_cause() != nullptr) || supervisor_.stop_signal() != 0) {
     PrintSummary();
   }
+  for (const std::string& line : kill_stacks_) console_.Say(line);
   // The cancelled handlers above are queued already; `done` runs after them, so
   // it may destroy this runner.
   asio::post(io_, [done = std::move(done_), code] { done(code); });
@@ -543,16 +546,11 @@ boost::json::object Runner::Row(size_t i, Clock::time_point now) {
 
 void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks) {
   std::vector<std::string> lines = HangSummary(stacks);
-  std::string path = fmt::format("{}/stacks-{}.txt", plan_.work_dir, ++stack_files_);
-  std::ofstream f(path, std::ios::trunc);
-  f << FullStacks(stacks);
-  f.close();
-  lines.push_back(f ? fmt::format("hang: full stacks in {}", path) : fmt::format("hang: {}: cannot write", path));
-  for (const std::string& line : lines) console_.Say(line);
   boost::json::array suspects;
   for (int r : OddRanks(stacks)) suspects.emplace_back(r);
   plan_.events->Emit("hang_suspected", {{"silent_for_s", silent.count()}, {"suspects", std::move(suspects)}});
-  if (f) plan_.events->Emit("stacks", {{"file", path}});
+  lines.push_back("hang: " + WriteStacks(stacks));
+  for (const std::string& line : lines) console_.Say(line);
   if (plan_.hang_stop && !supervisor_.done()) {
     std::string cause = fmt::format("no rank made progress for {}s (--hang-action stop)", silent.count());
     plan_.events->SetRootCause("hang: " + cause);
@@ -563,6 +561,37 @@ void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stac
     return;
   }
   ArmHangWatch();
+}
+
+std::string Runner::WriteStacks(const std::vector<RankStack>& stacks) {
+  std::string path = fmt::format("{}/stacks-{}.txt", plan_.work_dir, ++stack_files_);
+  std::ofstream f(path, std::ios::trunc);
+  f << FullStacks(stacks);
+  f.close();
+  if (!f) return fmt::format("{}: cannot write", path);
+  plan_.events->Emit("stacks", {{"file", path}});
+  return fmt::format("full stacks in {}", path);
+}
+
+// The supervisor waits for OnSampled (or its own bound), so the SIGKILL comes
+// right after the dumps: Python's in milliseconds, gdb's in about a second.
+void Runner::SampleBeforeKill(const std::vector<int>& pids) {
+  std::vector<int> ranks;
+  for (const WorkerRecord& w : supervisor_.workers())
+    if (w.running && std::find(pids.begin(), pids.end(), w.pid) != pids.end())
+      ranks.push_back(slots_[static_cast<size_t>(w.local_rank)].rank);
+  console_.Say(fmt::format("{} {} still running {}s after SIGTERM: taking stacks before SIGKILL",
+                           ranks.size() == 1 ? "rank" : "ranks", RankRanges(ranks),
+                           std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.shutdown_timeout).count()));
+  // Every running worker is one of `pids` here (the supervisor asks for all of
+  // them); a collection already under way (a hang's) is joined.
+  Stacks([this, alive = life_.token()](std::vector<RankStack> stacks) {
+    if (alive.expired()) return;
+    kill_stacks_ = HangSummary(stacks, 3, "at SIGKILL");
+    kill_stacks_.push_back("at SIGKILL: " + WriteStacks(stacks));
+    supervisor_.OnSampled(Clock::now());
+    AfterEvent();
+  });
 }
 
 }  // namespace

@@ -52,6 +52,9 @@ struct RunPlan {
 
 // Exit code of a job stopped because it hung (as timeout(1)).
 inline constexpr int kExitHang = 124;
+// Default: how long dlaunch may take the stacks of workers that outlived a
+// failure's shutdown timeout, before their SIGKILL (on with the hang watch).
+inline constexpr std::chrono::seconds kSampleBeforeKill{5};
 
 // Connects this node's workers to the rest of a multi-node job (the rendezvous
 // agent implements it). Every call happens on the event loop's thread.

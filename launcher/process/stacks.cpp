@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,10 +53,31 @@ def _dlaunch_hook():
         signum = 0
     if dumps and signum > 0:
         try:
+            import _thread
             import faulthandler
+            import signal
+            import time
             f = open(_os.path.join(dumps, "%d.stacks" % _os.getpid()), "a")
+            f.write("dlaunch: main thread 0x%016x\n" % _thread.get_ident())
+            f.flush()
             faulthandler.register(signum, file=f, all_threads=True, chain=False)
             _sys.modules[__name__]._dlaunch_file = f  # open for the process's life
+            # The signal must never interrupt the script's own threads: a call
+            # in C++ underneath Python (torch's TCPStore) dies of EINTR. It is
+            # blocked here, so in every thread the script starts, and taken by
+            # one idle thread of the hook's own (_thread: threading never
+            # lists it); faulthandler dumps every thread from there.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+
+            def _watch():
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+                while True:
+                    time.sleep(86400)
+
+            try:
+                _thread.start_new_thread(_watch, ())
+            except Exception:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # the main thread takes it
         except Exception:
             pass
     del _sys.modules["sitecustomize"]
@@ -92,45 +112,14 @@ size_t FileSize(const std::string& path) {
 
 bool Gone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
-// The system call `pid`'s main thread is blocked in, when it is one that a
-// signal handler interrupts with EINTR even under SA_RESTART (signal(7)):
-// waits with a timeout and socket waits. Python retries those itself (PEP 475),
-// but C++ underneath may not (torch 1.13's TCPStore fails "Interrupted system
-// call" inside init_process_group), so such a process is read with gdb, whose
-// ptrace stop restarts them transparently. Sleeps are left out: Python's and
-// libstdc++'s retry. Returns the call's name, or "" when a signal is safe.
-std::string UnsafeToSignal(int pid) {
-  std::ifstream f(fmt::format("/proc/{}/task/{}/syscall", pid, pid));
-  long nr = -1;
-  if (!(f >> nr)) return {};
-  struct Call {
-    long nr;
-    const char* name;
-  };
-  static constexpr Call kUnsafe[] = {
-#ifdef SYS_poll
-      {SYS_poll, "poll"},
-#endif
-#ifdef SYS_select
-      {SYS_select, "select"},
-#endif
-#ifdef SYS_epoll_wait
-      {SYS_epoll_wait, "epoll_wait"},
-#endif
-      {SYS_ppoll, "ppoll"},
-      {SYS_pselect6, "pselect6"},
-      {SYS_epoll_pwait, "epoll_pwait"},
-      {SYS_connect, "connect"},
-      {SYS_accept, "accept"},
-      {SYS_accept4, "accept4"},
-      {SYS_recvfrom, "recvfrom"},
-      {SYS_recvmsg, "recvmsg"},
-      {SYS_io_getevents, "io_getevents"},
-      {SYS_semtimedop, "semtimedop"},
-  };
-  for (const Call& c : kUnsafe)
-    if (c.nr == nr) return c.name;
-  return {};
+// "dlaunch: main thread 0x..." (the hook's first line): the main thread's
+// ident as faulthandler prints it, or "" when the file has no such line.
+std::string MainThreadOf(const std::string& dump_file) {
+  std::ifstream f(dump_file);
+  std::string line;
+  constexpr std::string_view kTag = "dlaunch: main thread ";
+  if (!std::getline(f, line) || !line.starts_with(kTag)) return {};
+  return line.substr(kTag.size());
 }
 
 }  // namespace
@@ -162,21 +151,25 @@ std::string Frame::Render() const {
   return fmt::format("{} ({}:{})", function, file, line);
 }
 
-std::vector<ThreadStack> ParseFaulthandler(std::string_view text) {
+std::vector<ThreadStack> ParseFaulthandler(std::string_view text, std::string_view main_ident) {
   std::vector<ThreadStack> threads;
   static const std::regex kFrame(R"re(^\s+File "(.*)", line (\d+) in (.*)$)re");
   std::istringstream in{std::string(text)};
   std::string line;
+  bool skipping = false;  // the hook's own thread, which ran the dump
   while (std::getline(in, line)) {
-    if (line.starts_with("Thread ") || line.starts_with("Current thread ")) {
+    bool current = line.starts_with("Current thread ");
+    if (line.starts_with("Thread ") || current) {
       ThreadStack t;
-      t.main = line.starts_with("Current thread ");
       t.name = line.substr(0, line.find(" (most recent call first)"));
-      threads.push_back(std::move(t));
+      std::string_view ident = std::string_view(t.name).substr(t.name.rfind(' ') + 1);
+      t.main = main_ident.empty() ? current : ident == main_ident;
+      skipping = !main_ident.empty() && current && !t.main;
+      if (!skipping) threads.push_back(std::move(t));
       continue;
     }
     std::smatch m;
-    if (!threads.empty() && std::regex_match(line, m, kFrame))
+    if (!skipping && !threads.empty() && std::regex_match(line, m, kFrame))
       threads.back().frames.push_back(Frame{m[3], Base(m[1].str()), std::stoi(m[2])});
   }
   return threads;
@@ -275,7 +268,7 @@ std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth) {
   return groups.back().ranks;
 }
 
-std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth) {
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth, std::string_view label) {
   std::vector<std::string> lines;
   std::vector<Group> groups = Groups(stacks, depth);
   std::vector<int> odd = OddRanks(stacks, depth);
@@ -283,10 +276,11 @@ std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int d
     const Group& g = groups[i];
     std::string verb = i == 0 ? "wait in" : g.ranks.size() == 1 ? "is elsewhere:" : "are elsewhere:";
     std::string mark = !odd.empty() && g.ranks == odd ? "   <- odd one out" : "";
-    lines.push_back(fmt::format("hang: {} {} {}{}", RanksWord(g.ranks), verb, g.where, mark));
+    lines.push_back(fmt::format("{}: {} {} {}{}", label, RanksWord(g.ranks), verb, g.where, mark));
   }
   for (const RankStack& s : stacks)
-    if (!s.error.empty()) lines.push_back(fmt::format("hang: rank {} (pid {}): not sampled ({})", s.rank, s.pid, s.error));
+    if (!s.error.empty())
+      lines.push_back(fmt::format("{}: rank {} (pid {}): not sampled ({})", label, s.rank, s.pid, s.error));
   return lines;
 }
 
@@ -427,6 +421,7 @@ struct StackCollector::Pending {
   std::string file;   // the dump file
   size_t offset = 0;  // its size before the signal
   size_t seen = 0;    // its size at the last poll
+  std::string main_ident;  // the hook's "main thread" line, for ParseFaulthandler
   int gdb = -1;       // gdb's pid
   bool done = false;
 };
@@ -460,24 +455,24 @@ bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std
         break;
       }
     }
-    std::string unsafe = python > 0 ? UnsafeToSignal(python) : "";
-    if (python > 0 && unsafe.empty()) {
+    if (python > 0) {
       p.result.pid = python;
       p.result.how = "python";
       p.file = fmt::format("{}/{}.stacks", dumps_dir_, python);
+      p.main_ident = MainThreadOf(p.file);
       p.offset = p.seen = FileSize(p.file);
-      // To the main thread itself, so that faulthandler's "Current thread" is it.
-      if (syscall(SYS_tgkill, python, python, StackSignal()) != 0) {
+      // To the process: only the hook's own thread leaves the signal unblocked,
+      // so no thread of the script is interrupted (kPythonHook).
+      if (kill(python, StackSignal()) != 0) {
         p.result.error = fmt::format("signal: {}", std::strerror(errno));
         p.done = true;
       }
     } else {
-      // Not Python, Python without the hook, or Python blocked where a signal
-      // would hurt: gdb, on that process, else on the worker's last process in
-      // line (`sh -c 'exec ...'` has become it already).
-      int pid = python > 0 ? python : tree.back();
+      // Not Python, or Python without the hook: gdb, on the worker's last
+      // process in line (`sh -c 'exec ...'` has become it already).
+      int pid = tree.back();
       p.result.pid = pid;
-      p.result.how = unsafe.empty() ? "gdb" : fmt::format("gdb (in {}: no signal)", unsafe);
+      p.result.how = "gdb";
       p.file = fmt::format("{}/gdb-{}.txt", dumps_dir_, pid);
       int fd = open(p.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       Result<std::string> gdb = ResolveCommand("gdb");
@@ -521,7 +516,7 @@ void StackCollector::Poll() {
       size_t size = FileSize(p.file);
       if (size > p.offset && size == p.seen) {
         p.result.raw = ReadFrom(p.file, p.offset);
-        p.result.threads = ParseFaulthandler(p.result.raw);
+        p.result.threads = ParseFaulthandler(p.result.raw, p.main_ident);
         p.done = true;
       }
       p.seen = size;

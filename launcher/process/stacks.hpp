@@ -9,6 +9,10 @@
 // sitecustomize it hides (Debian ships one), so the script's sys.argv,
 // __main__, sys.path, output and exit code are its own. faulthandler dumps from
 // its C signal handler, so a thread stuck in C (a collective) is still shown.
+// The signal is blocked in the script's threads and taken by an idle thread of
+// the hook's own: a signal handler run in a thread that is inside C++ code
+// under Python makes its sleep, poll or connect fail with EINTR, and torch's
+// TCPStore dies of that ("Interrupted system call").
 // A real-time signal kills a process that has no handler for it, so only a pid
 // whose dump file exists (the hook ran in it) is ever sent one.
 //
@@ -59,10 +63,13 @@ struct ThreadStack {
   std::vector<Frame> frames;  // innermost first
 };
 
-// Python 3.11 faulthandler's dump: "Current thread 0x... (most recent call
-// first):" is the main thread (the signal is sent to it), then "  File "x",
-// line N in f" lines.
-std::vector<ThreadStack> ParseFaulthandler(std::string_view text);
+// Python 3.11 faulthandler's dump: "Thread 0x... (most recent call first):"
+// blocks of "  File "x", line N in f" lines. `main_ident` ("0x00007f..."), the
+// ident the hook wrote for the main thread, marks that thread as main and
+// leaves out the "Current thread" that ran the dump (the hook's own). Without
+// it, "Current thread" is main (a hook that had to let the main thread take
+// the signal).
+std::vector<ThreadStack> ParseFaulthandler(std::string_view text, std::string_view main_ident = {});
 // `gdb -batch -ex 'thread apply all bt'`: the thread whose LWP is `pid` is main.
 std::vector<ThreadStack> ParseGdb(std::string_view text, int pid);
 
@@ -102,7 +109,10 @@ std::string RankRanges(std::vector<int> ranks);
 //   hang: ranks 0-2,4-7 (7) wait in all_reduce (distributed_c10d.py:1536) <- step (train.py:88) <- ...
 //   hang: rank 3 (1) is elsewhere: load_batch (data.py:42) <- ...   <- odd one out
 //   hang: rank 5: not sampled (gdb: ptrace: Operation not permitted)
-std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth = 3);
+// `label` starts each line ("hang", or "at SIGKILL" for the workers that outlived
+// a failure's shutdown timeout).
+std::vector<std::string> HangSummary(const std::vector<RankStack>& stacks, int depth = 3,
+                                     std::string_view label = "hang");
 // The ranks of the odd group (empty when all agree or there is one group).
 std::vector<int> OddRanks(const std::vector<RankStack>& stacks, int depth = 3);
 // Every rank's full dump, for the stacks file.

@@ -29,6 +29,7 @@ Status Supervisor::StartAll(Clock::time_point now) {
   workers_.assign(static_cast<size_t>(options_.nproc), WorkerRecord{});
   first_failure_ = -1;
   killed_ = false;
+  sampling_ = false;
   deadline_.reset();
   state_ = State::kRunning;
   for (int i = 0; i < options_.nproc; ++i) {
@@ -104,8 +105,7 @@ void Supervisor::OnStopSignal(int sig, Clock::time_point now) {
   if (state_ == State::kStopping) {
     // A second Ctrl-C means "now": skip the grace period.
     if (sig == SIGINT && !killed_) {
-      killed_ = true;
-      SignalRunning(SIGKILL);
+      Kill();
       deadline_.reset();
     }
     return;
@@ -131,10 +131,33 @@ void Supervisor::Abort(int code, Clock::time_point now) {
 void Supervisor::OnTick(Clock::time_point now) {
   if (!deadline_ || now < *deadline_) return;
   deadline_.reset();
-  if (state_ == State::kStopping && !killed_) {
-    killed_ = true;
-    SignalRunning(SIGKILL);
+  if (state_ != State::kStopping || killed_) return;
+  // Workers that ignore SIGTERM after a failure are most often stuck (in a
+  // collective the failed rank never joined): where they are is the second
+  // half of the root cause, and a SIGKILL would erase it.
+  bool after_failure = (first_failure_ >= 0 || aborted_) && stop_signal_ == 0;
+  if (!sampling_ && after_failure && options_.sample_before_kill.count() > 0) {
+    std::vector<int> pids;
+    for (const WorkerRecord& w : workers_)
+      if (w.running) pids.push_back(w.pid);
+    sampling_ = true;
+    deadline_ = now + options_.sample_before_kill;
+    control_.SampleBeforeKill(pids);
+    return;
   }
+  Kill();
+}
+
+void Supervisor::OnSampled(Clock::time_point now) {
+  (void)now;
+  if (!sampling_ || killed_ || state_ != State::kStopping) return;
+  deadline_.reset();
+  Kill();
+}
+
+void Supervisor::Kill() {
+  killed_ = true;
+  SignalRunning(SIGKILL);
 }
 
 const WorkerRecord* Supervisor::root_cause() const {

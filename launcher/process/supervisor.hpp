@@ -42,6 +42,11 @@ class WorkerControl {
   virtual void Signal(int pid, int sig) = 0;
   // The worker `pid` has exited: nothing of its process group may outlive it.
   virtual void Release(int pid) = 0;
+  // The shutdown timeout ran out after a failure and `pids` still run: take
+  // what is wanted of them (their stacks) before they are killed, then call
+  // Supervisor::OnSampled. Only asked when SupervisorOptions::sample_before_kill
+  // is set; the supervisor kills them anyway once that time has passed.
+  virtual void SampleBeforeKill(const std::vector<int>& pids) { (void)pids; }
 };
 
 struct WorkerRecord {
@@ -59,6 +64,10 @@ struct SupervisorOptions {
   int nproc = 1;
   int max_restarts = 0;
   std::chrono::milliseconds shutdown_timeout{30000};  // Default: 30s, SIGTERM to SIGKILL
+  // After a failure (here or elsewhere in the job), workers that outlived the
+  // shutdown timeout are sampled (WorkerControl::SampleBeforeKill) for at most
+  // this long before the SIGKILL. Default: 0, off. A stop signal never samples.
+  std::chrono::milliseconds sample_before_kill{0};
 };
 
 class Supervisor {
@@ -80,8 +89,11 @@ class Supervisor {
   void Forward(int sig);
   // A failure elsewhere in the job (another node): tear down with `code`.
   void Abort(int code, Clock::time_point now);
-  // Time passed: sends SIGKILL once the shutdown timeout has run out.
+  // Time passed: sends SIGKILL once the shutdown timeout has run out (after
+  // SampleBeforeKill and at most sample_before_kill, when that is set).
   void OnTick(Clock::time_point now);
+  // The sample SampleBeforeKill asked for is taken: SIGKILL now.
+  void OnSampled(Clock::time_point now);
 
   // When OnTick must next be called; nullopt when nothing is pending.
   std::optional<Clock::time_point> deadline() const { return deadline_; }
@@ -100,6 +112,7 @@ class Supervisor {
   Status StartAll(Clock::time_point now);
   void BeginStop(int sig, Clock::time_point now);
   void SignalRunning(int sig);
+  void Kill();
   void MaybeFinish(Clock::time_point now);
   int Running() const;
 
@@ -114,6 +127,7 @@ class Supervisor {
   bool aborted_ = false;     // stopped from outside; no restart
   bool start_failed_ = false;
   bool killed_ = false;      // SIGKILL already sent
+  bool sampling_ = false;    // SampleBeforeKill asked; SIGKILL at OnSampled or the deadline
   std::optional<Clock::time_point> deadline_;
 };
 

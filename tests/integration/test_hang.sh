@@ -8,7 +8,9 @@
 #   2. --hang-action report: one report, then rank 2 wakes, the job ends 0, and
 #      the script saw the same sys.argv, __main__ and sys.path[0] as without the hook;
 #   3. a native worker (`sleep`) gets a gdb stack;
-#   4. a shell worker is never sent the real-time signal (it would die of it).
+#   4. a shell worker is never sent the real-time signal (it would die of it);
+#   5. ranks waiting inside torch's TCPStore are sampled and live on (the
+#      signal never runs in the script's threads: EINTR kills TCPStore).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -46,6 +48,7 @@ def main():
     dist.barrier()
     done.set()
     print(f"rank {rank} sees argv={sys.argv[1:]} name={__name__} path0={sys.path[0]}", flush=True)
+    print(f"rank {rank} quiet from {time.time():.3f}", flush=True)  # the last line before the hang
     step(rank, t)
     print(f"rank {rank} done {t.tolist()}", flush=True)
 
@@ -62,10 +65,16 @@ drop_stacks_dir() {
   return 0
 }
 
-# check_stop WHAT: the last run stopped on the hang, with the summary.
+# check_stop WHAT: the last run stopped on the hang, with the summary, within
+# the hang timeout (5 s) plus 10 s of the last line any rank wrote.
 check_stop() {
+  local ended=$EPOCHREALTIME quiet_from
   expect_rc 124 "$1"
   le "$ELAPSED" 60 || fail_run "$1: took ${ELAPSED}s"
+  quiet_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$OUT" | sort -n | tail -n 1)
+  [[ -n $quiet_from ]] || fail_run "$1: the ranks never reached their step"
+  le "$(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')" 15 ||
+    fail_run "$1: exited $(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')s after the last line (timeout 5s + 10s)"
   assert_file_matches "$ERR" "^dlaunch: no rank has made progress for 5s: collecting stacks$" "$1: the notice"
   assert_file_matches "$ERR" \
     "^dlaunch: hang: ranks 0-1,3 \(3\) wait in all_reduce \(distributed_c10d.py:[0-9]+\) <- step \(hang_ddp.py:[0-9]+\)" \
@@ -117,6 +126,33 @@ run_dl 60 --hang-timeout 1 -- /bin/sh -c "\"$TMP/bin/sleep\" 4; echo survived"
 expect_rc 0 "a shell worker after a hang report"
 assert_file_matches "$OUT" "^survived$" "the shell lived on"
 assert_file_matches "$ERR" "^dlaunch: hang: rank 0 \(1\) wait in " "the shell's child's stack"
+drop_stacks_dir
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the shell"
+
+# 5. Ranks inside torch's TCPStore (rank 0, its server, comes late) are sampled
+# while they wait: C++ under Python there turns EINTR into "Interrupted system
+# call", so the signal must never run in their threads (the hook's own thread
+# takes it). Every rank then finishes.
+cat >"$TMP/late_store.py" <<'PYEOF'
+import os, time
+import torch
+import torch.distributed as dist
+
+if os.environ["RANK"] == "0":
+    print("rank 0 comes late", flush=True)
+    time.sleep(float(os.environ.get("LATE_S", "7")))
+dist.init_process_group("gloo")
+t = torch.ones(2)
+dist.all_reduce(t)
+print(f"rank {dist.get_rank()} done {t.tolist()}", flush=True)
+PYEOF
+run_dl 120 --nproc-per-node 3 --hang-timeout 2 -- "$PY" "$TMP/late_store.py"
+expect_rc 0 "ranks waiting in TCPStore, sampled"
+assert_file_matches "$ERR" "^dlaunch: hang: ranks? .* (wait in|is elsewhere:|are elsewhere:) .*(_create_c10d_store|TCPStore|__init__)" \
+  "TCPStore: the waiting ranks' stacks"
+if grep -q "Interrupted system call" "$OUT" "$ERR"; then fail_run "a rank died of the stack signal (EINTR)"; fi
+for r in 0 1 2; do assert_file_matches "$OUT" "^\[$r\]: rank $r done \[3.0, 3.0\]$" "TCPStore: rank $r finished"; done
 drop_stacks_dir
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"

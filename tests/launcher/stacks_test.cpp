@@ -66,6 +66,37 @@ TEST_CASE("faulthandler's dump: every thread, the main one marked, frames innerm
   CHECK(ParseFaulthandler("garbage\n\x01\x02").empty());
 }
 
+TEST_CASE("with the hook's main-thread ident: that thread is main, the hook's own thread is left out", "[stacks]") {
+  // The hook's idle thread ran the dump ("Current thread"); the script's main
+  // thread is a plain "Thread" block.
+  const std::string dump =
+      "Current thread 0x00007f0d2a000640 (most recent call first):\n"
+      "  File \"/run/py/sitecustomize.py\", line 40 in _watch\n"
+      "\n"
+      "Thread 0x00007f0d2b7fe640 (most recent call first):\n"
+      "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait\n"
+      "\n"
+      "Thread 0x00007f0d3a1b7040 (most recent call first):\n"
+      "  File \"/work/train.py\", line 13 in load_batch\n"
+      "  File \"/work/train.py\", line 88 in step\n";
+  std::vector<ThreadStack> t = ParseFaulthandler(dump, "0x00007f0d3a1b7040");
+  REQUIRE(t.size() == 2);
+  CHECK_FALSE(t[0].main);
+  CHECK(t[0].frames.size() == 1);
+  CHECK(t[1].main);
+  CHECK(t[1].name == "Thread 0x00007f0d3a1b7040");
+  REQUIRE(t[1].frames.size() == 2);
+  CHECK(t[1].frames[0].Render() == "load_batch (train.py:13)");
+  RankStack r;
+  r.threads = t;
+  REQUIRE(r.Main() != nullptr);
+  CHECK(r.Main()->frames[1].Render() == "step (train.py:88)");
+  // An ident that matches no thread: no main thread, rather than a wrong one.
+  std::vector<ThreadStack> none = ParseFaulthandler(dump, "0x0000000000000001");
+  CHECK(none.size() == 2);
+  for (const ThreadStack& th : none) CHECK_FALSE(th.main);
+}
+
 TEST_CASE("gdb's backtrace: the thread whose LWP is the pid is main; frames with and without sources", "[stacks]") {
   std::vector<ThreadStack> t = ParseGdb(kGdbDump, 4242);
   REQUIRE(t.size() == 2);

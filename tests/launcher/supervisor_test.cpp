@@ -21,6 +21,7 @@ class FakeControl : public WorkerControl {
   }
   void Signal(int pid, int sig) override { signals.push_back({pid, sig}); }
   void Release(int pid) override { released.push_back(pid); }
+  void SampleBeforeKill(const std::vector<int>& pids) override { sampled.push_back(pids); }
 
   int SignalsOf(int sig) const {
     int n = 0;
@@ -33,7 +34,14 @@ class FakeControl : public WorkerControl {
   std::vector<std::pair<int, int>> starts;
   std::vector<std::pair<int, int>> signals;
   std::vector<int> released;
+  std::vector<std::vector<int>> sampled;
 };
+
+SupervisorOptions Sampling(int nproc, std::chrono::milliseconds shutdown, std::chrono::milliseconds sample) {
+  SupervisorOptions o{nproc, 0, shutdown};
+  o.sample_before_kill = sample;
+  return o;
+}
 
 const Clock::time_point t0{};
 
@@ -179,4 +187,83 @@ TEST_CASE("exits of unknown pids (adopted orphans) are ignored", "[supervisor]")
   s.OnExit(4242, {1, 0}, t0);
   CHECK(s.state() == Supervisor::State::kRunning);
   CHECK(c.released.empty());
+}
+
+TEST_CASE("after a failure, survivors of the shutdown timeout are sampled, then killed", "[supervisor]") {
+  FakeControl c;
+  Supervisor s(c, Sampling(3, 5s, 2s));
+  REQUIRE(s.Start(t0).ok());
+  s.OnExit(101, {3, 0}, t0);
+  s.OnExit(100, {0, SIGTERM}, t0 + 1s);  // one obeys SIGTERM; 102 does not
+  s.OnTick(t0 + 5s);
+  REQUIRE(c.sampled == std::vector<std::vector<int>>{{102}});
+  CHECK(c.SignalsOf(SIGKILL) == 0);  // not before the sample
+  REQUIRE(s.deadline().has_value());
+  CHECK(*s.deadline() == t0 + 7s);
+  s.OnSampled(t0 + 5s + 300ms);
+  CHECK(c.SignalsOf(SIGKILL) == 1);
+  CHECK(c.signals.back() == std::pair<int, int>{102, SIGKILL});
+  CHECK_FALSE(s.deadline().has_value());
+  s.OnSampled(t0 + 6s);  // a late second answer kills nothing more
+  CHECK(c.SignalsOf(SIGKILL) == 1);
+  s.OnExit(102, {0, SIGKILL}, t0 + 6s);
+  REQUIRE(s.done());
+  CHECK(s.exit_code() == 3);
+  CHECK(c.sampled.size() == 1);
+}
+
+TEST_CASE("a sample that never answers does not hold up the SIGKILL", "[supervisor]") {
+  FakeControl c;
+  Supervisor s(c, Sampling(2, 5s, 2s));
+  REQUIRE(s.Start(t0).ok());
+  s.OnExit(100, {1, 0}, t0);
+  s.OnTick(t0 + 5s);
+  REQUIRE(c.sampled.size() == 1);
+  s.OnTick(t0 + 6s);
+  CHECK(c.SignalsOf(SIGKILL) == 0);
+  s.OnTick(t0 + 7s);
+  CHECK(c.SignalsOf(SIGKILL) == 1);
+  CHECK(c.sampled.size() == 1);
+}
+
+TEST_CASE("a failure elsewhere in the job samples survivors too", "[supervisor]") {
+  FakeControl c;
+  Supervisor s(c, Sampling(2, 5s, 2s));
+  REQUIRE(s.Start(t0).ok());
+  s.Abort(7, t0);
+  s.OnTick(t0 + 5s);
+  CHECK(c.sampled == std::vector<std::vector<int>>{{100, 101}});
+}
+
+TEST_CASE("a stop signal, a second Ctrl-C or sampling off: SIGKILL without a sample", "[supervisor]") {
+  SECTION("SIGTERM from the user") {
+    FakeControl c;
+    Supervisor s(c, Sampling(2, 5s, 2s));
+    REQUIRE(s.Start(t0).ok());
+    s.OnStopSignal(SIGTERM, t0);
+    s.OnTick(t0 + 5s);
+    CHECK(c.sampled.empty());
+    CHECK(c.SignalsOf(SIGKILL) == 2);
+  }
+  SECTION("a second SIGINT while a sample is taken") {
+    FakeControl c;
+    Supervisor s(c, Sampling(2, 5s, 2s));
+    REQUIRE(s.Start(t0).ok());
+    s.OnExit(100, {1, 0}, t0);
+    s.OnTick(t0 + 5s);
+    REQUIRE(c.sampled.size() == 1);
+    s.OnStopSignal(SIGINT, t0 + 5s + 100ms);
+    CHECK(c.SignalsOf(SIGKILL) == 1);
+    s.OnSampled(t0 + 6s);
+    CHECK(c.SignalsOf(SIGKILL) == 1);
+  }
+  SECTION("sample_before_kill 0") {
+    FakeControl c;
+    Supervisor s(c, {2, 0, 5s});
+    REQUIRE(s.Start(t0).ok());
+    s.OnExit(100, {1, 0}, t0);
+    s.OnTick(t0 + 5s);
+    CHECK(c.sampled.empty());
+    CHECK(c.SignalsOf(SIGKILL) == 1);
+  }
 }
