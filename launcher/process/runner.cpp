@@ -97,6 +97,8 @@ class Runner : public WorkerRun, public WorkerControl {
   void OnHang(Clock::duration silent);
   void ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks);
   boost::json::object Row(size_t local_rank, Clock::time_point now);
+  // Writes RUN_DIR/stacks-N.txt (emitting the stacks event): the line that says where, or why not.
+  std::string WriteStacks(const std::vector<RankStack>& stacks);
 
   // A worker that runs: for worker_exited.
   struct Running {
