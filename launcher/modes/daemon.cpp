@@ -42,7 +42,7 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at.ToString();
   auto factory = [&plan](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
-    return JobFor(plan, hello.run_id, hello.min_nodes, hello.max_nodes, hello.max_restarts);
+    return JobFor(plan, hello);
   };
   EventLoop loop;
   boost::asio::io_context& io = loop.io();
