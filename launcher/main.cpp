@@ -20,12 +20,14 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/coordinator_options.hpp"
 #include "launcher/config/job_plan.hpp"
+#include "launcher/config/live_options.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/modes/daemon.hpp"
 #include "launcher/modes/head.hpp"
+#include "launcher/modes/live_client.hpp"
 #include "launcher/modes/local.hpp"
 #include "launcher/modes/mpi_bootstrap.hpp"
 #include "launcher/modes/remote.hpp"
@@ -95,6 +97,11 @@ int main(int argc, char** argv) {
     Result<DaemonPlan> daemon = DecideDaemon({args.begin() + 1, args.end()}, env);
     if (!daemon.ok()) return Fail(kExitUsage, daemon.status().message(), kDaemonName);
     return RunCoordinatorDaemon(*daemon);
+  }
+  if (!args.empty() && (args[0] == "status" || args[0] == "stacks")) {
+    Result<LivePlan> live = DecideLive(args[0], {args.begin() + 1, args.end()});
+    if (!live.ok()) return Fail(kExitUsage, live.status().message(), "dlaunch " + args[0]);
+    return RunLiveClient(*live, env);
   }
   Result<Options> flags = ParseCommandLine(args, env);
   if (!flags.ok()) return Fail(kExitUsage, flags.status().message());

@@ -99,4 +99,42 @@ std::vector<std::string> TailBuffer::LastLines(size_t n) const {
   return lines;
 }
 
+namespace {
+
+// Keeps the last `max` bytes of `s`.
+void KeepTail(std::string& s, size_t max) {
+  if (s.size() > max) s.erase(0, s.size() - max);
+}
+
+}  // namespace
+
+void LastLine::Append(std::string_view data, std::chrono::steady_clock::time_point now) {
+  if (data.empty()) return;
+  at_ = now;
+  size_t nl = data.rfind('\n');
+  if (nl != std::string_view::npos) {
+    size_t prev = nl == 0 ? std::string_view::npos : data.rfind('\n', nl - 1);
+    if (prev == std::string_view::npos) {
+      partial_.append(data.substr(0, std::min(nl, 2 * max_)));
+      done_ = std::move(partial_);
+    } else {
+      done_.assign(data.substr(prev + 1, nl - prev - 1));
+    }
+    KeepTail(done_, 2 * max_);
+    partial_.clear();
+    data.remove_prefix(nl + 1);
+  }
+  partial_.append(data.substr(data.size() > 2 * max_ ? data.size() - 2 * max_ : 0));
+  KeepTail(partial_, 2 * max_);
+}
+
+std::string LastLine::line() const {
+  // A partial made of '\r's and blanks alone (a bar being redrawn) shows the last line.
+  std::string_view v = partial_.find_first_not_of(" \r") != std::string::npos ? partial_ : done_;
+  while (!v.empty() && v.back() == '\r') v.remove_suffix(1);
+  size_t cr = v.rfind('\r');
+  if (cr != std::string_view::npos) v.remove_prefix(cr + 1);
+  return std::string(v.substr(0, max_));
+}
+
 }  // namespace dlaunch::launcher

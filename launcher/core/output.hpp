@@ -6,7 +6,9 @@
 // line) so that a worker without newlines cannot grow memory without bound.
 #pragma once
 
+#include <chrono>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +66,26 @@ class TailBuffer {
  private:
   size_t max_;
   std::string buf_;
+};
+
+// The last line of one stream and when bytes last came, for `dlaunch status`.
+// Bounded: whatever a worker writes, it keeps at most 2 x max_bytes.
+class LastLine {
+ public:
+  explicit LastLine(size_t max_bytes = 512) : max_(max_bytes) {}
+  void Append(std::string_view data, std::chrono::steady_clock::time_point now);
+  // The line being written when it has text (a progress bar without a newline),
+  // else the last complete one; of it, what a terminal would show after its last
+  // '\r', cut at max_bytes. Raw bytes: the caller makes them safe to show.
+  std::string line() const;
+  // When the last bytes came; nullopt before any.
+  std::optional<std::chrono::steady_clock::time_point> at() const { return at_; }
+
+ private:
+  size_t max_;
+  std::string done_;     // the last complete line (its last 2 x max_ bytes)
+  std::string partial_;  // the line being written (its last 2 x max_ bytes)
+  std::optional<std::chrono::steady_clock::time_point> at_;
 };
 
 }  // namespace dlaunch::launcher

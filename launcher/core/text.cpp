@@ -1,5 +1,7 @@
 #include "launcher/core/text.hpp"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -40,6 +42,39 @@ std::string Printable(std::string_view s) {
     auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x20 && byte < 0x7f) out += c;
     else out += fmt::format("\\x{:02x}", byte);
+  }
+  return out;
+}
+
+std::string SafeUtf8(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      bool control = b < 0x20 || b == 0x7f;
+      out += control && !(keep_newlines && (b == '\n' || b == '\t')) ? '?' : s[i];
+      ++i;
+      continue;
+    }
+    // The length and smallest value of the sequence this lead byte starts.
+    size_t len = b >= 0xc2 && b <= 0xdf ? 2 : (b & 0xf0) == 0xe0 ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    uint32_t cp = len == 2 ? b & 0x1fu : len == 3 ? b & 0x0fu : b & 0x07u;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      auto c = static_cast<unsigned char>(s[i + k]);
+      ok = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3fu);
+    }
+    ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+         !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp < 0xa0);  // C1 controls
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += '?';
+      ++i;
+    }
   }
   return out;
 }

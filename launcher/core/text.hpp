@@ -31,6 +31,11 @@ std::string Upper(std::string_view s);
 // messages that quote a file's content: a binary file must not drive the terminal.
 std::string Printable(std::string_view s);
 
+// `s` as valid UTF-8 that cannot drive a terminal, for JSON replies and the
+// status table: each byte of an invalid or overlong sequence, and each control
+// character (tab and newline kept when `keep_newlines`), becomes '?'.
+std::string SafeUtf8(std::string_view s, bool keep_newlines);
+
 // Levenshtein distance, for suggesting a flag.
 size_t EditDistance(std::string_view a, std::string_view b);
 

@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include <boost/json/array.hpp>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "launcher/core/event_loop.hpp"
@@ -18,6 +20,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
+#include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
 
@@ -89,7 +92,8 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& wor
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console) {
+int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
+              RunLiveSource& live) {
   int n = plan.supervisor.nproc;
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = s.node_rank;
@@ -137,7 +141,38 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   PrintNotices(plan, console);
   std::unique_ptr<WorkerRun> run =
       StartJob(plan, watchdog, loop.io(), console, nullptr, [&loop](int code) { loop.Exit(code); });
-  return loop.Run();
+  live.SetRun(run.get());
+  int code = loop.Run();
+  live.SetRun(nullptr);
+  return code;
+}
+
+// The live view (dlaunch status, dlaunch stacks): a socket in the per-user
+// directory, or none after one line when that directory is not safe or the
+// socket cannot be made; the job runs either way.
+std::unique_ptr<LiveServer> StartLiveView(boost::asio::io_context& io, Console& console, const envmap::EnvMap& env,
+                                          const std::string& run_id, LiveSource& source) {
+  std::string dir = LiveDir(env, geteuid());
+  if (Status s = OpenLiveDir(dir, geteuid()); !s.ok()) {
+    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", s.message()));
+    return nullptr;
+  }
+  Result<std::unique_ptr<LiveServer>> server =
+      LiveServer::Start(io, fmt::format("{}/{}", dir, LiveSocketName(dir, run_id, static_cast<int>(getpid()))), source,
+                        [&console](const std::string& line) { console.Say(line); });
+  if (!server.ok()) {
+    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", server.status().message()));
+    return nullptr;
+  }
+  return std::move(*server);
+}
+
+// Now, as --events writes times: UTC, RFC 3339.
+std::string UtcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
 }
 
 }  // namespace
@@ -159,7 +194,8 @@ int RunLocal(const Plan& p) {
     }
   }
   plan.events = &events;
-  events.SetRunId(p.mode == Mode::kRendezvous ? p.rendezvous.coordinator.run_id : plan.layout.run_id);
+  const std::string& run_id = p.mode == Mode::kRendezvous ? p.rendezvous.coordinator.run_id : plan.layout.run_id;
+  events.SetRunId(run_id);
   if (p.mode != Mode::kRendezvous) events.SetNodeRank(p.layout.node_rank);
   boost::json::array argv;
   for (const std::string& a : plan.argv) argv.emplace_back(a);
@@ -182,8 +218,11 @@ int RunLocal(const Plan& p) {
   // the watchdog learns of them while the job runs, and they end with it.
   Adopted adopted(watchdog);
   adopted.Start(loop.io());
-  int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console)
-                                         : RunStatic(p.layout, plan, watchdog, loop, console);
+  RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, p.workers.nproc});
+  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, p.workers.inherited, run_id, live);
+  int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console, live)
+                                         : RunStatic(p.layout, plan, watchdog, loop, console, live);
+  live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();
   // A hang's stacks (stacks-N.txt) keep the run directory, as logs do.

@@ -71,7 +71,7 @@ class NodeMode {
  public:
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
-           std::vector<PortReservation> task_holds)
+           std::vector<PortReservation> task_holds, RunLiveSource& live)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -83,7 +83,8 @@ class NodeMode {
                Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
                             [this](int code, const std::string& error) { Finish(code, error); },
                             [this](const std::string& line) { console_.Say(line); }}),
-        task_holds_(std::move(task_holds)) {}
+        task_holds_(std::move(task_holds)),
+        live_(live) {}
 
   void Start() {
     if (server_) {
@@ -96,6 +97,7 @@ class NodeMode {
 
  private:
   void Run(const rdzv::Assignment& a) {
+    live_.SetRun(nullptr);
     run_.reset();  // the last generation's run has finished
     envmap::JobLayout& layout = plan_.layout;
     if (static_cast<int>(a.nodes.size()) == a.nnodes) {
@@ -123,6 +125,7 @@ class NodeMode {
                                       {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
     task_holds_.clear();  // the TF tasks bind their ports now
     run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
+    live_.SetRun(run_.get());
   }
 
   void Finish(int code, const std::string& error) {
@@ -158,12 +161,14 @@ class NodeMode {
   Agent agent_;
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
+  RunLiveSource& live_;
   Lifetime life_;  // last: expires first
 };
 
 }  // namespace
 
-int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console) {
+int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
+                 RunLiveSource& live) {
   asio::io_context& io = loop.io();
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
@@ -236,9 +241,11 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   plan.supervisor.max_restarts = 0;
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts),
-                std::move(task_holds));
+                std::move(task_holds), live);
   mode.Start();
-  return loop.Run();
+  int code = loop.Run();
+  live.SetRun(nullptr);  // the run goes with `mode`
+  return code;
 }
 
 }  // namespace dlaunch::launcher

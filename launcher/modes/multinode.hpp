@@ -5,6 +5,7 @@
 #include "envmap/layout.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
+#include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
 
@@ -15,7 +16,8 @@ namespace dlaunch::launcher {
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
+// `live` (must outlive the call) serves each generation's run while it runs.
 int RunMultiNode(const RendezvousPlan& rendezvous, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
-                 Console& console);
+                 Console& console, RunLiveSource& live);
 
 }  // namespace dlaunch::launcher

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <cerrno>
 #include <ctime>
@@ -17,6 +19,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -62,7 +65,9 @@ class Runner : public WorkerRun, public WorkerControl {
             [this] { AfterEvent(); }),
         supervisor_(*this, plan.supervisor),
         slots_(envmap::LocalSlots(plan.layout)),
-        tails_(slots_.size()) {}
+        tails_(slots_.size()),
+        lasts_(slots_.size()),
+        cpu_(slots_.size()) {}
 
   void Run(std::function<void(int)> done);
 
@@ -74,6 +79,9 @@ class Runner : public WorkerRun, public WorkerControl {
     kill(-pid, SIGKILL);  // whatever the worker left behind in its group
     watchdog_.Remove(pid);
   }
+
+  boost::json::array Rows() override;
+  void Stacks(std::function<void(std::vector<RankStack>)> done) override;
 
  private:
   Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
@@ -87,6 +95,7 @@ class Runner : public WorkerRun, public WorkerControl {
   void ArmHangWatch();
   void OnHang(Clock::duration silent);
   void ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks);
+  boost::json::object Row(size_t local_rank, Clock::time_point now);
 
   // A worker that runs: for worker_exited.
   struct Running {
@@ -113,6 +122,16 @@ class Runner : public WorkerRun, public WorkerControl {
   Supervisor supervisor_;
   std::vector<envmap::WorkerSlot> slots_;
   std::vector<TailBuffer> tails_;
+  std::vector<std::array<LastLine, 2>> lasts_;  // per local rank: stdout's, stderr's
+  // Per local rank, the last CPU reading: CPU % is the share since the one before.
+  struct CpuSample {
+    int pid = 0;
+    uint64_t ticks = 0;
+    Clock::time_point at;
+  };
+  std::vector<CpuSample> cpu_;
+  // Stacks(): who waits for the collection that runs.
+  std::vector<std::function<void(std::vector<RankStack>)>> stack_waiters_;
   std::map<int, Running> running_;  // by pid
   int restarts_seen_ = 0;
   bool failure_reported_ = false;
@@ -234,6 +253,7 @@ Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string&
     }
   }
   if (is_err) r.tail = &tails_[static_cast<size_t>(local_rank)];
+  r.last = &lasts_[static_cast<size_t>(local_rank)][is_err ? 1 : 0];
   r.progress = &last_output_;
   streams_.Add(fd, 0, std::move(r), [this] { AfterEvent(); });
   return Status::Ok();
@@ -378,13 +398,147 @@ void Runner::OnHang(Clock::duration silent) {
   reported_ = last_output_;
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(silent);
   console_.Say(fmt::format("no rank has made progress for {}s: collecting stacks", secs.count()));
+  Stacks([this, secs, alive = life_.token()](std::vector<RankStack> stacks) {
+    if (!alive.expired()) ReportHang(secs, std::move(stacks));
+  });
+}
+
+void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
+  stack_waiters_.push_back(std::move(done));
+  if (stack_waiters_.size() > 1) return;  // joins the collection that runs
   std::vector<StackCollector::Target> targets;
   for (const WorkerRecord& w : supervisor_.workers())
     if (w.running) targets.push_back({slots_[static_cast<size_t>(w.local_rank)].rank, w.pid});
   if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.work_dir + "/stacks", kStackLimit);
-  stacks_->Collect(std::move(targets), [this, secs, alive = life_.token()](std::vector<RankStack> stacks) {
-    if (!alive.expired()) ReportHang(secs, std::move(stacks));
+  // The collector may finish inside Collect (nothing to sample): the waiters are
+  // called from a handler of their own, never from inside Stacks().
+  stacks_->Collect(std::move(targets), [this, alive = life_.token()](std::vector<RankStack> stacks) {
+    asio::post(io_, [this, alive, stacks = std::move(stacks)]() mutable {
+      if (alive.expired()) return;
+      std::vector<std::function<void(std::vector<RankStack>)>> waiters = std::move(stack_waiters_);
+      stack_waiters_.clear();
+      for (auto& w : waiters) w(stacks);
+    });
   });
+}
+
+namespace {
+
+// What /proc says of one process: `state` is '\0' when it has gone.
+struct ProcUsage {
+  char state = '\0';
+  uint64_t cpu_ticks = 0;  // user + system, every thread of the process
+  int64_t rss_kib = 0;
+};
+
+std::string ReadSmallFile(const std::string& path) {
+  char buf[4096];
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Reads /proc/PID/stat and /proc/PID/statm: two small reads of files the kernel
+// writes from memory, so it never waits on a disk or another process.
+ProcUsage ReadUsage(int pid) {
+  ProcUsage u;
+  std::string stat = ReadSmallFile(fmt::format("/proc/{}/stat", pid));
+  // The command name may hold spaces and ')': the fields start after the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return u;
+  std::istringstream in(stat.substr(close + 1));
+  std::string field;
+  std::vector<std::string> f;  // f[0] is field 3 (state)
+  while (f.size() < 13 && in >> field) f.push_back(field);
+  if (f.size() < 13) return u;
+  u.state = f[0][0];
+  u.cpu_ticks = std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10);
+  std::istringstream statm(ReadSmallFile(fmt::format("/proc/{}/statm", pid)));
+  int64_t size = 0, resident = 0;
+  if (statm >> size >> resident) u.rss_kib = resident * (sysconf(_SC_PAGESIZE) / 1024);
+  return u;
+}
+
+std::string StateWord(char state) {
+  switch (state) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "disk-wait";
+    case 'T': return "stopped";
+    case 't': return "traced";
+    case 'Z': return "zombie";
+    case 'I': return "idle";
+    default: return "unknown";
+  }
+}
+
+double Seconds(Clock::duration d) { return std::round(std::chrono::duration<double>(d).count() * 10) / 10; }
+
+}  // namespace
+
+boost::json::array Runner::Rows() {
+  Clock::time_point now = Clock::now();
+  boost::json::array rows;
+  for (size_t i = 0; i < slots_.size(); ++i) rows.push_back(Row(i, now));
+  return rows;
+}
+
+boost::json::object Runner::Row(size_t i, Clock::time_point now) {
+  const envmap::WorkerSlot& slot = slots_[i];
+  const WorkerRecord* w = nullptr;
+  for (const WorkerRecord& r : supervisor_.workers())
+    if (static_cast<size_t>(r.local_rank) == i) w = &r;
+  boost::json::object row{
+      {"rank", slot.rank},
+      {"local_rank", envmap::ShapeOf(plan_.layout, slot).local_rank},
+      {"node_rank", plan_.layout.node_rank},
+      {"host", plan_.layout.nodes[static_cast<size_t>(plan_.layout.node_rank)].host},
+      {"pid", 0},
+      {"state", "not started"},
+      {"run_time_s", 0.0},
+      {"cpu_pct", 0.0},
+      {"rss_kib", 0},
+      {"restarts", plan_.layout.restart_count + (w != nullptr ? w->restart : 0)},
+  };
+  // The worker's last line on either stream, and the silence since its last bytes
+  // (or since it started, before any).
+  const LastLine* last = nullptr;
+  for (const LastLine& l : lasts_[i])
+    if (l.at() && (last == nullptr || *l.at() > *last->at())) last = &l;
+  row["last_line"] = last != nullptr ? SafeUtf8(last->line(), false) : "";
+  if (w == nullptr) {
+    row["silent_s"] = 0.0;
+    return row;
+  }
+  Clock::time_point since = last != nullptr ? std::max(*last->at(), w->started) : w->started;
+  Clock::time_point end = w->running ? now : w->ended;
+  row["run_time_s"] = Seconds(end - w->started);
+  row["silent_s"] = Seconds((w->running ? now : w->ended) - std::min(since, end));
+  if (!w->running) {
+    row["state"] = w->started == Clock::time_point{} ? "not started"
+                   : w->status.signal != 0         ? "killed (" + SignalName(w->status.signal) + ")"
+                                                   : fmt::format("exited ({})", w->status.code);
+    return row;
+  }
+  // The worker process itself, not its children (data-loader workers, a
+  // shell's child): summing a group means scanning the whole process table
+  // (every /proc/PID/stat on the machine; adopted.hpp's scans cost seconds of
+  // CPU an hour), and a status refresh every second must stay cheap.
+  ProcUsage u = ReadUsage(w->pid);
+  row["pid"] = w->pid;
+  row["state"] = u.state == '\0' ? "exiting" : StateWord(u.state);
+  row["rss_kib"] = u.rss_kib;
+  CpuSample& c = cpu_[i];
+  static const double kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  // Since the last reading of this same process, else over its whole life.
+  bool again = c.pid == w->pid && now - c.at >= std::chrono::milliseconds(200);
+  double ticks = static_cast<double>(u.cpu_ticks - (again ? std::min(c.ticks, u.cpu_ticks) : 0));
+  double wall = std::chrono::duration<double>(now - (again ? c.at : w->started)).count();
+  row["cpu_pct"] = wall > 0 ? std::round(ticks / kTicks / wall * 1000) / 10 : 0.0;
+  if (c.pid != w->pid || again) c = CpuSample{w->pid, u.cpu_ticks, now};
+  return row;
 }
 
 void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks) {

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/json/array.hpp>
 
 #include "envmap/worker_env.hpp"
 #include "launcher/core/console.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
 
 namespace dlaunch::launcher {
@@ -64,10 +66,19 @@ class JobChannel {
   virtual void LocalFailure(int rank, int code, const std::string& reason) = 0;
 };
 
-// This node's workers of one generation, running on the event loop.
+// This node's workers of one generation, running on the event loop. Every call
+// happens on the event loop's thread.
 class WorkerRun {
  public:
   virtual ~WorkerRun() = default;
+  // This node's ranks now, one JSON object per local rank: rank, local_rank, node_rank, host, pid (0 when
+  // not running), state, run_time_s, cpu_pct, rss_kib, restarts, silent_s, last_line. Never blocks.
+  virtual boost::json::array Rows() = 0;
+  // Every running rank's stack (one collection at a time; a call while one runs gets the same result) ->
+  // `done` once, on the loop. Workers keep running.
+  // (state: running, sleeping, disk-wait, stopped, traced, zombie, idle, exiting, "exited (N)",
+  // "killed (SIGNAME)" or "not started"; a run destroyed before its collection ends drops `done`.)
+  virtual void Stacks(std::function<void(std::vector<RankStack>)> done) = 0;
 };
 
 // One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.

@@ -27,6 +27,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "envmap/layout.hpp"
 #include "envmap/status.hpp"
@@ -73,6 +75,23 @@ struct RankStack {
   std::string raw;    // the dump as taken
   const ThreadStack* Main() const;
 };
+
+// Bounds of a RankStack on the wire (`dlaunch stacks`, and between nodes):
+// ToJson cuts to them, RankStackFromJson refuses what exceeds them.
+inline constexpr size_t kMaxStackThreads = 1024;
+inline constexpr size_t kMaxStackFrames = 512;       // per thread
+inline constexpr size_t kMaxStackText = 4096;        // a name, function, file, how or error
+inline constexpr size_t kMaxStackRaw = size_t{1} << 20;  // the dump as taken
+
+// {"rank", "pid", "how", "error", "threads": [{"name", "main", "frames": [{"function",
+// "file", "line"}]}], "raw"}. Strings are made valid UTF-8 (SafeUtf8: raw keeps
+// its newlines) and cut to the bounds above, so RankStackFromJson always takes it.
+boost::json::object ToJson(const RankStack& stack);
+// The inverse. Never throws and never allocates past the bounds above, whatever
+// `v` holds (it comes from another process or node): InvalidArgument naming the
+// first field that is missing, of the wrong type, out of range or too long.
+// Bounding the document's own size and depth is the parser's job (the caller's).
+Result<RankStack> RankStackFromJson(const boost::json::value& v);
 
 // "0-2,4,6-7": sorted ranks with runs as ranges.
 std::string RankRanges(std::vector<int> ranks);

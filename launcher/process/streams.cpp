@@ -48,7 +48,9 @@ void Streams::Read(Stream* s) {
     if (alive.expired() || !s->open) return;
     StreamRoute& r = s->route;
     if (n > 0) {
-      if (r.progress != nullptr) *r.progress = std::chrono::steady_clock::now();
+      auto now = std::chrono::steady_clock::now();
+      if (r.progress != nullptr) *r.progress = now;
+      if (r.last != nullptr) r.last->Append(std::string_view(s->buf.get(), n), now);
       if (r.console) {
         if (!r.format.empty()) r.prefix = RenderTag(r.format, r.fields, std::time(nullptr)).value();
         out_.clear();

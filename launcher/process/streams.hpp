@@ -40,6 +40,7 @@ struct StreamRoute {
   TagFields fields;                      // for `format`
   int file_fd = -1;                      // owned: gets the raw bytes; closed with the stream
   TailBuffer* tail = nullptr;            // gets the raw bytes; must outlive the stream
+  LastLine* last = nullptr;              // gets the raw bytes (dlaunch status); must outlive the stream
   // Set to the time of each read that brought bytes (the hang watch); must outlive the stream.
   std::chrono::steady_clock::time_point* progress = nullptr;
 };

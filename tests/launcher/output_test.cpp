@@ -64,3 +64,31 @@ TEST_CASE("the tail keeps the last lines of a stream", "[output]") {
   CHECK(tail.LastLines(10).back() == "fourth");
   CHECK(tail.LastLines(10).size() <= 3);  // the cap dropped the oldest
 }
+
+TEST_CASE("the last line: the line being written, else the last whole one, as a terminal shows it", "[output][bounds]") {
+  using namespace std::chrono_literals;
+  auto t0 = std::chrono::steady_clock::time_point{} + 1s;
+  LastLine l(8);
+  CHECK(l.line().empty());
+  CHECK_FALSE(l.at());
+  l.Append("first\nsecond\n", t0);
+  CHECK(l.line() == "second");
+  CHECK(l.at() == t0);
+  l.Append("thi", t0 + 1s);
+  CHECK(l.line() == "thi");
+  l.Append("rd\nfou", t0 + 2s);
+  CHECK(l.line() == "fou");
+  l.Append("rth\n", t0 + 3s);
+  CHECK(l.line() == "fourth");
+  CHECK(l.at() == t0 + 3s);
+  // A progress bar redrawn with '\r': what is on the screen.
+  l.Append(" 10%\r 20%\r", t0);
+  CHECK(l.line() == " 20%");
+  l.Append("\r", t0);
+  CHECK(l.line() == " 20%");
+  // Cut at the cap, and bounded whatever comes.
+  l.Append("\n" + std::string(1 << 20, 'y') + "\n", t0);
+  CHECK(l.line() == "yyyyyyyy");
+  l.Append(std::string(1 << 20, 'z'), t0);
+  CHECK(l.line() == "zzzzzzzz");
+}

@@ -1,5 +1,7 @@
 #include "launcher/process/stacks.hpp"
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
 
 namespace dlaunch::launcher {
@@ -144,6 +146,80 @@ TEST_CASE("the Python hook is prepended to PYTHONPATH, with its dump directory a
   envmap::EnvMap none;
   AddPythonHook(none, "/run/py", "/run/stacks");
   CHECK(none["PYTHONPATH"] == "/run/py");
+}
+
+TEST_CASE("a rank's stack survives JSON both ways", "[stacks][bounds]") {
+  RankStack s = Python(3, kPythonDump);
+  s.pid = 4242;
+  boost::json::value v = boost::json::parse(boost::json::serialize(ToJson(s)));
+  Result<RankStack> back = RankStackFromJson(v);
+  REQUIRE(back.ok());
+  CHECK(back->rank == 3);
+  CHECK(back->pid == 4242);
+  CHECK(back->how == "python");
+  CHECK(back->raw == s.raw);
+  REQUIRE(back->threads.size() == 2);
+  CHECK(back->threads[1].main);
+  CHECK(back->threads[1].name == "Current thread 0x00007f0d3a1b7040");
+  REQUIRE(back->threads[1].frames.size() == 4);
+  CHECK(back->threads[1].frames[1].Render() == "step (train.py:88)");
+  CHECK(HangSummary({*back}) == HangSummary({s}));
+
+  SECTION("a rank that was not sampled keeps its reason") {
+    RankStack gone;
+    gone.rank = 1;
+    gone.pid = 77;
+    gone.error = "no stack within 10.0s";
+    Result<RankStack> g = RankStackFromJson(ToJson(gone));
+    REQUIRE(g.ok());
+    CHECK(g->error == "no stack within 10.0s");
+    CHECK(g->threads.empty());
+  }
+  SECTION("bytes that are not UTF-8, and oversized parts, are made safe and cut so that they still come back") {
+    RankStack big = s;
+    big.raw = std::string(kMaxStackRaw + 10, 'x') + "\xff";
+    big.threads[0].frames[0].function = "bad \xc3\x28 \x1b[31m";
+    big.threads.resize(kMaxStackThreads + 5, big.threads[0]);
+    Result<RankStack> b = RankStackFromJson(boost::json::parse(boost::json::serialize(ToJson(big))));
+    REQUIRE(b.ok());
+    CHECK(b->raw.size() == kMaxStackRaw);
+    CHECK(b->threads.size() == kMaxStackThreads);
+    CHECK(b->threads[0].frames[0].function == "bad ?( ?[31m");
+  }
+}
+
+TEST_CASE("a hostile stack document is refused with one line, never thrown or taken whole", "[stacks][bounds]") {
+  auto Refusal = [](const char* json) {
+    Result<RankStack> r = RankStackFromJson(boost::json::parse(json));
+    REQUIRE_FALSE(r.ok());
+    return r.status().message();
+  };
+  CHECK(Refusal("[]") == "stack: not an object");
+  CHECK(Refusal("{}") == "stack.rank: missing");
+  CHECK(Refusal(R"({"rank": "3"})") == "stack.rank: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": -1})") == "stack.rank: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": 1e3})") == "stack.rank: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": 99999999999})") == "stack.rank: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": 18446744073709551615})") == "stack.rank: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": 1})") == "stack of rank 1.pid: missing");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2})") == "stack of rank 1.threads: not an array");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": {}})") == "stack of rank 1.threads: not an array");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "how": 5, "threads": []})") == "stack of rank 1.how: not a string");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": [7]})") == "stack of rank 1.threads[0]: not an object");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": [{"main": 1, "frames": []}]})") ==
+        "stack of rank 1.threads[0].main: not a boolean");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": [{"frames": [{"function": "f", "line": -4}]}]})") ==
+        "stack of rank 1.threads[0].frames[0].line: not an integer from 0 to 2147483647");
+  CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": [{"frames": [null]}]})") ==
+        "stack of rank 1.threads[0].frames[0]: not an object");
+  std::string long_name = R"({"rank": 1, "pid": 2, "threads": [{"name": ")" + std::string(kMaxStackText + 1, 'n') +
+                          R"(", "frames": []}]})";
+  CHECK(Refusal(long_name.c_str()) == "stack of rank 1.threads[0].name: 4097 bytes, more than 4096");
+  boost::json::array many(kMaxStackThreads + 1, boost::json::object{{"frames", boost::json::array{}}});
+  boost::json::value v = boost::json::object{{"rank", 0}, {"pid", 1}, {"threads", many}};
+  Result<RankStack> r = RankStackFromJson(v);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() == "stack of rank 0.threads: 1025, more than 1024");
 }
 
 }  // namespace dlaunch::launcher

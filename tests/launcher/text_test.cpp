@@ -24,4 +24,12 @@ TEST_CASE("ParseSeconds: finite, not negative, at most 30 days, rounded up to a 
   CHECK_FALSE(ParseSeconds("-0.001", true).has_value());
 }
 
+TEST_CASE("SafeUtf8 keeps valid UTF-8 and makes controls and bad bytes '?'", "[text][bounds]") {
+  CHECK(SafeUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", false) == "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  CHECK(SafeUtf8("a\x1b[2Jb\rc\td\ne\x7f", false) == "a?[2Jb?c?d?e?");
+  CHECK(SafeUtf8("c\td\ne", true) == "c\td\ne");
+  CHECK(SafeUtf8("\xff\xc3(\xc0\xaf\xed\xa0\x80\xc2\x9b", false) == "??(???????");
+  CHECK(SafeUtf8("cut \xe2\x9c", false) == "cut ??");
+}
+
 }  // namespace dlaunch::launcher

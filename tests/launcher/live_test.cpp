@@ -1,0 +1,186 @@
+#include "launcher/process/live.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/parse.hpp>
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "launcher/config/live_options.hpp"
+#include "launcher/modes/live_client.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "dlaunch-live-test-XXXXXX").string();
+    path = mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+// Answers from fixed documents; a stacks request waits until Release().
+class FakeSource : public LiveSource {
+ public:
+  void Status(std::function<void(boost::json::object)> reply) override {
+    ++asked;
+    reply({{"run_id", "job"}, {"rows", boost::json::array{}}});
+  }
+  void Stacks(std::function<void(boost::json::object)> reply) override { waiting = std::move(reply); }
+  int asked = 0;
+  std::function<void(boost::json::object)> waiting;
+};
+
+std::string Exchange(boost::asio::io_context& io, const std::string& path, const std::string& request) {
+  boost::asio::local::stream_protocol::socket s(io);
+  s.connect(path);
+  boost::asio::write(s, boost::asio::buffer(request));
+  std::string reply;
+  boost::system::error_code ec;
+  char buf[4096];
+  while (true) {
+    // Serve the loop until the server has answered (or closed).
+    size_t n = 0;
+    s.non_blocking(true);
+    n = s.read_some(boost::asio::buffer(buf), ec);
+    if (ec == boost::asio::error::would_block) {
+      io.run_one_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (ec) break;
+    reply.append(buf, n);
+  }
+  return reply;
+}
+
+}  // namespace
+
+TEST_CASE("socket names: the run id made safe and cut to fit, then the pid", "[live][bounds]") {
+  CHECK(LiveSocketName("/run/user/0/dlaunch", "job42", 77) == "job42.77.sock");
+  CHECK(LiveSocketName("/d", "a/b c\n", 5) == "a_b_c_.5.sock");
+  std::string dir = "/tmp/dlaunch-0";
+  std::string name = LiveSocketName(dir, std::string(1024, 'j'), 1234567890);
+  CHECK(dir.size() + 1 + name.size() <= 107);
+  CHECK(LiveSocketPid(name) == 1234567890);
+  CHECK(LiveSocketPid("job.v2.77.sock") == 77);
+  CHECK_FALSE(LiveSocketPid("job.sock"));
+  CHECK_FALSE(LiveSocketPid("job.7x.sock"));
+  CHECK_FALSE(LiveSocketPid("job.99999999999.sock"));
+  CHECK_FALSE(LiveSocketPid("job.0.sock"));
+  CHECK_FALSE(LiveSocketPid("job.7.txt"));
+  CHECK(LiveSocketPrefix("/d", "job") == "job.");
+}
+
+TEST_CASE("the per-user directory: XDG_RUNTIME_DIR when it is the user's, else /tmp/dlaunch-UID", "[live]") {
+  TempDir t;
+  uid_t me = geteuid();
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me) == t.path + "/dlaunch");
+  CHECK(LiveDir({}, me) == fmt::format("/tmp/dlaunch-{}", me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", "relative"}}, me) == fmt::format("/tmp/dlaunch-{}", me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path + "/missing"}}, me) == fmt::format("/tmp/dlaunch-{}", me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me + 1) == fmt::format("/tmp/dlaunch-{}", me + 1));
+}
+
+TEST_CASE("OpenLiveDir makes a 0700 directory and refuses an unsafe one", "[live][bounds]") {
+  TempDir t;
+  uid_t me = geteuid();
+  std::string d = t.path + "/dlaunch";
+  REQUIRE(OpenLiveDir(d, me).ok());
+  struct stat st {};
+  REQUIRE(stat(d.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(OpenLiveDir(d, me).ok());  // again: as it is
+  CHECK(OpenLiveDir(d, me + 1).message() == fmt::format("{}: refused (owned by uid {}, not {})", d, me, me + 1));
+  chmod(d.c_str(), 0777);
+  CHECK(OpenLiveDir(d, me).message() == d + ": refused (mode 0777 lets other users in; 0700 expected)");
+  chmod(d.c_str(), 0750);
+  CHECK(OpenLiveDir(d, me).message() == d + ": refused (mode 0750 lets other users in; 0700 expected)");
+  std::string link = t.path + "/link";
+  REQUIRE(symlink(d.c_str(), link.c_str()) == 0);
+  CHECK(OpenLiveDir(link, me).message() == link + ": refused (a symlink)");
+  std::string file = t.path + "/file";
+  fclose(fopen(file.c_str(), "w"));
+  CHECK(OpenLiveDir(file, me).message() == file + ": refused (not a directory)");
+  CHECK(CheckLiveDir(t.path + "/none", me).code() == Code::kNotFound);
+  CHECK_FALSE(fs::exists(t.path + "/none"));
+}
+
+TEST_CASE("the server answers one line, refuses junk, and cleans up after itself", "[live]") {
+  TempDir t;
+  boost::asio::io_context io;
+  FakeSource source;
+  std::string path = t.path + "/job.1.sock";
+  {
+    Result<std::unique_ptr<LiveServer>> server = LiveServer::Start(io, path, source, nullptr);
+    REQUIRE(server.ok());
+    struct stat st {};
+    REQUIRE(stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    boost::json::value v = boost::json::parse(Exchange(io, path, "status\n"));
+    CHECK(v.at("run_id") == "job");
+    CHECK(source.asked == 1);
+    CHECK(Exchange(io, path, "hello\n") == "{\"error\":\"unknown request (expected 'status' or 'stacks')\"}\n");
+    CHECK(Exchange(io, path, std::string(200, 'x')).empty());  // past the cap: closed unanswered
+    CHECK((*server)->clients() == 0);
+  }
+  CHECK_FALSE(fs::exists(path));  // removed with the server
+  // A stacks reply that comes after the server has gone is dropped, not a crash.
+  {
+    Result<std::unique_ptr<LiveServer>> server = LiveServer::Start(io, path, source, nullptr);
+    REQUIRE(server.ok());
+    boost::asio::local::stream_protocol::socket s(io);
+    s.connect(path);
+    boost::asio::write(s, boost::asio::buffer(std::string("stacks\n")));
+    while (!source.waiting) io.run_one_for(std::chrono::milliseconds(50));
+    CHECK((*server)->clients() == 1);
+  }
+  source.waiting({{"stacks", boost::json::array{}}});
+  io.poll();
+}
+
+TEST_CASE("dlaunch status/stacks words", "[live]") {
+  Result<LivePlan> p = DecideLive("status", {"job42", "--watch", "--dir", "/d"});
+  REQUIRE(p.ok());
+  CHECK(p->run_id == "job42");
+  CHECK(p->watch);
+  CHECK(p->dir == "/d");
+  CHECK(DecideLive("stacks", {"--watch"}).status().message() == "--watch: only 'dlaunch status' watches");
+  CHECK(DecideLive("status", {"a", "b"}).status().message() == "b: one run id at most (already given: a)");
+  CHECK(DecideLive("status", {"--dir"}).status().message() == "--dir: expected a directory");
+  CHECK(DecideLive("status", {"--wach"}).status().message() == "--wach: unknown option (see dlaunch status --help)");
+}
+
+TEST_CASE("the status table: one row per rank, the last line cut to the width", "[live]") {
+  boost::json::array rows{boost::json::object{{"rank", 0},          {"local_rank", 0}, {"node_rank", 0},
+                                              {"host", "n1"},       {"pid", 4242},     {"state", "sleeping"},
+                                              {"run_time_s", 75.5}, {"cpu_pct", 97.0}, {"rss_kib", 2048},
+                                              {"restarts", 1},      {"silent_s", 3.7}, {"last_line", "epoch 3 loss 0.41"}},
+                          boost::json::object{{"rank", 1},         {"local_rank", 1}, {"node_rank", 0},
+                                              {"host", "n1"},      {"pid", 0},        {"state", "exited (3)"},
+                                              {"run_time_s", 2.0}, {"cpu_pct", 0.0},  {"rss_kib", 0},
+                                              {"restarts", 1},     {"silent_s", 0.0}, {"last_line", ""}}};
+  std::string table = StatusTable(rows, 0);
+  CHECK(table ==
+        "NODE  HOST  RANK  LOCAL   PID  STATE       TIME  CPU%   RSS  RESTARTS  SILENT  LAST LINE\n"
+        "   0  n1       0      0  4242  sleeping    1:15  97.0  2.0M         1      3s  epoch 3 loss 0.41\n"
+        "   0  n1       1      1     -  exited (3)  0:02   0.0     -         1      0s  \n");
+  CHECK(StatusTable(rows, 88).find("  epoch 3 l\n") != std::string::npos);  // 79 columns before it
+}
+
+}  // namespace dlaunch::launcher
