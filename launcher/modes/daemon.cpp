@@ -14,6 +14,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/modes/job_hang.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -53,6 +54,26 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   };
   auto server = rdzv::CoordinatorServer::Start(io, at, "--listen", factory, say);
   if (!server.ok()) return Fail(kExitUsage, server.status().message(), kDaemonName);
+  // Each job's hangs are logged with its run id; their stacks go to one
+  // directory, made at the first report, and kept.
+  std::string stacks_dir;
+  auto dir = [&stacks_dir]() -> Result<std::string> {
+    if (stacks_dir.empty()) {
+      Result<std::string> made = NewStacksDir();
+      if (!made.ok()) return made;
+      stacks_dir = *made;
+    }
+    return stacks_dir;
+  };
+  auto job_say = [&say](const std::string& run_id) {
+    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
+  };
+  (*server)->OnHang({[&](const std::string& run_id, const rdzv::HangSuspected& s) {
+                       JobHangReporter(job_say(run_id), nullptr, dir).Suspected(s);
+                     },
+                     [&](const std::string& run_id, const rdzv::HangReport& r) {
+                       JobHangReporter(job_say(run_id), nullptr, dir).Report(r);
+                     }});
   // A job whose agents all went away before it ran would otherwise stay for ever.
   (*server)->ExpireAbandonedJobs(plan.jobs.join_timeout);
   say(fmt::format("listening on {}", endpoint));
