@@ -28,7 +28,8 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
               "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
               "\n"
               "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
-              "join of its run id, sized by that agent's --nnodes and --max-restarts. A job with\n"
+              "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
+              "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
               "no agent connected for join_timeout (default 600s) is forgotten.");
     return 0;
   }

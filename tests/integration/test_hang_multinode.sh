@@ -10,7 +10,9 @@
 #      its stacks file holds all four ranks; its --events validate and name rank
 #      2; node 1 says why it stopped; nothing is left running;
 #   2. node 1's ranks print while node 0's are silent for three times the
-#      timeout: no hang is reported anywhere and both nodes exit 0.
+#      timeout: no hang is reported anywhere and both nodes exit 0;
+#   3. `dlaunch coordinator` takes --hang-timeout/--hang-action from the agents'
+#      Hello, stops their job with 124 and logs the summary (gdb stacks of sleep).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -151,6 +153,36 @@ for n in quiet busy; do
   grep -Eq "no rank|hang:" "$TMP/$n.err" && fail "$n reported a hang: $(cat "$TMP/$n.err")"
 done
 for r in 0 1; do assert_file_matches "$TMP/quiet.out" "^\[$r\]: rank $r finished$" "rank $r finished"; done
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the one-quiet-node job"
+
+# ---------------------------------------------------------------------------
+# 3. A stand-alone coordinator takes the hang settings from the agents' Hello
+# and logs the job-wide summary (native workers: gdb stacks).
+port=$(free_port)
+start_dl daemon 60 coordinator --listen "127.0.0.1:$port" --rdzv-conf heartbeat_timeout=3
+# shellcheck disable=SC2317  # called through wait_for
+listening() { grep -q "listening on 127.0.0.1:$port" "$TMP/daemon.err"; }
+wait_for 10 listening || fail "the coordinator did not start: $(cat "$TMP/daemon.err")"
+for i in 0 1; do
+  start_dl "agent$i" 60 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "daemon-$$" \
+    --rdzv-conf is_host=0,heartbeat_timeout=3 --hang-timeout 2 --hang-action stop -- "$TMP/bin/sleep" 30
+done
+for i in 0 1; do
+  wait_dl "agent$i"
+  expect_rc 124 "agent $i of a stand-alone coordinator's hung job"
+  le "$ELAPSED" 25 || fail_run "agent $i took ${ELAPSED}s"
+done
+kill -TERM "$(dl_pid daemon)"
+wait_dl daemon
+ERR=$TMP/daemon.err
+assert_file_matches "$ERR" "^dlaunch coordinator: job 'daemon-$$': no rank has made progress for [0-9]+s: collecting stacks$" \
+  "the daemon's notice"
+assert_file_matches "$ERR" "^dlaunch coordinator: job 'daemon-$$': hang: ranks 0-1 \(2\) wait in .*nanosleep" \
+  "the daemon's summary (gdb's stacks of sleep)"
+file=$(sed -nE "s/^dlaunch coordinator: job 'daemon-$$': hang: full stacks in (.*)$/\1/p" "$ERR" | head -n 1)
+[[ -f $file ]] || fail_run "no stacks file from the daemon ('$file')"
+rm -rf "$(dirname "$file")"
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"
 pass
