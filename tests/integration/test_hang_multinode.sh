@@ -8,7 +8,9 @@
 #      + 10 s of the ranks' last line; the host's summary names rank 2 in
 #      load_batch (file:line) as the odd one out and ranks 0-1,3 in all_reduce;
 #      its stacks file holds all four ranks; its --events validate and name rank
-#      2; node 1 says why it stopped; nothing is left running;
+#      2; node 1 says why it stopped; nothing is left running; with
+#      --hang-action report the job is reported once, rank 2 wakes and every node
+#      exits 0; a head launch (-H) reports and stops the same way;
 #   2. node 1's ranks print while node 0's are silent for three times the
 #      timeout: no hang is reported anywhere and both nodes exit 0;
 #   3. `dlaunch coordinator` takes --hang-timeout/--hang-action from the agents'
@@ -127,6 +129,43 @@ PYEOF
 rm -rf "$(dirname "$file")"
 wait_for 10 no_marked_processes
 assert_no_leftovers "after the job-wide hang"
+
+# ---------------------------------------------------------------------------
+# 1b. --hang-action report: reported once, then rank 2 wakes and the job ends 0.
+port=$(free_port)
+export SLEEP_S=12
+start_node rhost 0 1 --hang-timeout 5 -- "$PY" "$TMP/hang_ddp.py"
+start_node rpeer 1 0 --hang-timeout 5 -- "$PY" "$TMP/hang_ddp.py"
+unset SLEEP_S
+wait_dl rhost
+expect_rc 0 "the hosting node after a reported hang that resolved"
+wait_dl rpeer
+expect_rc 0 "node 1 after a reported hang that resolved"
+ERR=$TMP/rhost.err
+OUT=$TMP/rhost.out
+[[ $(grep -c "no rank has made progress" "$ERR") == 1 ]] || fail_run "expected one hang report"
+assert_file_matches "$ERR" "^dlaunch: hang: rank 2 \(1\) is elsewhere: load_batch \(hang_ddp.py:$line\)" "report: rank 2 named"
+for r in 0 1; do assert_file_matches "$TMP/rhost.out" "^\[$r\]: rank $r done \[4.0, 4.0, 4.0, 4.0\]$" "rank $r finished"; done
+for r in 2 3; do assert_file_matches "$TMP/rpeer.out" "^\[$r\]: rank $r done \[4.0, 4.0, 4.0, 4.0\]$" "rank $r finished"; done
+file=$(sed -nE 's/^dlaunch: hang: full stacks in (.*)$/\1/p' "$ERR" | head -n 1)
+[[ -f $file ]] && rm -rf "$(dirname "$file")"
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the reported hang"
+
+# 1c. A head launch over -H 127.0.0.1:2,127.0.0.2:2: the head reports and stops.
+run_dl 120 -H 127.0.0.1:2,127.0.0.2:2 --hang-timeout 5 --hang-action stop --rdzv-conf heartbeat_timeout=3 \
+  -- "$PY" "$TMP/hang_ddp.py"
+expect_rc 124 "a head launch after a job-wide hang"
+assert_file_matches "$ERR" \
+  "^dlaunch: hang: rank 2 \(1\) is elsewhere: load_batch \(hang_ddp.py:$line\) <- step .*<- odd one out$" \
+  "the head names rank 2"
+assert_file_matches "$ERR" "^dlaunch: job stopped after a hang; exit code 124$" "the head's stop line"
+file=$(sed -nE 's/^dlaunch: hang: full stacks in (.*)$/\1/p' "$ERR" | head -n 1)
+[[ -f $file ]] || fail_run "no stacks file from the head ('$file')"
+[[ $(grep -c '^=== rank' "$file") == 4 ]] || fail_run "expected 4 ranks in the head's $file"
+rm -rf "$(dirname "$file")"
+wait_for 10 no_marked_processes
+assert_no_leftovers "after the head launch"
 
 # ---------------------------------------------------------------------------
 # 2. One node silent, the other printing: not a hang.
