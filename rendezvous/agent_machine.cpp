@@ -1,6 +1,7 @@
 #include "rendezvous/agent_machine.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include <fmt/format.h>
@@ -12,6 +13,10 @@ namespace {
 
 std::string Seconds(std::chrono::milliseconds d) {
   return fmt::format("{:.1f}s", std::chrono::duration<double>(d).count());
+}
+
+int ClampMs(std::chrono::milliseconds d) {
+  return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(d.count(), 0, std::numeric_limits<int>::max()));
 }
 
 double DefaultRandom() {
@@ -73,7 +78,7 @@ std::vector<AgentAction> AgentMachine::OnConnected(const std::string& local_addr
     nonce_ = *nonce;
   }
   Emit(DoSend{Hello{kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes, options_.max_nodes,
-                    options_.max_restarts}});
+                    options_.max_restarts, ClampMs(options_.hang_timeout), options_.hang_stop ? 1 : 0}});
   state_ = State::kHandshake;
   deadline_ = now + options_.handshake_timeout;
   return Flush();
@@ -102,6 +107,11 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
 
 std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::time_point now) {
   if (Joined()) last_heard_ = now;
+  if (auto* query = std::get_if<Query>(&message); query && Joined()) {
+    if (state_ == State::kRunning) Emit(DoQuery{query->id, query->what});
+    else Emit(DoSend{Report{query->id, node_rank_, {}}});  // no ranks run here now
+    return Flush();
+  }
   auto* refused = std::get_if<Refused>(&message);
   auto* abort = std::get_if<Abort>(&message);
   auto* done = std::get_if<Done>(&message);
@@ -315,11 +325,37 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread
         last_heard_ = now;  // it spoke; we have not read it yet
       }
       if (now >= next_beat_) {
-        Emit(DoSend{Heartbeat{}});
+        int silent_ms = state_ == State::kRunning && options_.silence ? ClampMs(options_.silence()) : 0;
+        Emit(DoSend{Heartbeat{silent_ms}});
         next_beat_ = now + options_.heartbeat_interval;
       }
       break;
   }
+  return Flush();
+}
+
+std::vector<AgentAction> AgentMachine::Answer(int id, std::vector<std::string> items) {
+  if (!Joined() || !connected_) return Flush();
+  // The session shortens its items to fit; this is the last guard, so that a
+  // report too big to encode is cut rather than thrown: items over kMaxString go,
+  // then whatever passes the frame's caps.
+  Report report{id, node_rank_, {}};
+  std::size_t size = PayloadSize(report);
+  std::size_t left_out = 0;
+  for (std::string& item : items) {
+    std::size_t cost = 4 + item.size();
+    if (item.size() > kMaxString || size + cost > kMaxPayload || report.items.size() >= kMaxListItems) {
+      ++left_out;
+      continue;
+    }
+    size += cost;
+    report.items.push_back(std::move(item));
+  }
+  if (left_out > 0) {
+    Emit(DoNotice{fmt::format("{}: left {} item{} out of the report for query {} (over the frame's caps)", Subject(),
+                              left_out, left_out == 1 ? "" : "s", id)});
+  }
+  Emit(DoSend{std::move(report)});
   return Flush();
 }
 

@@ -28,7 +28,11 @@
 //   ended: Finish was returned.
 // While joined (joining, running, stopping, barrier) the agent sends a Heartbeat
 // every heartbeat_interval; nothing heard for heartbeat_timeout means the
-// coordinator is lost.
+// coordinator is lost. While running, each Heartbeat carries `silence()`, how
+// long this node's ranks have written nothing (0 in every other state), from
+// which the coordinator judges job-wide hangs (coordinator.hpp). A Query while
+// running becomes DoQuery, which the session answers with Answer(); in any other
+// joined state the agent answers at once with an empty Report (no ranks run).
 #pragma once
 
 #include <chrono>
@@ -52,6 +56,11 @@ struct AgentMachineOptions {
   int min_nodes = 1;  // the job's spec, for a stand-alone coordinator (Hello)
   int max_nodes = 1;
   int max_restarts = 0;
+  std::chrono::milliseconds hang_timeout{0};  // --hang-timeout, 0 off (Hello; capped at INT_MAX ms)
+  bool hang_stop = false;                     // --hang-action stop (Hello)
+  // How long this node's ranks have been silent, for each Heartbeat while running.
+  // Default: unset, 0.
+  std::function<std::chrono::milliseconds()> silence;
   // From Start until an Assignment: connect attempts stop after this.
   // Default: 600s, torchrun's join_timeout.
   std::chrono::milliseconds join_timeout{600'000};
@@ -100,7 +109,14 @@ struct DoFinish {
   int code = 0;
   std::string error;
 };
-using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish>;
+// The coordinator asks about this node's running workers (Query): answer with
+// AgentMachine::Answer(id, items), once, whenever the answer is ready.
+struct DoQuery {
+  int id = 0;
+  std::string what;  // "stacks" or "status"; anything else: answer with no items
+};
+using AgentAction =
+    std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
 class AgentMachine {
  public:
@@ -125,6 +141,11 @@ class AgentMachine {
   // coordinator silent for heartbeat_timeout is then not lost: this process is
   // behind (starved of CPU, or was stopped) and counts it as heard now.
   std::vector<AgentAction> OnTick(Clock::time_point now, bool unread_input = false);
+  // The answer to DoQuery `id`: Report{id, node rank, items}, sent while joined
+  // (else dropped). Items should fit the codec's caps (kMaxString each, the frame
+  // within kMaxPayload); when they do not, the last items are left out until the
+  // Report fits, with a DoNotice that says how many.
+  std::vector<AgentAction> Answer(int id, std::vector<std::string> items);
 
   // When OnTick next has something to do; nullopt when nothing is timed.
   std::optional<Clock::time_point> NextDeadline() const;

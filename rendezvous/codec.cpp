@@ -1,7 +1,7 @@
 // The codec is written by hand. No Debian-packaged library gives a small framed
 // binary codec with a hard size cap and a precise reason for each rejection:
 // Boost.Serialization trusts its input and is not a wire format, and protobuf or
-// flatbuffers would add a code generator for eleven small structs. One field list
+// flatbuffers would add a code generator for thirteen small structs. One field list
 // per message (Fields below) drives encoding, sizing and decoding, so the three
 // cannot drift apart.
 #include "rendezvous/codec.hpp"
@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
     "hello", "challenge", "proof",  "join",  "assignment", "heartbeat",
-    "worker-failed", "abort", "done", "leave", "refused"};
+    "worker-failed", "abort", "done", "leave", "refused", "query", "report"};
 
 std::uint32_t LoadU32(const char* p) {
   auto b = [p](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])); };
@@ -48,6 +48,8 @@ template <typename V, Is<Hello> M> void Fields(V& v, M& m) {
   v.Int("min_nodes", m.min_nodes);
   v.Int("max_nodes", m.max_nodes);
   v.Int("max_restarts", m.max_restarts);
+  v.Int("hang_timeout_ms", m.hang_timeout_ms);
+  v.Int("hang_stop", m.hang_stop);
 }
 template <typename V, Is<Challenge> M> void Fields(V& v, M& m) {
   v.Str("nonce", m.nonce);
@@ -84,7 +86,7 @@ template <typename V, Is<Assignment> M> void Fields(V& v, M& m) {
   v.Int("rank_offset", m.rank_offset);
   v.Int("world_size", m.world_size);
 }
-template <typename V, Is<Heartbeat> M> void Fields(V&, M&) {}
+template <typename V, Is<Heartbeat> M> void Fields(V& v, M& m) { v.Int("silent_ms", m.silent_ms); }
 template <typename V, Is<WorkerFailed> M> void Fields(V& v, M& m) {
   v.Int("generation", m.generation);
   v.Int("node_rank", m.node_rank);
@@ -103,6 +105,15 @@ template <typename V, Is<Done> M> void Fields(V& v, M& m) {
 }
 template <typename V, Is<Leave> M> void Fields(V& v, M& m) { v.Int("node_rank", m.node_rank); }
 template <typename V, Is<Refused> M> void Fields(V& v, M& m) { v.Str("reason", m.reason); }
+template <typename V, Is<Query> M> void Fields(V& v, M& m) {
+  v.Int("id", m.id);
+  v.Str("what", m.what);
+}
+template <typename V, Is<Report> M> void Fields(V& v, M& m) {
+  v.Int("id", m.id);
+  v.Int("node_rank", m.node_rank);
+  v.List("items", m.items, [](V& v, auto& item) { v.Str("items", item); });
+}
 
 class Writer {
  public:

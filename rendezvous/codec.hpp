@@ -29,7 +29,11 @@ inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
 // 3: mutual authentication: Challenge::proof, the coordinator's own proof, and a
 //    label per direction in every proof (auth.hpp). A version-2 agent would accept
 //    a coordinator that proves nothing, so the two must not talk.
-inline constexpr std::uint8_t kProtocolVersion = 3;
+// 4: job-wide hang detection (--hang-timeout across nodes): Hello::hang_timeout_ms
+//    and hang_stop, Heartbeat::silent_ms, and the Query and Report messages. A
+//    version-3 agent would never say how long its ranks have been silent, so the
+//    coordinator would think the job always busy.
+inline constexpr std::uint8_t kProtocolVersion = 4;
 inline constexpr std::size_t kHeaderSize = 12;
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;  // 1 MiB: a 10,000-node table fits
 inline constexpr std::uint32_t kMaxString = 4096;       // bytes in one string field
@@ -47,6 +51,10 @@ struct Hello {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  // --hang-timeout in ms (0: off) and --hang-action (1: stop, 0: report), taken by
+  // a stand-alone coordinator like the size. An agent caps the timeout at INT_MAX ms.
+  int hang_timeout_ms = 0;
+  int hang_stop = 0;
 
   bool operator==(const Hello&) const = default;
 };
@@ -104,7 +112,12 @@ struct Assignment {
 };
 // Both ways while joined: agent -> coordinator keeps it alive; the coordinator
 // answers each one, so an agent notices a lost coordinator within its own timeout.
+// `silent_ms` (agent -> coordinator): milliseconds since any of this node's ranks
+// last wrote a byte, capped at INT_MAX; 0 when none runs. The coordinator's
+// answer carries 0.
 struct Heartbeat {
+  int silent_ms = 0;
+
   bool operator==(const Heartbeat&) const = default;
 };
 // Agent -> coordinator: a worker of `generation` failed. `code` is the shell code
@@ -148,14 +161,34 @@ struct Refused {
   bool operator==(const Refused&) const = default;
 };
 
+// Coordinator -> agent: answer with a Report of the same `id`. `what` is "stacks"
+// (every local rank's stack) or "status" (a row per local rank); an agent answers
+// anything else with an empty Report.
+struct Query {
+  int id = 0;
+  std::string what;
+
+  bool operator==(const Query&) const = default;
+};
+// Agent -> coordinator: the answer to Query `id`, one item per local rank, each a
+// JSON object. The agent shortens items (fewer frames, cut text) so that the
+// Report fits the caps above rather than failing to encode.
+struct Report {
+  int id = 0;
+  int node_rank = 0;
+  std::vector<std::string> items;
+
+  bool operator==(const Report&) const = default;
+};
+
 // The wire type of each message is its index in this variant plus one.
 using Message = std::variant<Hello, Challenge, Proof, Join, Assignment, Heartbeat, WorkerFailed,
-                             Abort, Done, Leave, Refused>;
+                             Abort, Done, Leave, Refused, Query, Report>;
 
 // envmap::Node has no operator==, so Assignment spells its own out.
 bool operator==(const Assignment& a, const Assignment& b);
 
-// The wire type (1..11) and its name ("hello", "worker-failed", ...).
+// The wire type (1..13) and its name ("hello", "worker-failed", ...).
 std::uint8_t TypeOf(const Message& message);
 std::string_view TypeName(const Message& message);
 

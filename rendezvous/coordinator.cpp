@@ -101,6 +101,7 @@ Status Validate(const CoordinatorOptions& o) {
   if (!o.node_list.empty() && o.node_list.size() != static_cast<std::size_t>(o.max_nodes)) {
     return bad(fmt::format("--nodes: {} hosts, but --nnodes allows {}", o.node_list.size(), o.max_nodes));
   }
+  if (o.hang_timeout.count() < 0) return bad(fmt::format("--hang-timeout: {} is negative", FormatDuration(o.hang_timeout)));
   return Status::Ok();
 }
 
@@ -157,21 +158,25 @@ std::vector<Action> Coordinator::OnMessage(ConnId conn, const Message& message, 
     OnProof(conn, agent, *m, now);
   } else if (auto* m = std::get_if<Join>(&message); m && phase == Phase::kJoin) {
     OnJoin(conn, agent, *m, now);
-  } else if (std::holds_alternative<Heartbeat>(message) && joined) {
+  } else if (auto* m = std::get_if<Heartbeat>(&message); m && joined) {
+    OnHeartbeat(agent, *m, now);
     Emit(Send{conn, Heartbeat{}});
   } else if (std::holds_alternative<Leave>(message) && joined) {
     CloseConn(conn, "left");
     Remove(conn, "left", now);
   } else if (auto* m = std::get_if<WorkerFailed>(&message); m && phase == Phase::kAssigned) {
-    OnWorkerFailed(agent, *m);
+    OnWorkerFailed(agent, *m, now);
   } else if (auto* m = std::get_if<Done>(&message); m && phase == Phase::kAssigned) {
-    OnDone(agent, *m);
+    OnDone(conn, agent, *m, now);
+  } else if (auto* m = std::get_if<Report>(&message); m && joined) {
+    OnReport(conn, agent, *m);
   } else {
     static constexpr const char* kWhere[] = {"before the hello", "before the proof", "before the join",
                                              "while waiting for an assignment", "from an assigned node"};
     bool coordinator_only = std::holds_alternative<Challenge>(message) ||
                             std::holds_alternative<Assignment>(message) ||
-                            std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message);
+                            std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message) ||
+                            std::holds_alternative<Query>(message);
     std::string problem = fmt::format("unexpected {} {}", TypeName(message),
                                       coordinator_only ? "from an agent" : kWhere[static_cast<int>(phase)]);
     Refuse(conn, problem, now);
@@ -226,7 +231,7 @@ void Coordinator::UpdateGathering(Clock::time_point now) {
     join_deadline_.reset();
     last_call_deadline_.reset();
   } else if (waiting >= options_.max_nodes) {
-    Assign();
+    Assign(now);
   } else if (waiting < options_.min_nodes) {
     last_call_deadline_.reset();
   } else if (!last_call_deadline_) {
@@ -236,7 +241,7 @@ void Coordinator::UpdateGathering(Clock::time_point now) {
   }
 }
 
-void Coordinator::Assign() {
+void Coordinator::Assign(Clock::time_point now) {
   // The nodes of the last generation still here keep their place ahead of late
   // joiners; within each group, arrival order.
   std::vector<std::pair<ConnId, const Agent*>> members;
@@ -293,6 +298,9 @@ void Coordinator::Assign() {
   state_ = State::kRunning;
   join_deadline_.reset();
   last_call_deadline_.reset();
+  // A new generation is new progress: whatever hang was being looked at is gone.
+  query_.reset();
+  hang_mark_.reset();
   int workers = 0;
   for (const envmap::Node& node : table_) workers += node.nproc;
   Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
@@ -312,6 +320,8 @@ void Coordinator::Assign() {
     agent.phase = Phase::kAssigned;
     agent.node_rank = ranks[i];
     agent.done = false;
+    agent.assigned_at = now;
+    agent.beat_at.reset();
     Assignment& out = agent.join.wants_table ? assignment : compact;
     out.node_rank = ranks[i];
     out.rank_offset = offsets[static_cast<std::size_t>(ranks[i])];
@@ -320,7 +330,7 @@ void Coordinator::Assign() {
   }
 }
 
-void Coordinator::OnWorkerFailed(Agent& agent, const WorkerFailed& failed) {
+void Coordinator::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now) {
   if (failed.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring a worker failure of generation {} from {} (now {})", Subject(),
                          failed.generation, NodeName(agent), generation_)});
@@ -328,10 +338,10 @@ void Coordinator::OnWorkerFailed(Agent& agent, const WorkerFailed& failed) {
   }
   std::string how = failed.reason.empty() ? fmt::format("failed with code {}", failed.code) : failed.reason;
   Fail(fmt::format("{} rank {} {}", NodeName(agent), failed.rank, how), failed.code != 0 ? failed.code : 1,
-       false);
+       false, now);
 }
 
-void Coordinator::OnDone(Agent& agent, const Done& done) {
+void Coordinator::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now) {
   if (done.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring done of generation {} from {} (now {})", Subject(), done.generation,
                          NodeName(agent), generation_)});
@@ -339,9 +349,15 @@ void Coordinator::OnDone(Agent& agent, const Done& done) {
   }
   if (done.exit_code != 0) {
     return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), done.exit_code), done.exit_code,
-                false);
+                false, now);
   }
   agent.done = true;
+  // Its ranks have finished: there is nothing left of it to sample.
+  if (query_ && query_->asked.erase(conn) > 0) {
+    query_->nodes[agent.node_rank].problem = "its ranks finished before it answered";
+    if (query_->asked.empty()) FinishHangQuery();
+  }
+  if (state_ != State::kRunning) return;
   for (const auto& [id, other] : agents_)
     if (other.phase == Phase::kAssigned && !other.done) return;
   int workers = 0;
@@ -352,7 +368,7 @@ void Coordinator::OnDone(Agent& agent, const Done& done) {
   End(0, summary, [generation](const Agent& a) { return Message(Done{generation, a.node_rank, 0}); });
 }
 
-void Coordinator::Fail(const std::string& cause, int code, bool node_lost) {
+void Coordinator::Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now) {
   std::string reason = Subject() + ": " + cause;
   int remaining = 0;
   for (const auto& [id, agent] : agents_)
@@ -362,7 +378,7 @@ void Coordinator::Fail(const std::string& cause, int code, bool node_lost) {
   if (restart_count_ < options_.max_restarts && (!node_lost || elastic) && remaining >= options_.min_nodes) {
     ++restart_count_;
     Emit(Log{fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts)});
-    return Assign();
+    return Assign(now);
   }
   End(code, reason, [&](const Agent&) { return Message(Abort{reason, code}); });
 }
@@ -383,6 +399,7 @@ void Coordinator::End(int code, const std::string& summary,
   agents_.clear();
   slots_.clear();
   waiting_ = 0;
+  query_.reset();
   state_ = State::kEnded;
   join_deadline_.reset();
   last_call_deadline_.reset();
@@ -410,7 +427,7 @@ void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point
   if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
     Emit(NodeLost{agent.node_rank, agent.join.host, what});
-    Fail(fmt::format("{} {}", NodeName(agent), what), 1, true);
+    Fail(fmt::format("{} {}", NodeName(agent), what), 1, true, now);
   } else if (agent.phase == Phase::kWaiting) {
     UpdateGathering(now);
   }
@@ -447,9 +464,13 @@ std::vector<Action> Coordinator::OnTick(Clock::time_point now, const UnreadInput
     CloseConn(id, problem);
     Remove(id, fmt::format("lost ({})", problem), now);
   }
+  if (state_ == State::kRunning) {
+    if (query_ && now >= query_->deadline) FinishHangQuery();
+    if (state_ == State::kRunning) CheckHang(now);
+  }
   if (state_ != State::kGathering) return Flush();
   if (last_call_deadline_ && now >= *last_call_deadline_) {
-    Assign();
+    Assign(now);
   } else if (join_deadline_ && now >= *join_deadline_) {
     std::vector<std::string> hosts;
     std::vector<const Agent*> waiting;
@@ -466,6 +487,100 @@ std::vector<Action> Coordinator::OnTick(Clock::time_point now, const UnreadInput
   return Flush();
 }
 
+void Coordinator::OnHeartbeat(Agent& agent, const Heartbeat& beat, Clock::time_point now) {
+  if (agent.phase != Phase::kAssigned || options_.hang_timeout.count() <= 0) return;
+  int silent_ms = beat.silent_ms;
+  if (silent_ms < 0) {
+    Emit(Log{fmt::format("{}: {} says its ranks have been silent for {}ms; counting 0", Subject(), NodeName(agent),
+                         silent_ms)});
+    silent_ms = 0;
+  }
+  agent.beat_at = now;
+  // Never before this generation began: a beat sent before the agent heard of it
+  // speaks of the last generation's ranks.
+  agent.quiet_since = std::max(now - std::chrono::milliseconds(silent_ms), agent.assigned_at);
+}
+
+void Coordinator::OnReport(ConnId conn, Agent& agent, const Report& report) {
+  auto ignore = [&](const std::string& why) {
+    Emit(Log{fmt::format("{}: ignoring a report for query {} from {} ({})", Subject(), report.id, NodeName(agent),
+                         why)});
+  };
+  if (!query_ || report.id != query_->id) return ignore("no such query is open");
+  auto asked = query_->asked.find(conn);
+  if (asked == query_->asked.end()) return ignore("it was not asked, or has answered already");
+  if (report.node_rank != agent.node_rank) return ignore(fmt::format("it says it is node {}", report.node_rank));
+  NodeStacks& node = query_->nodes[agent.node_rank];
+  if (report.items.size() > static_cast<std::size_t>(node.nproc)) {
+    return ignore(fmt::format("{} items for {} ranks", report.items.size(), node.nproc));
+  }
+  std::size_t bytes = 0;
+  for (const std::string& item : report.items) bytes += item.size();
+  query_->asked.erase(asked);
+  if (query_->bytes + bytes > kMaxHangReportBytes) {
+    node.problem = fmt::format("its report of {} bytes is over the {} MiB kept for one hang", bytes,
+                               kMaxHangReportBytes >> 20);
+  } else {
+    query_->bytes += bytes;
+    node.answered = true;
+    node.items = report.items;
+  }
+  if (query_->asked.empty()) FinishHangQuery();
+}
+
+void Coordinator::CheckHang(Clock::time_point now) {
+  if (options_.hang_timeout.count() <= 0 || query_) return;
+  std::optional<Clock::time_point> earliest_beat, latest_output;
+  for (const auto& [id, agent] : agents_) {
+    if (agent.phase != Phase::kAssigned || agent.done) continue;
+    if (!agent.beat_at) return;  // not heard from in this generation yet
+    if (!earliest_beat || *agent.beat_at < *earliest_beat) earliest_beat = agent.beat_at;
+    if (!latest_output || agent.quiet_since > *latest_output) latest_output = agent.quiet_since;
+  }
+  if (!earliest_beat || *earliest_beat < *latest_output) return;
+  auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(*earliest_beat - *latest_output);
+  if (silent < options_.hang_timeout) return;
+  // Once reported, only output after the reported silence counts as progress. The
+  // estimates move by the heartbeats' delays, so a small move is not output.
+  auto slack = std::min<std::chrono::milliseconds>(std::chrono::seconds(1), options_.hang_timeout / 2);
+  if (hang_mark_ && *latest_output <= *hang_mark_ + slack) return;
+  hang_mark_ = latest_output;
+
+  HangQuery& q = query_.emplace();
+  q.id = ++queries_;
+  q.deadline = now + kHangReportTimeout;
+  q.silent = silent;
+  std::vector<int> offsets(table_.size() + 1, 0);
+  for (std::size_t r = 0; r < table_.size(); ++r) offsets[r + 1] = offsets[r] + table_[r].nproc;
+  for (const auto& [id, agent] : agents_) {
+    if (agent.phase != Phase::kAssigned || agent.done) continue;
+    NodeStacks& node = q.nodes[agent.node_rank];
+    node.node_rank = agent.node_rank;
+    node.host = agent.join.host;
+    node.first_rank = offsets[static_cast<std::size_t>(agent.node_rank)];
+    node.nproc = table_[static_cast<std::size_t>(agent.node_rank)].nproc;
+    q.asked[id] = agent.node_rank;
+    Emit(Send{id, Query{q.id, "stacks"}});
+  }
+  Emit(HangSuspected{silent, static_cast<int>(q.asked.size())});
+}
+
+void Coordinator::FinishHangQuery() {
+  HangQuery q = std::move(*query_);
+  query_.reset();
+  for (const auto& [id, node_rank] : q.asked)
+    q.nodes[node_rank].problem = fmt::format("no answer within {}", FormatDuration(kHangReportTimeout));
+  HangReport report;
+  report.silent = q.silent;
+  report.stop = options_.hang_stop;
+  for (auto& [node_rank, node] : q.nodes) report.nodes.push_back(std::move(node));
+  Emit(std::move(report));
+  if (!options_.hang_stop) return;
+  std::string reason = fmt::format("{}: no rank on any node made progress for {}s (--hang-action stop)", Subject(),
+                                   std::chrono::duration_cast<std::chrono::seconds>(q.silent).count());
+  End(kJobHangExitCode, reason, [&](const Agent&) { return Message(Abort{reason, kJobHangExitCode}); });
+}
+
 std::optional<Clock::time_point> Coordinator::NextDeadline() const {
   std::optional<Clock::time_point> next;
   auto consider = [&next](std::optional<Clock::time_point> t) {
@@ -473,6 +588,7 @@ std::optional<Clock::time_point> Coordinator::NextDeadline() const {
   };
   consider(last_call_deadline_);
   consider(join_deadline_);
+  if (query_) consider(query_->deadline);
   for (const auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     consider(joined ? agent.last_seen + options_.heartbeat_timeout : agent.connected + options_.handshake_timeout);

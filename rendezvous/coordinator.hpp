@@ -33,6 +33,23 @@
 //
 // Sizes are checked: a Join with nproc over kMaxNprocPerNode is refused, and a
 // generation whose world size would reach 2^31 ends the job with Abort.
+//
+// Hangs (hang_timeout > 0): each Heartbeat of a running node says how long its
+// ranks have been silent. The job is silent for the stretch that ends at the
+// earliest of the running nodes' last heartbeats and starts at the latest of
+// their ranks' last output (heartbeat time - silent_ms, and never before the
+// generation began): output a node wrote after its last heartbeat is not known
+// yet, so time since a heartbeat is never counted as silence, and a hang is
+// noticed up to one heartbeat period late rather than reported falsely. Once that
+// stretch reaches hang_timeout, every running node gets Query{id, "stacks"}, and
+// HangSuspected is returned; when every node has answered with its Report (or
+// finished, or kHangReportTimeout passed), one HangReport carries them all. With
+// hang_stop the job then ends: Abort with kJobHangExitCode to every node. It is
+// reported again only after new output (some node's last output moved on) and a
+// new full silence. A Report that is not for the open query, comes from a node
+// that was not asked (or already answered), names another node or carries more
+// items than the node has ranks is ignored with one Log line; a node's items are
+// kept only while the query holds under kMaxHangReportBytes in all.
 #pragma once
 
 #include <chrono>
@@ -55,6 +72,13 @@ using ConnId = std::uint64_t;
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's --master-port
 inline constexpr int kMaxHostLength = 255;        // a DNS name is at most 253
 inline constexpr int kMaxNprocPerNode = 65536;    // workers one Join may ask for
+// The exit code of a job stopped because it hung (launcher::kExitHang, timeout(1)).
+inline constexpr int kJobHangExitCode = 124;
+// How long the nodes have to answer a stacks query; one that does not is named as
+// not sampled. Default: 15s (a node takes at most 10s: gdb attaches take seconds).
+inline constexpr std::chrono::milliseconds kHangReportTimeout{15'000};
+// The most bytes of report items one hang query keeps, over all nodes.
+inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
 
 // `text` in single quotes for a message, shortened to its first 64 bytes with its
 // length when longer ("'aaaa...' (5000 bytes)"), so that a peer's long run id
@@ -107,7 +131,30 @@ struct NodeLost {
   std::string host;
   std::string what;  // "lost (connection closed)", "left", ...
 };
-using Action = std::variant<Send, Close, Log, JobEnded, NodeLost>;
+// The job's ranks on every node have been silent for `silent` (hang_timeout):
+// every running node was asked for its stacks. A HangReport follows.
+struct HangSuspected {
+  std::chrono::milliseconds silent{0};
+  int nodes = 0;  // nodes asked
+};
+// One node's answer to a stacks query.
+struct NodeStacks {
+  int node_rank = 0;
+  std::string host;
+  int first_rank = 0;  // the global rank of its local rank 0
+  int nproc = 0;
+  bool answered = false;
+  std::string problem;             // why not, when not: "no answer within 15s"
+  std::vector<std::string> items;  // Report::items as the node sent them, unchecked
+};
+// The answers to the stacks query of a suspected hang, every node asked by node
+// rank. With `stop`, JobEnded with kJobHangExitCode follows in the same actions.
+struct HangReport {
+  std::chrono::milliseconds silent{0};
+  std::vector<NodeStacks> nodes;
+  bool stop = false;
+};
+using Action = std::variant<Send, Close, Log, JobEnded, NodeLost, HangSuspected, HangReport>;
 
 struct CoordinatorOptions {
   std::string endpoint;  // "head:29400", for messages only
@@ -130,6 +177,10 @@ struct CoordinatorOptions {
   // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.
   std::vector<std::string> node_list;
   int master_port = 0;     // 0: node rank 0's master_port_hint, else kDefaultMasterPort
+  // --hang-timeout: no rank on any node wrote for this long -> HangSuspected and
+  // a stacks query. Default: 0, off.
+  std::chrono::milliseconds hang_timeout{0};
+  bool hang_stop = false;  // --hang-action stop: after the HangReport, end the job
   // Where Challenge nonces come from. Default: RandomNonce().
   std::function<Result<std::string>()> nonce_source;
 };
@@ -194,13 +245,33 @@ class Coordinator {
     int slot = -1;              // fixed slot claimed at Join (ranks.hpp)
     int node_rank = -1;         // in the current generation; -1 while waiting
     bool done = false;          // sent Done for the current generation
+    // Hangs, in the current generation: when it was assigned, its last heartbeat,
+    // and its ranks' last output as that heartbeat told it.
+    Clock::time_point assigned_at;
+    std::optional<Clock::time_point> beat_at;
+    Clock::time_point quiet_since;
+  };
+  // The open stacks query of a suspected hang.
+  struct HangQuery {
+    int id = 0;
+    Clock::time_point deadline;
+    std::chrono::milliseconds silent{0};
+    std::map<ConnId, int> asked;          // not answered yet -> node rank
+    std::map<int, NodeStacks> nodes;      // by node rank
+    std::size_t bytes = 0;                // of the items kept
   };
 
   void OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now);
   void OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now);
   void OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::time_point now);
-  void OnWorkerFailed(Agent& agent, const WorkerFailed& failed);
-  void OnDone(Agent& agent, const Done& done);
+  void OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now);
+  void OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now);
+  void OnHeartbeat(Agent& agent, const Heartbeat& beat, Clock::time_point now);
+  void OnReport(ConnId conn, Agent& agent, const Report& report);
+  // Starts a stacks query once the job's silence reaches hang_timeout.
+  void CheckHang(Clock::time_point now);
+  // Emits the HangReport of the open query (and, with hang_stop, ends the job).
+  void FinishHangQuery();
 
   // Sends Refused, closes and forgets the connection (a node of the running
   // generation is then lost).
@@ -211,9 +282,9 @@ class Coordinator {
   // is lost, and `what` ("left", "lost (connection closed)") says how.
   void Remove(ConnId conn, const std::string& what, Clock::time_point now);
   void UpdateGathering(Clock::time_point now);
-  void Assign();
+  void Assign(Clock::time_point now);
   // A failure in the running generation: restart or abort.
-  void Fail(const std::string& cause, int code, bool node_lost);
+  void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
   // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
   void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
 
@@ -233,6 +304,11 @@ class Coordinator {
   std::vector<envmap::Node> table_;
   std::optional<Clock::time_point> join_deadline_;
   std::optional<Clock::time_point> last_call_deadline_;
+  std::optional<HangQuery> query_;
+  int queries_ = 0;
+  // The job's last output when its silence was last reported: the next report
+  // needs output after it.
+  std::optional<Clock::time_point> hang_mark_;
   std::vector<Action> out_;
 };
 

@@ -259,6 +259,10 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       if (log_) log_(log->line);
     } else if (auto* lost = std::get_if<NodeLost>(&action)) {
       if (on_node_lost_) on_node_lost_(*lost);
+    } else if (auto* suspected = std::get_if<HangSuspected>(&action)) {
+      if (on_hang_.suspected) on_hang_.suspected(run_id, *suspected);
+    } else if (auto* report = std::get_if<HangReport>(&action)) {
+      if (on_hang_.report) on_hang_.report(run_id, *report);
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       ended_ = *ended;
       if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });

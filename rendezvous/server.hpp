@@ -78,6 +78,14 @@ class CoordinatorServer {
   void OnJobEnded(std::function<void(const JobEnded&)> hook) { on_ended_ = std::move(hook); }
   // Runs `hook`, in the handler that noticed it, for each node a job lost.
   void OnNodeLost(std::function<void(const NodeLost&)> hook) { on_node_lost_ = std::move(hook); }
+  // Run, in the handler that noticed it, for each hang a job suspects and each
+  // report of one (coordinator.hpp), with the job's run id. A report with `stop`
+  // is followed by the job's end (OnJobEnded).
+  struct HangHooks {
+    std::function<void(const std::string& run_id, const HangSuspected&)> suspected;
+    std::function<void(const std::string& run_id, const HangReport&)> report;
+  };
+  void OnHang(HangHooks hooks) { on_hang_ = std::move(hooks); }
   // A job has ended and every connection has written its last bytes.
   bool Flushed() const;
   int port() const;
@@ -115,6 +123,7 @@ class CoordinatorServer {
 
   std::function<void(const JobEnded&)> on_ended_;
   std::function<void(const NodeLost&)> on_node_lost_;
+  HangHooks on_hang_;
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;

@@ -25,6 +25,8 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std
   c.heartbeat_timeout = o.heartbeat_timeout;
   c.token = token;
   c.master_port = o.master_port.value_or(0);
+  c.hang_timeout = o.hang_timeout;
+  c.hang_stop = o.hang_stop;
   return c;
 }
 
@@ -80,13 +82,14 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   return plan;
 }
 
-rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const std::string& run_id, int min_nodes, int max_nodes,
-                                      int max_restarts) {
+rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const rendezvous::Hello& hello) {
   rendezvous::CoordinatorOptions c = plan.jobs;
-  c.run_id = run_id;
-  c.min_nodes = min_nodes;
-  c.max_nodes = max_nodes;
-  c.max_restarts = max_restarts;
+  c.run_id = hello.run_id;
+  c.min_nodes = hello.min_nodes;
+  c.max_nodes = hello.max_nodes;
+  c.max_restarts = hello.max_restarts;
+  c.hang_timeout = std::chrono::milliseconds(hello.hang_timeout_ms);
+  c.hang_stop = hello.hang_stop != 0;
   return c;
 }
 

@@ -17,8 +17,8 @@ namespace dlaunch::launcher {
 
 struct Options;
 
-// The job's size and restarts as given; the timeouts, the token and the master
-// port from `o`. The result still needs rendezvous::Validate.
+// The job's size and restarts as given; the timeouts, the hang watch, the token
+// and the master port from `o`. The result still needs rendezvous::Validate.
 rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std::string& run_id, int min_nodes,
                                                      int max_nodes, int max_restarts, const std::string& token);
 
@@ -31,8 +31,8 @@ Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env);
 struct DaemonPlan {
   bool help = false;
   rendezvous::HostPort listen;
-  // Every job's timeouts and token; a job's run id, size and restarts come from
-  // its first authenticated join (JobFor).
+  // Every job's timeouts and token; a job's run id, size, restarts and hang watch
+  // come from its first authenticated join (JobFor).
   rendezvous::CoordinatorOptions jobs;
 };
 
@@ -41,9 +41,9 @@ struct DaemonPlan {
 // same; the rest are refused, naming the flag.
 Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envmap::EnvMap& env);
 
-// The options of the job a Hello asks for: `plan.jobs` with its run id, size
-// and restarts.
-rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const std::string& run_id, int min_nodes, int max_nodes,
-                                      int max_restarts);
+// The options of the job a Hello asks for: `plan.jobs` with its run id, size,
+// restarts and hang watch (--hang-timeout, --hang-action). The result still
+// needs rendezvous::Validate (a negative hang timeout fails it).
+rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const rendezvous::Hello& hello);
 
 }  // namespace dlaunch::launcher

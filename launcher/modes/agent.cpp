@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 namespace dlaunch::launcher {
@@ -35,6 +36,8 @@ void Agent::WorkersDone(int code) {
 
 void Agent::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
 
+void Agent::Answer(int id, std::vector<std::string> items) { Apply(machine_.Answer(id, std::move(items))); }
+
 void Agent::LocalFailure(int rank, int code, const std::string& reason) {
   Apply(machine_.OnWorkerFailed(rank, code, reason));
 }
@@ -53,6 +56,17 @@ void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
       if (abort_) abort_(stop->code, stop->reason);
     } else if (auto* notice = std::get_if<rdzv::DoNotice>(&action)) {
       hooks_.notice(notice->line);
+    } else if (auto* query = std::get_if<rdzv::DoQuery>(&action)) {
+      // Answered later, from the hook's own handler: a posted answer never runs
+      // inside this loop over actions.
+      if (hooks_.query) {
+        hooks_.query(query->id, query->what);
+      } else {
+        int id = query->id;
+        boost::asio::post(io_, [this, id, alive = alive_] {
+          if (*alive) Answer(id, {});
+        });
+      }
     } else if (auto* finish = std::get_if<rdzv::DoFinish>(&action)) {
       timer_.cancel();
       hooks_.finish(finish->code, finish->error);

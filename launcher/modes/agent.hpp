@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -29,6 +30,9 @@ class Agent : public JobChannel {
     std::function<void(int code, const std::string& error)> finish;
     // A line for the console ("rendezvous ...: ...").
     std::function<void(const std::string& line)> notice;
+    // The coordinator asks about this node's workers (rendezvous::DoQuery): call
+    // Answer(id, items) once, now or later. Unset: every query gets no items.
+    std::function<void(int id, const std::string& what)> query;
   };
 
   // `target` is where to connect; options.endpoint names it in messages.
@@ -39,6 +43,8 @@ class Agent : public JobChannel {
   void Start();
   // The workers started by `run` have all exited with node result `code`.
   void WorkersDone(int code);
+  // The answer to the query hook's `id` (AgentMachine::Answer: cut to fit).
+  void Answer(int id, std::vector<std::string> items);
 
   // JobChannel: the runner of the current workers.
   void Attach(std::function<void(int, const std::string&)> abort) override;

@@ -14,6 +14,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/modes/job_hang.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -27,7 +28,8 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
               "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
               "\n"
               "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
-              "join of its run id, sized by that agent's --nnodes and --max-restarts. A job with\n"
+              "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
+              "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
               "no agent connected for join_timeout (default 600s) is forgotten.");
     return 0;
   }
@@ -42,7 +44,7 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at.ToString();
   auto factory = [&plan](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
-    return JobFor(plan, hello.run_id, hello.min_nodes, hello.max_nodes, hello.max_restarts);
+    return JobFor(plan, hello);
   };
   EventLoop loop;
   boost::asio::io_context& io = loop.io();
@@ -53,6 +55,26 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   };
   auto server = rdzv::CoordinatorServer::Start(io, at, "--listen", factory, say);
   if (!server.ok()) return Fail(kExitUsage, server.status().message(), kDaemonName);
+  // Each job's hangs are logged with its run id; their stacks go to one
+  // directory, made at the first report, and kept.
+  std::string stacks_dir;
+  auto dir = [&stacks_dir]() -> Result<std::string> {
+    if (stacks_dir.empty()) {
+      Result<std::string> made = NewStacksDir();
+      if (!made.ok()) return made;
+      stacks_dir = *made;
+    }
+    return stacks_dir;
+  };
+  auto job_say = [&say](const std::string& run_id) {
+    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
+  };
+  (*server)->OnHang({[&](const std::string& run_id, const rdzv::HangSuspected& s) {
+                       JobHangReporter(job_say(run_id), nullptr, dir).Suspected(s);
+                     },
+                     [&](const std::string& run_id, const rdzv::HangReport& r) {
+                       JobHangReporter(job_say(run_id), nullptr, dir).Report(r);
+                     }});
   // A job whose agents all went away before it ran would otherwise stay for ever.
   (*server)->ExpireAbandonedJobs(plan.jobs.join_timeout);
   say(fmt::format("listening on {}", endpoint));

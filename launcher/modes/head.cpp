@@ -24,6 +24,7 @@
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/modes/job_hang.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/streams.hpp"
 #include "rendezvous/auth.hpp"
@@ -77,12 +78,14 @@ class Head {
     std::unique_ptr<TailBuffer> err_tail = std::make_unique<TailBuffer>(4096);  // stays put as nodes_ grows
   };
 
-  Head(const HeadPlan& plan, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server)
+  Head(const HeadPlan& plan, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server,
+       const JobHangReporter& hang)
       : plan_(plan),
         io_(io),
         console_(console),
         watchdog_(watchdog),
         server_(server),
+        hang_(hang),
         signals_(io),
         deadline_(io),
         streams_(io, console, kReadSize),
@@ -112,6 +115,7 @@ class Head {
   Console& console_;
   Watchdog& watchdog_;
   rdzv::CoordinatorServer& server_;
+  const JobHangReporter& hang_;
   asio::signal_set signals_;  // stop signals
   asio::steady_timer deadline_;
   bool deadline_armed_ = false;
@@ -278,7 +282,12 @@ void Head::Complete() {
   if (stop_signal_ != 0) {
     code = 128 + stop_signal_;
   } else if (const auto& ended = server_.ended()) {
-    if (ended->exit_code != 0) console_.Say(fmt::format("job: {}", ended->summary));
+    if (ended->exit_code != 0) {
+      // A job stopped on a hang shows its summary under the cause, as a single node does.
+      std::vector<std::string> lines = hang_.StopLines(ended->summary);
+      if (lines.empty()) lines.push_back(fmt::format("job: {}", ended->summary));
+      for (const std::string& line : lines) console_.Say(line);
+    }
     code = ended->exit_code;
   }
   // The cancelled handlers above are queued already; `done` runs after them.
@@ -419,9 +428,23 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   events.SetRunId(run_id);
   events.Emit("job_started", {{"mode", "head"}, {"nodes", n}, {"pid", static_cast<int>(getpid())}});
 
+  // The coordinator here judges hangs across the nodes; their stacks go to a
+  // directory made at the first report, and kept.
+  std::string stacks_dir;
+  JobHangReporter hang(log, &events, [&stacks_dir]() -> Result<std::string> {
+    if (stacks_dir.empty()) {
+      Result<std::string> made = NewStacksDir();
+      if (!made.ok()) return made;
+      stacks_dir = *made;
+    }
+    return stacks_dir;
+  });
+  (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
+                     [&hang](const std::string&, const rdzv::HangReport& r) { hang.Report(r); }});
+
   Watchdog watchdog;
   if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
-  Head head(plan, io, console, watchdog, **server);
+  Head head(plan, io, console, watchdog, **server, hang);
   std::vector<std::string> base_env;
   for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
 

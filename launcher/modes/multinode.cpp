@@ -11,6 +11,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
 #include "launcher/core/event_loop.hpp"
@@ -18,6 +19,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/modes/agent.hpp"
+#include "launcher/modes/job_hang.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -79,23 +81,53 @@ class NodeMode {
         watchdog_(watchdog),
         server_(std::move(server)),
         drain_(loop.io()),
-        agent_(loop.io(), std::move(target), std::move(aopts),
+        agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
                Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
                             [this](int code, const std::string& error) { Finish(code, error); },
-                            [this](const std::string& line) { console_.Say(line); }}),
+                            [this](const std::string& line) { console_.Say(line); },
+                            [this](int id, const std::string& what) { Query(id, what); }}),
         task_holds_(std::move(task_holds)),
-        live_(live) {}
+        live_(live),
+        hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
+              [this] { return Result<std::string>(plan_.work_dir); }) {}
 
   void Start() {
     if (server_) {
       server_->OnNodeLost([this](const rdzv::NodeLost& lost) {
         plan_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
       });
+      server_->OnHang({[this](const std::string&, const rdzv::HangSuspected& s) { hang_.Suspected(s); },
+                       [this](const std::string&, const rdzv::HangReport& r) { hang_.Report(r); }});
     }
     agent_.Start();
   }
 
  private:
+  // Every heartbeat says how long this node's ranks have been silent.
+  rdzv::AgentMachineOptions WithSilence(rdzv::AgentMachineOptions o) {
+    o.silence = [this] {
+      if (!run_) return std::chrono::milliseconds(0);
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                   run_->last_output());
+    };
+    return o;
+  }
+
+  // The coordinator asks about this node's workers: "stacks" (a hang) or
+  // "status" (a row per rank). No run, or another question: no items.
+  void Query(int id, const std::string& what) {
+    if (run_ && what == "stacks") {
+      run_->Stacks([this, id, alive = life_.token()](std::vector<RankStack> stacks) {
+        if (!alive.expired()) agent_.Answer(id, StackItems(stacks));
+      });
+      return;
+    }
+    std::vector<std::string> items;
+    if (run_ && what == "status")
+      for (const boost::json::value& row : run_->Rows()) items.push_back(boost::json::serialize(row));
+    agent_.Answer(id, std::move(items));
+  }
+
   void Run(const rdzv::Assignment& a) {
     live_.SetRun(nullptr);
     run_.reset();  // the last generation's run has finished
@@ -140,7 +172,12 @@ class NodeMode {
 
   void DrainHost() {
     if (server_->Flushed() || std::chrono::steady_clock::now() >= drain_deadline_) {
-      if (server_->ended() && server_->ended()->exit_code != 0) console_.Say("job: " + server_->ended()->summary);
+      if (server_->ended() && server_->ended()->exit_code != 0) {
+        // A job stopped on a hang shows its summary under the cause, as a single node does.
+        std::vector<std::string> lines = hang_.StopLines(server_->ended()->summary);
+        if (lines.empty()) lines.push_back("job: " + server_->ended()->summary);
+        for (const std::string& line : lines) console_.Say(line);
+      }
       return loop_.Exit(code_);
     }
     drain_.expires_after(std::chrono::milliseconds(50));
@@ -162,6 +199,7 @@ class NodeMode {
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
   RunLiveSource& live_;
+  JobHangReporter hang_;  // the hosted coordinator's hang reports
   Lifetime life_;  // last: expires first
 };
 
@@ -236,6 +274,8 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   aopts.heartbeat_timeout = r.heartbeat_timeout;
   aopts.heartbeat_interval = r.heartbeat_timeout / 3;
   aopts.quiet_abort = server != nullptr;
+  aopts.hang_timeout = plan.hang_timeout;
+  aopts.hang_stop = plan.hang_stop;
 
   // The coordinator drives restarts across nodes; locally each generation runs once.
   plan.supervisor.max_restarts = 0;

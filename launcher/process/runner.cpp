@@ -83,6 +83,7 @@ class Runner : public WorkerRun, public WorkerControl {
 
   boost::json::array Rows() override;
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
+  Clock::time_point last_output() const override { return last_output_; }
 
  private:
   Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
@@ -380,7 +381,10 @@ void Runner::Run(std::function<void(int)> done) {
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
     console_.Say(s.message());
   last_output_ = Clock::now();
-  ArmHangWatch();
+  // One node's silence says nothing when another node's ranks print: in a
+  // rendezvous job (a channel) the coordinator judges silence over every node,
+  // from the last_output() each agent reports in its heartbeats.
+  if (channel_ == nullptr) ArmHangWatch();
   AfterEvent();
 }
 

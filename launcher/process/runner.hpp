@@ -43,7 +43,8 @@ struct RunPlan {
   EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
   // The hang watch: no rank wrote a line for hang_timeout (0: off) -> every
   // rank's stack (launcher/process/stacks.hpp), then the job runs on or, with
-  // hang_stop, ends with exit code 124. python_hook: load the stack hook in
+  // hang_stop, ends with exit code 124. Only without a JobChannel: in a
+  // rendezvous job the coordinator judges silence across every node. python_hook: load the stack hook in
   // Python workers (work_dir/py on PYTHONPATH).
   std::chrono::milliseconds hang_timeout{0};
   bool hang_stop = false;
@@ -82,6 +83,9 @@ class WorkerRun {
   // (state: running, sleeping, disk-wait, stopped, traced, zombie, idle, exiting, "exited (N)",
   // "killed (SIGNAME)" or "not started"; a run destroyed before its collection ends drops `done`.)
   virtual void Stacks(std::function<void(std::vector<RankStack>)> done) = 0;
+  // When any rank last wrote a byte (or the run started): a rendezvous agent
+  // sends the silence since then in every heartbeat (rendezvous/codec.hpp).
+  virtual std::chrono::steady_clock::time_point last_output() const = 0;
 };
 
 // One-line notices before the first start, like torchrun's OMP_NUM_THREADS one.

@@ -2,7 +2,7 @@
 """Hostile and helper rendezvous peers for the coordinator tests, on loopback only.
 
 Speaks the frame format of rendezvous/codec.hpp (12-byte header, big-endian,
-protocol version 3). Every loop is bounded in count and time.
+protocol version 4). Every loop is bounded in count and time.
 
   junk PORT RUN_ID MIN MAX [nonce]  one Hello with no proof: prints the reply type
                                     (2 challenge, 11 refused) and, with `nonce`, keeps
@@ -26,7 +26,7 @@ import struct
 import sys
 import time
 
-VERSION = int(os.environ.get("RDZV_PEER_VERSION", "3"))  # another only to show old builds fail
+VERSION = int(os.environ.get("RDZV_PEER_VERSION", "4"))  # another only to show old builds fail
 HELLO, CHALLENGE, PROOF, JOIN, ASSIGNMENT, HEARTBEAT, ABORT = 1, 2, 3, 4, 5, 6, 8
 
 
@@ -43,7 +43,9 @@ def frame(mtype, payload):
 
 
 def hello(run_id, lo, hi, nonce=b""):
-    return frame(HELLO, i(VERSION) + s(run_id.encode()) + s(nonce) + i(lo) + i(hi) + i(0))
+    # Protocol 4 adds hang_timeout_ms and hang_stop (0: no hang watch).
+    extra = i(0) + i(0) if VERSION >= 4 else b""
+    return frame(HELLO, i(VERSION) + s(run_id.encode()) + s(nonce) + i(lo) + i(hi) + i(0) + extra)
 
 
 def read_frame(conn):
@@ -85,7 +87,7 @@ def proof(token, label, na, nc, run_id):
 def join_frames(token, run_id, host, lo, hi, conn):
     """A real handshake on `conn` with TOKEN; returns an error, or None once Join is sent."""
     na = os.urandom(32)
-    conn.sendall(frame(HELLO, i(VERSION) + s(run_id) + s(na) + i(lo) + i(hi) + i(0)))
+    conn.sendall(hello(run_id.decode(), lo, hi, na))
     mtype, body = read_frame(conn)
     if mtype != CHALLENGE:
         return "no challenge: type %s" % mtype
@@ -115,7 +117,7 @@ def beat(port, token, run_id, count, secs):
             if c in closed:
                 continue
             try:
-                c.send(frame(HEARTBEAT, b""))
+                c.send(frame(HEARTBEAT, i(0) if VERSION >= 4 else b""))  # silent_ms from protocol 4
             except BlockingIOError:
                 pass  # a full buffer: the coordinator is not reading; it has bytes of ours
             except OSError:
@@ -205,7 +207,7 @@ def main():
         token, run_id = sys.argv[3].encode(), sys.argv[4].encode()
         conn = connect(port)
         na = os.urandom(32)
-        conn.sendall(frame(HELLO, i(VERSION) + s(run_id) + s(na) + i(2) + i(2) + i(0)))
+        conn.sendall(hello(run_id.decode(), 2, 2, na))
         mtype, body = read_frame(conn)
         if mtype != CHALLENGE:
             print("no challenge: type %s" % mtype, flush=True)
@@ -218,7 +220,7 @@ def main():
         join = (s(run_id) + s(b"leaver") + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
                 i(-1) + i(0) + struct.pack(">I", 0) + i(0))
         conn.sendall(frame(JOIN, join))
-        conn.sendall(frame(6, b""))  # a heartbeat, answered only once joined
+        conn.sendall(frame(HEARTBEAT, i(0) if VERSION >= 4 else b""))  # answered only once joined
         mtype, _ = read_frame(conn)
         print("joined" if mtype == 6 else "not joined: type %s" % mtype, flush=True)
         conn.close()

@@ -3,99 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/auth.hpp"
+#include "tests/rendezvous/agent_harness.hpp"
 
 namespace dlaunch::rendezvous {
-namespace {
 
+using namespace agent_testing;
 using namespace std::chrono_literals;
-using Clock = AgentMachine::Clock;
-
-const std::string kNonceA(kNonceSize, 'A');
-const std::string kNonceC(kNonceSize, 'C');
-
-AgentMachineOptions Options(const std::string& token = "") {
-  AgentMachineOptions o;
-  o.endpoint = "head:29400";
-  o.token = token;
-  o.join.run_id = "job42";
-  o.join.host = "a";
-  o.join.nproc = 2;
-  o.min_nodes = o.max_nodes = 2;
-  o.join_timeout = 5s;
-  o.handshake_timeout = 10s;
-  o.heartbeat_interval = 5s;
-  o.heartbeat_timeout = 15s;
-  o.random = [] { return 0.0; };  // no jitter unless a test sets it
-  o.nonce_source = [] { return Result<std::string>(kNonceA); };
-  return o;
-}
-
-// Drives one machine with a fake clock and keeps every action it returned.
-class Harness {
- public:
-  explicit Harness(AgentMachineOptions o) : m(std::move(o)) {}
-
-  std::vector<AgentAction> Take(std::vector<AgentAction> actions) {
-    all.insert(all.end(), actions.begin(), actions.end());
-    return actions;
-  }
-  std::vector<AgentAction> Start() { return Take(m.Start(now)); }
-  std::vector<AgentAction> Connected() { return Take(m.OnConnected("10.0.0.2", now)); }
-  std::vector<AgentAction> Receive(const Message& message) { return Take(m.OnMessage(message, now)); }
-  std::vector<AgentAction> TickAt(Clock::duration since_t0, bool unread_input = false) {
-    now = t0 + since_t0;
-    return Take(m.OnTick(now, unread_input));
-  }
-  // Connects and answers the Hello with a Challenge built by `challenge`.
-  std::vector<AgentAction> Handshake(const Challenge& challenge) {
-    Start();
-    Connected();
-    return Receive(challenge);
-  }
-  std::vector<AgentAction> Joined(const Assignment& a) {
-    Handshake(Challenge{});
-    return Receive(a);
-  }
-
-  size_t Heartbeats() const {
-    size_t n = 0;
-    for (const AgentAction& a : all)
-      if (auto* s = std::get_if<DoSend>(&a); s && std::holds_alternative<Heartbeat>(s->message)) ++n;
-    return n;
-  }
-
-  const Clock::time_point t0{};
-  Clock::time_point now = t0;
-  std::vector<AgentAction> all;
-  AgentMachine m;
-};
-
-// Copies, since the actions are often a temporary.
-template <typename T>
-std::optional<T> Find(const std::vector<AgentAction>& actions) {
-  for (const AgentAction& a : actions)
-    if (auto* t = std::get_if<T>(&a)) return *t;
-  return std::nullopt;
-}
-
-template <typename M>
-std::optional<M> Sent(const std::vector<AgentAction>& actions) {
-  for (const AgentAction& a : actions)
-    if (auto* s = std::get_if<DoSend>(&a))
-      if (auto* m = std::get_if<M>(&s->message)) return *m;
-  return std::nullopt;
-}
-
-Assignment Gen(int generation, int node_rank = 1) {
-  Assignment a;
-  a.generation = generation;
-  a.node_rank = node_rank;
-  a.nnodes = 2;
-  a.run_id = "job42";
-  return a;
-}
-
-}  // namespace
 
 TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
   AgentMachineOptions o = Options();

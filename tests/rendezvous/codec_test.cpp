@@ -32,7 +32,7 @@ std::vector<Message> EveryMessage() {
   assignment.rank_offset = 2;
   assignment.world_size = 5;
   return {
-      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3},
+      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3, 1'800'000, 1},
       Challenge{std::string(32, '\x7f'), std::string(32, '\x01')},
       Challenge{""},
       Proof{std::string(32, '\0')},
@@ -41,12 +41,17 @@ std::vector<Message> EveryMessage() {
       assignment,
       Assignment{},
       Heartbeat{},
+      Heartbeat{65'000},
       WorkerFailed{3, 1, 9, 137, "was killed by SIGKILL"},
       Abort{"rendezvous head:29400: node 1 (b) rank 9 was killed by SIGKILL", 137},
       Done{3, 1, 0},
       Done{1, -1, 0},
       Leave{2},
       Refused{"rendezvous head:29400: wrong token (proof does not match)"},
+      Query{7, "stacks"},
+      Query{},
+      Report{7, 1, {R"({"rank":2,"pid":42})", R"({"rank":3,"pid":43})"}},
+      Report{},
   };
 }
 
@@ -85,7 +90,7 @@ std::string ErrorOf(const std::string& bytes) {
 }
 
 constexpr std::uint8_t kHelloType = 1, kJoinType = 4, kAssignmentType = 5, kHeartbeatType = 6,
-                       kAbortType = 8, kLeaveType = 10;
+                       kAbortType = 8, kLeaveType = 10, kReportType = 13;
 
 }  // namespace
 
@@ -111,7 +116,8 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
       {Hello{}, 1, "hello"},    {Challenge{}, 2, "challenge"},        {Proof{}, 3, "proof"},
       {Join{}, 4, "join"},      {Assignment{}, 5, "assignment"},      {Heartbeat{}, 6, "heartbeat"},
       {WorkerFailed{}, 7, "worker-failed"}, {Abort{}, 8, "abort"},    {Done{}, 9, "done"},
-      {Leave{}, 10, "leave"},   {Refused{}, 11, "refused"},
+      {Leave{}, 10, "leave"},   {Refused{}, 11, "refused"},          {Query{}, 12, "query"},
+      {Report{}, 13, "report"},
   };
   for (const auto& c : kCases) {
     CHECK(TypeOf(c.message) == c.type);
@@ -121,7 +127,7 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
 
 TEST_CASE("the wire layout of a frame is big-endian and length-prefixed", "[codec]") {
   std::string frame = Encode(Leave{258});
-  CHECK(frame == std::string("DLRV\x03\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
+  CHECK(frame == std::string("DLRV\x04\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
   CHECK(Encode(Abort{"ab", -1}) == Frame(kAbortType, Str("ab") + std::string(4, '\xff')));
 }
 
@@ -164,11 +170,11 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
   } kCases[] = {
       {"http", "GET / HTTP/1.1\r\n", "frame: bad magic 0x47455420 (expected 0x444c5256)"},
       {"one wrong byte", "X", "frame: bad magic 0x58 (expected 0x444c5256)"},
-      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 3)"},
-      {"type zero", std::string("DLRV\x03\x00", 6), "frame: unknown type 0"},
-      {"type too large", std::string("DLRV\x03\x63", 6), "frame: unknown type 99"},
-      {"reserved bits", std::string("DLRV\x03\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
-      {"oversized", std::string("DLRV\x03\x06\x00\x00", 8) + U32(kMaxPayload + 1),
+      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 4)"},
+      {"type zero", std::string("DLRV\x04\x00", 6), "frame: unknown type 0"},
+      {"type too large", std::string("DLRV\x04\x63", 6), "frame: unknown type 99"},
+      {"reserved bits", std::string("DLRV\x04\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
+      {"oversized", std::string("DLRV\x04\x06\x00\x00", 8) + U32(kMaxPayload + 1),
        "frame: payload length 1048577 over the cap of 1048576"},
       {"truncated int", Frame(kLeaveType, std::string("\x00\x01", 2)), "frame: truncated field 'node_rank' of leave"},
       {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"),
@@ -177,7 +183,13 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
       {"truncated node", Frame(kAssignmentType, U32(1) + U32(0) + U32(1) + Str("a")),
        "frame: truncated field 'nodes.addr' of assignment"},
       {"trailing", Frame(kLeaveType, U32(1) + "xyz"), "frame: 3 trailing bytes after the last field of leave"},
-      {"trailing heartbeat", Frame(kHeartbeatType, "x"), "frame: 1 trailing bytes after the last field of heartbeat"},
+      {"trailing heartbeat", Frame(kHeartbeatType, U32(0) + "x"), "frame: 1 trailing bytes after the last field of heartbeat"},
+      {"protocol 3's heartbeat", Frame(kHeartbeatType, ""), "frame: truncated field 'silent_ms' of heartbeat"},
+      {"type past report", std::string("DLRV\x04\x0e", 6), "frame: unknown type 14"},
+      {"long report item", Frame(kReportType, U32(1) + U32(0) + U32(1) + U32(kMaxString + 1) + std::string(kMaxString + 1, '{')),
+       "frame: string 'items' of report is 4097 bytes, over its cap of 4096"},
+      {"lying report count", Frame(kReportType, U32(1) + U32(0) + U32(3) + Str("{}")),
+       "frame: truncated field 'items' of report"},
       {"long string", Frame(kJoinType, Str("job") + U32(kMaxString + 1) + std::string(kMaxString + 1, 'h')),
        "frame: string 'host' of join is 4097 bytes, over its cap of 4096"},
       {"long list", Frame(kJoinType, Str("job") + Str("a") + too_many),
@@ -193,7 +205,7 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
 
 TEST_CASE("an oversized length is refused from the header alone", "[codec]") {
   FrameDecoder decoder;
-  decoder.Feed(std::string("DLRV\x03\x07\x00\x00", 8) + U32(0xffffffff));
+  decoder.Feed(std::string("DLRV\x04\x07\x00\x00", 8) + U32(0xffffffff));
   Result<std::optional<Message>> next = decoder.Next();
   REQUIRE_FALSE(next.ok());
   CHECK(next.status().message() == "frame: payload length 4294967295 over the cap of 1048576");
@@ -215,7 +227,7 @@ TEST_CASE("a decoder error is final", "[codec]") {
   decoder.Feed(Encode(Heartbeat{}));
   Result<std::optional<Message>> again = decoder.Next();
   REQUIRE_FALSE(again.ok());
-  CHECK(again.status().message() == "frame: unsupported version 9 (expected 3)");
+  CHECK(again.status().message() == "frame: unsupported version 9 (expected 4)");
   CHECK(decoder.buffered() == 0);
 }
 

@@ -52,6 +52,11 @@ class Harness {
         logs.push_back(l->line);
       } else if (auto* n = std::get_if<rendezvous::NodeLost>(&action)) {
         lost.push_back(fmt::format("{} {} {}", n->node_rank, n->host, n->what));
+      } else if (auto* hs = std::get_if<HangSuspected>(&action)) {
+        suspected.push_back(*hs);
+      } else if (auto* hr = std::get_if<HangReport>(&action)) {
+        CHECK_FALSE(ended.has_value());  // a report comes before the end it causes
+        reports.push_back(std::move(*hr));
       } else {
         CHECK_FALSE(ended.has_value());  // the job ends once
         ended = std::get<JobEnded>(action);
@@ -127,6 +132,8 @@ class Harness {
   std::vector<std::string> logs;
   std::vector<std::string> lost;  // NodeLost: "NODE HOST WHAT"
   std::optional<JobEnded> ended;
+  std::vector<HangSuspected> suspected;
+  std::vector<HangReport> reports;
 
  private:
   std::string token_;

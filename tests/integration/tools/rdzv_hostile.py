@@ -27,7 +27,7 @@ import time
 
 MAGIC = b"DLRV"
 TYPES = ["hello", "challenge", "proof", "join", "assignment", "heartbeat",
-         "worker-failed", "abort", "done", "leave", "refused"]
+         "worker-failed", "abort", "done", "leave", "refused", "query", "report"]
 
 
 def protocol_version(src):
@@ -78,7 +78,8 @@ class Frames:
         if t == 1:  # hello
             return (u32(rng.choice([self.version, self.version - 1, self.version + 1]))
                     + s(self.rid()) + s(rng.randbytes(rng.choice([0, 16, 32, 33])))
-                    + u32(i()) + u32(i()) + u32(i()))
+                    + u32(i()) + u32(i()) + u32(i())
+                    + (u32(i()) + u32(i()) if self.version >= 4 else b""))  # hang_timeout_ms, hang_stop
         if t == 2:  # challenge (with the field protocol 3 adds, sometimes)
             p = s(rng.randbytes(rng.choice([0, 32])))
             return p + s(rng.randbytes(32)) if rng.random() < 0.5 else p
@@ -92,8 +93,8 @@ class Frames:
             node = lambda _: s("h") + s("127.0.0.1") + u32(i()) + lst([], u32)
             return (u32(i()) + u32(i()) + lst(range(rng.randrange(0, 3)), node) + s("127.0.0.1")
                     + u32(i()) + s(self.rid()) + u32(i()) + u32(i()) + u32(i()) + u32(i()))
-        if t == 6:  # heartbeat
-            return b""
+        if t == 6:  # heartbeat (silent_ms from protocol 4)
+            return u32(i()) if self.version >= 4 else b""
         if t == 7:  # worker-failed
             return u32(i()) + u32(i()) + u32(i()) + u32(i()) + s("boom")
         if t == 8:  # abort
@@ -102,10 +103,15 @@ class Frames:
             return u32(i()) + u32(i()) + u32(i())
         if t == 10:  # leave
             return u32(i())
+        if t == 12:  # query
+            return u32(i()) + s(rng.choice(["stacks", "status", "", "x" * 5000]))
+        if t == 13:  # report
+            return u32(i()) + u32(i()) + lst([rng.choice(["{}", '{"rank":0}', "junk", "x" * 5000])
+                                              for _ in range(rng.randrange(0, 5))], s)
         return s("refused by a stranger")  # 11
 
     def frame(self, t=None, version=None):
-        t = t or self.rng.randrange(1, 12)
+        t = t or self.rng.randrange(1, 14 if self.version >= 4 else 12)
         p = self.payload(t)
         return MAGIC + bytes([version or self.version, t]) + b"\0\0" + u32(len(p)) + p
 
