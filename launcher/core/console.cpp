@@ -11,6 +11,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
 
 namespace dlaunch::launcher {
@@ -202,14 +203,11 @@ bool Console::Drain(const std::vector<int>& stop_signals) {
     arm_grace();
   });
   if (stopped_) arm_grace();
-  io_.restart();
-  while (buffered() > 0 && !expired && io_.run_one() > 0) {
-  }
+  RunWhile(io_, [&] { return buffered() > 0 && !expired; });
   // Let the cancelled handlers, which point at this frame, run before it goes.
   signals.cancel(ignored);
   grace.cancel();
-  io_.restart();
-  io_.poll();
+  RunReady(io_);
   return buffered() == 0;
 }
 

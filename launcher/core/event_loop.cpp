@@ -13,4 +13,15 @@ int EventLoop::Run() {
   return 1;
 }
 
+void RunWhile(boost::asio::io_context& io, const std::function<bool()>& more) {
+  io.restart();
+  while (more() && io.run_one() > 0) {
+  }
+}
+
+void RunReady(boost::asio::io_context& io) {
+  io.restart();
+  io.poll();
+}
+
 }  // namespace dlaunch::launcher

@@ -11,12 +11,15 @@
 // A mode ends the process with Exit(code): Run returns after the handler that
 // called it. Objects that own sockets, timers or descriptors on io() must be
 // destroyed before the EventLoop (declare the loop first); handlers still queued
-// then are destroyed without running. The one other user of the loop is the
-// console's last flush (Console::Drain, launcher/core/console.hpp): after Run has
-// returned, it runs the loop for the console alone until a slow reader has taken
-// everything, or briefly after a stop signal.
+// then are destroyed without running. After Run, the console's last flush
+// (Console::Drain, launcher/core/console.hpp) runs the loop once more through
+// RunWhile and RunReady below, until a slow reader has taken everything, or
+// briefly after a stop signal. Nothing else runs an io_context: the build's
+// `layering` test refuses a call to run, run_one, poll ... outside this file's
+// .cpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -47,6 +50,12 @@ class EventLoop {
   boost::asio::io_context io_;
   std::optional<int> code_;
 };
+
+// The loop after Run has returned, for the console's last flush: handlers run
+// one at a time while `more()` holds and there is work. RunReady then runs the
+// handlers already queued (the ones just cancelled), so none outlives its frame.
+void RunWhile(boost::asio::io_context& io, const std::function<bool()>& more);
+void RunReady(boost::asio::io_context& io);
 
 // Cancelling a timer or a signal set does not recall a completion that is
 // already queued: a signal or a deadline that came just before its owner was

@@ -17,44 +17,7 @@ lib_init "$@"
 require_torch
 command -v gdb >/dev/null || fail "gdb is missing (scripts/install-deps.sh installs it)"
 
-cat >"$TMP/hang_ddp.py" <<'PYEOF'
-import os, sys, threading, time
-import torch
-import torch.distributed as dist
-
-
-def setup_progress(done):
-    # Lines while the process group forms: only the hang below is silent.
-    while not done.wait(0.5):
-        print("setting up", flush=True)
-
-
-def load_batch():
-    time.sleep(float(os.environ.get("SLEEP_S", "1000")))  # LOAD_BATCH_LINE
-
-
-def step(rank, t):
-    if rank == 2:
-        load_batch()
-    dist.all_reduce(t)
-
-
-def main():
-    done = threading.Event()
-    threading.Thread(target=setup_progress, args=(done,), daemon=True).start()
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    t = torch.ones(4)
-    dist.barrier()
-    done.set()
-    print(f"rank {rank} sees argv={sys.argv[1:]} name={__name__} path0={sys.path[0]}", flush=True)
-    print(f"rank {rank} quiet from {time.time():.3f}", flush=True)  # the last line before the hang
-    step(rank, t)
-    print(f"rank {rank} done {t.tolist()}", flush=True)
-
-
-main()
-PYEOF
+cp "$SRC/tests/integration/tools/hang_ddp.py" "$TMP/hang_ddp.py"
 line=$(grep -n LOAD_BATCH_LINE "$TMP/hang_ddp.py" | cut -d: -f1)
 
 # The run directory a hang kept (it holds the stacks), from the last run's stderr.

@@ -22,44 +22,7 @@ require_torch
 command -v gdb >/dev/null || fail "gdb is missing (scripts/install-deps.sh installs it)"
 unset DLAUNCH_RDZV_TOKEN
 
-cat >"$TMP/hang_ddp.py" <<'PYEOF'
-import os, sys, threading, time
-import torch
-import torch.distributed as dist
-
-
-def setup_progress(done):
-    # Lines while the process group forms: only the hang below is silent.
-    while not done.wait(0.5):
-        print("setting up", flush=True)
-
-
-def load_batch():
-    time.sleep(float(os.environ.get("SLEEP_S", "1000")))  # LOAD_BATCH_LINE
-
-
-def step(rank, t):
-    if rank == 2:
-        load_batch()
-    dist.all_reduce(t)
-
-
-def main():
-    done = threading.Event()
-    threading.Thread(target=setup_progress, args=(done,), daemon=True).start()
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    t = torch.ones(4)
-    dist.barrier()
-    done.set()
-    time.sleep(0.6)  # the progress thread's last line is out
-    print(f"rank {rank} silent from {time.time():.3f}", flush=True)
-    step(rank, t)
-    print(f"rank {rank} done {t.tolist()}", flush=True)
-
-
-main()
-PYEOF
+cp "$SRC/tests/integration/tools/hang_ddp.py" "$TMP/hang_ddp.py"
 line=$(grep -n LOAD_BATCH_LINE "$TMP/hang_ddp.py" | cut -d: -f1)
 
 # start_node NAME I IS_HOST ARGS...: rendezvous node I (of 2) on 127.0.0.(I+1).
@@ -81,7 +44,7 @@ expect_rc 124 "the hosting node after a job-wide hang"
 wait_dl peer
 expect_rc 124 "node 1 after a job-wide hang"
 # The ranks' last line, to each node's end: timeout + 10 s at most.
-silent_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] silent from ([0-9.]+)$/\1/p' "$TMP/host.out" "$TMP/peer.out" | sort -n | tail -n 1)
+silent_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$TMP/host.out" "$TMP/peer.out" | sort -n | tail -n 1)
 [[ -n $silent_from ]] || { ERR=$TMP/host.err OUT=$TMP/host.out show_run; fail "no rank reached its all_reduce"; }
 took=$(awk -v a="$silent_from" -v b="$host_end" 'BEGIN{printf "%.1f", b-a}')
 log "the job stopped ${took}s after its ranks' last line"

@@ -58,6 +58,15 @@ check() {
       fi
     done < <(sed -nE 's/^#include "((envmap|rendezvous|launcher)\/[^"]+)".*/\1/p' "$file")
   done < <(find envmap rendezvous launcher -name '*.cpp' -o -name '*.hpp' | sort)
+  # The event loop's rule (launcher/core/event_loop.hpp): only event_loop.cpp
+  # runs an io_context; everything else arms handlers and returns.
+  local hit
+  while IFS= read -r hit; do
+    echo "${hit%%:*}: runs an io_context (${hit#*:}); only launcher/core/event_loop.cpp may (event_loop.hpp)"
+    bad=1
+  done < <(grep -rnE '(^|[^A-Za-z0-9_])(io_?|io\(\))\.(run|run_one|run_for|run_until|poll|poll_one)\(' \
+    --include='*.cpp' --include='*.hpp' envmap rendezvous launcher | sed -E 's/^([^:]+):([0-9]+):[[:space:]]*/\1:\2: /' |
+    grep -v '^launcher/core/event_loop\.cpp:' | sort)
   return "$bad"
 }
 
@@ -70,17 +79,21 @@ if [[ ${1:-} == --self-test ]]; then
   # reading the flag struct.
   echo '#include "launcher/process/runner.hpp"' >>"$tmp/launcher/core/text.cpp"
   echo '#include "launcher/config/cli.hpp"' >>"$tmp/launcher/process/summary.cpp"
+  # ... and a mode running the loop itself.
+  echo 'void Planted(boost::asio::io_context& io) { io.run_one(); }' >>"$tmp/launcher/modes/remote.cpp"
   out=$(check "$tmp")
   rc=$?
   expect1="launcher/core/text.cpp: includes launcher/process/runner.hpp, but launcher/core may include only: envmap"
   expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: envmap launcher/core"
-  if ((rc != 1)) || ! grep -qxF "$expect1" <<<"$out" || ! grep -qxF "$expect2" <<<"$out"; then
+  expect3="launcher/modes/remote.cpp: runs an io_context ($(wc -l <"$tmp/launcher/modes/remote.cpp"): void Planted(boost::asio::io_context& io) { io.run_one(); }); only launcher/core/event_loop.cpp may (event_loop.hpp)"
+  if ((rc != 1)) || ! grep -qxF "$expect1" <<<"$out" || ! grep -qxF "$expect2" <<<"$out" ||
+    ! grep -qxF "$expect3" <<<"$out"; then
     echo "layering self-test: the planted includes were not refused as expected (rc $rc):"
     echo "$out"
     exit 1
   fi
-  [[ $(wc -l <<<"$out") -eq 3 ]] || { echo "layering self-test: more refused than planted:"; echo "$out"; exit 1; }
-  echo "layering self-test: both planted arrows refused"
+  [[ $(wc -l <<<"$out") -eq 4 ]] || { echo "layering self-test: more refused than planted:"; echo "$out"; exit 1; }
+  echo "layering self-test: the planted arrows and loop runner refused"
   exit 0
 fi
 check "${1:?usage: check.sh SOURCE_ROOT}"
