@@ -303,8 +303,16 @@ TEST_CASE("DecideDaemon: the listen address, every job's timeouts and token; oth
   CHECK(d->jobs.heartbeat_timeout == std::chrono::seconds(3));
   CHECK(d->jobs.join_timeout == std::chrono::seconds(60));
   CHECK(d->jobs.token == "s3cret");
-  rendezvous::CoordinatorOptions job = JobFor(*d, "job42", 2, 4, 1);
+  rendezvous::Hello hello;
+  hello.run_id = "job42";
+  hello.min_nodes = 2;
+  hello.max_nodes = 4;
+  hello.max_restarts = 1;
+  hello.hang_timeout_ms = 600000;
+  hello.hang_stop = 1;
+  rendezvous::CoordinatorOptions job = JobFor(*d, hello);
   CHECK((job.run_id == "job42" && job.min_nodes == 2 && job.max_nodes == 4 && job.max_restarts == 1));
+  CHECK((job.hang_timeout == std::chrono::minutes(10) && job.hang_stop));
   CHECK(job.heartbeat_timeout == std::chrono::seconds(3));
 
   auto error = [](std::vector<std::string> args) {
