@@ -298,8 +298,9 @@ void Coordinator::Assign(Clock::time_point now) {
   state_ = State::kRunning;
   join_deadline_.reset();
   last_call_deadline_.reset();
-  // A new generation is new progress: whatever hang was being looked at is gone.
-  query_.reset();
+  // A new generation is new progress: whatever hang was being looked at is gone,
+  // and what was asked of the last generation's ranks has no answer to wait for.
+  FinishAllQueries("a new generation began before it answered");
   hang_mark_.reset();
   int workers = 0;
   for (const envmap::Node& node : table_) workers += node.nproc;
@@ -353,10 +354,15 @@ void Coordinator::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::tim
   }
   agent.done = true;
   // Its ranks have finished: there is nothing left of it to sample.
-  if (query_ && query_->asked.erase(conn) > 0) {
-    query_->nodes[agent.node_rank].problem = "its ranks finished before it answered";
-    if (query_->asked.empty()) FinishHangQuery();
+  std::vector<int> answered;
+  for (auto& [id, q] : queries_) {
+    if (q.asked.erase(conn) == 0) continue;
+    q.nodes[agent.node_rank].problem = "its ranks finished before it answered";
+    if (q.asked.empty()) answered.push_back(id);
   }
+  for (int id : answered)
+    if (queries_.count(id)) FinishQuery(id);  // a hang stop may have ended the job
+  if (state_ == State::kEnded) return;
   if (state_ != State::kRunning) return;
   for (const auto& [id, other] : agents_)
     if (other.phase == Phase::kAssigned && !other.done) return;
@@ -399,7 +405,7 @@ void Coordinator::End(int code, const std::string& summary,
   agents_.clear();
   slots_.clear();
   waiting_ = 0;
-  query_.reset();
+  FinishAllQueries("the job ended before it answered");
   state_ = State::kEnded;
   join_deadline_.reset();
   last_call_deadline_.reset();
@@ -423,6 +429,14 @@ void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point
   if (it == agents_.end()) return;
   Agent agent = std::move(it->second);
   agents_.erase(it);
+  // An on-demand query goes on without it; the hang query waits for its deadline.
+  std::vector<int> answered;
+  for (auto& [id, q] : queries_) {
+    if (q.hang || q.asked.erase(conn) == 0) continue;
+    q.nodes[agent.node_rank].problem = what;
+    if (q.asked.empty()) answered.push_back(id);
+  }
+  for (int id : answered) FinishQuery(id);
   if (agent.phase == Phase::kWaiting) --waiting_;
   if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
@@ -465,7 +479,11 @@ std::vector<Action> Coordinator::OnTick(Clock::time_point now, const UnreadInput
     Remove(id, fmt::format("lost ({})", problem), now);
   }
   if (state_ == State::kRunning) {
-    if (query_ && now >= query_->deadline) FinishHangQuery();
+    std::vector<int> expired_queries;
+    for (const auto& [id, q] : queries_)
+      if (now >= q.deadline) expired_queries.push_back(id);
+    for (int id : expired_queries)
+      if (queries_.count(id)) FinishQuery(id);  // a hang stop may have ended the job
     if (state_ == State::kRunning) CheckHang(now);
   }
   if (state_ != State::kGathering) return Flush();
@@ -506,30 +524,32 @@ void Coordinator::OnReport(ConnId conn, Agent& agent, const Report& report) {
     Emit(Log{fmt::format("{}: ignoring a report for query {} from {} ({})", Subject(), report.id, NodeName(agent),
                          why)});
   };
-  if (!query_ || report.id != query_->id) return ignore("no such query is open");
-  auto asked = query_->asked.find(conn);
-  if (asked == query_->asked.end()) return ignore("it was not asked, or has answered already");
+  auto open = queries_.find(report.id);
+  if (open == queries_.end()) return ignore("no such query is open");
+  OpenQuery& q = open->second;
+  auto asked = q.asked.find(conn);
+  if (asked == q.asked.end()) return ignore("it was not asked, or has answered already");
   if (report.node_rank != agent.node_rank) return ignore(fmt::format("it says it is node {}", report.node_rank));
-  NodeStacks& node = query_->nodes[agent.node_rank];
+  NodeStacks& node = q.nodes[agent.node_rank];
   if (report.items.size() > static_cast<std::size_t>(node.nproc)) {
     return ignore(fmt::format("{} items for {} ranks", report.items.size(), node.nproc));
   }
   std::size_t bytes = 0;
   for (const std::string& item : report.items) bytes += item.size();
-  query_->asked.erase(asked);
-  if (query_->bytes + bytes > kMaxHangReportBytes) {
-    node.problem = fmt::format("its report of {} bytes is over the {} MiB kept for one hang", bytes,
+  q.asked.erase(asked);
+  if (q.bytes + bytes > kMaxHangReportBytes) {
+    node.problem = fmt::format("its report of {} bytes is over the {} MiB kept for one query", bytes,
                                kMaxHangReportBytes >> 20);
   } else {
-    query_->bytes += bytes;
+    q.bytes += bytes;
     node.answered = true;
     node.items = report.items;
   }
-  if (query_->asked.empty()) FinishHangQuery();
+  if (q.asked.empty()) FinishQuery(report.id);
 }
 
 void Coordinator::CheckHang(Clock::time_point now) {
-  if (options_.hang_timeout.count() <= 0 || query_) return;
+  if (options_.hang_timeout.count() <= 0 || hang_query_) return;
   std::optional<Clock::time_point> earliest_beat, latest_output;
   for (const auto& [id, agent] : agents_) {
     if (agent.phase != Phase::kAssigned || agent.done) continue;
@@ -546,39 +566,87 @@ void Coordinator::CheckHang(Clock::time_point now) {
   if (hang_mark_ && *latest_output <= *hang_mark_ + slack) return;
   hang_mark_ = latest_output;
 
-  HangQuery& q = query_.emplace();
-  q.id = ++queries_;
-  q.deadline = now + kHangReportTimeout;
-  q.silent = silent;
+  int id = OpenQueryToAll("stacks", true, 0, kHangReportTimeout, now);
+  hang_query_ = id;
+  queries_.at(id).silent = silent;
+  Emit(HangSuspected{silent, static_cast<int>(queries_.at(id).asked.size())});
+}
+
+std::vector<Action> Coordinator::Ask(std::uint64_t tag, const std::string& what, std::chrono::milliseconds timeout,
+                                     Clock::time_point now) {
+  std::size_t open = queries_.size() - (hang_query_ ? 1 : 0);
+  if (state_ != State::kRunning) {
+    Emit(QueryAnswered{tag, what, {}, "no generation is running"});
+  } else if (open >= kMaxOpenQueries) {
+    Emit(QueryAnswered{tag, what, {}, fmt::format("{} queries are open already", open)});
+  } else {
+    int id = OpenQueryToAll(what, false, tag, timeout, now);
+    if (queries_.at(id).asked.empty()) FinishQuery(id);  // every node has finished
+  }
+  return Flush();
+}
+
+int Coordinator::OpenQueryToAll(const std::string& what, bool hang, std::uint64_t tag,
+                                std::chrono::milliseconds timeout, Clock::time_point now) {
+  int id = ++query_ids_;
+  OpenQuery& q = queries_[id];
+  q.id = id;
+  q.hang = hang;
+  q.tag = tag;
+  q.what = what;
+  q.timeout = timeout;
+  q.deadline = now + timeout;
   std::vector<int> offsets(table_.size() + 1, 0);
   for (std::size_t r = 0; r < table_.size(); ++r) offsets[r + 1] = offsets[r] + table_[r].nproc;
-  for (const auto& [id, agent] : agents_) {
-    if (agent.phase != Phase::kAssigned || agent.done) continue;
+  for (const auto& [conn, agent] : agents_) {
+    if (agent.phase != Phase::kAssigned) continue;
     NodeStacks& node = q.nodes[agent.node_rank];
     node.node_rank = agent.node_rank;
     node.host = agent.join.host;
     node.first_rank = offsets[static_cast<std::size_t>(agent.node_rank)];
     node.nproc = table_[static_cast<std::size_t>(agent.node_rank)].nproc;
-    q.asked[id] = agent.node_rank;
-    Emit(Send{id, Query{q.id, "stacks"}});
+    if (agent.done) {
+      node.problem = "its ranks have finished";
+      continue;
+    }
+    q.asked[conn] = agent.node_rank;
+    Emit(Send{conn, Query{id, what}});
   }
-  Emit(HangSuspected{silent, static_cast<int>(q.asked.size())});
+  // A hang query names only the nodes it asked, as before.
+  if (hang)
+    for (auto it = q.nodes.begin(); it != q.nodes.end();)
+      it = it->second.problem.empty() ? std::next(it) : q.nodes.erase(it);
+  return id;
 }
 
-void Coordinator::FinishHangQuery() {
-  HangQuery q = std::move(*query_);
-  query_.reset();
-  for (const auto& [id, node_rank] : q.asked)
-    q.nodes[node_rank].problem = fmt::format("no answer within {}", FormatDuration(kHangReportTimeout));
+void Coordinator::FinishQuery(int id, const std::string& problem) {
+  auto it = queries_.find(id);
+  if (it == queries_.end()) return;
+  OpenQuery q = std::move(it->second);
+  queries_.erase(it);
+  if (q.hang) hang_query_.reset();
+  for (const auto& [conn, node_rank] : q.asked)
+    q.nodes[node_rank].problem = problem.empty() ? fmt::format("no answer within {}", FormatDuration(q.timeout)) : problem;
+  std::vector<NodeStacks> nodes;
+  for (auto& [node_rank, node] : q.nodes) nodes.push_back(std::move(node));
+  if (!q.hang) return Emit(QueryAnswered{q.tag, q.what, std::move(nodes), {}});
   HangReport report;
   report.silent = q.silent;
   report.stop = options_.hang_stop;
-  for (auto& [node_rank, node] : q.nodes) report.nodes.push_back(std::move(node));
+  report.nodes = std::move(nodes);
   Emit(std::move(report));
   if (!options_.hang_stop) return;
   std::string reason = fmt::format("{}: no rank on any node made progress for {}s (--hang-action stop)", Subject(),
                                    std::chrono::duration_cast<std::chrono::seconds>(q.silent).count());
   End(kJobHangExitCode, reason, [&](const Agent&) { return Message(Abort{reason, kJobHangExitCode}); });
+}
+
+void Coordinator::FinishAllQueries(const std::string& problem) {
+  if (hang_query_) queries_.erase(*hang_query_);
+  hang_query_.reset();
+  std::vector<int> ids;
+  for (const auto& [id, q] : queries_) ids.push_back(id);
+  for (int id : ids) FinishQuery(id, problem);
 }
 
 std::optional<Clock::time_point> Coordinator::NextDeadline() const {
@@ -588,7 +656,7 @@ std::optional<Clock::time_point> Coordinator::NextDeadline() const {
   };
   consider(last_call_deadline_);
   consider(join_deadline_);
-  if (query_) consider(query_->deadline);
+  for (const auto& [id, q] : queries_) consider(q.deadline);
   for (const auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     consider(joined ? agent.last_seen + options_.heartbeat_timeout : agent.connected + options_.handshake_timeout);

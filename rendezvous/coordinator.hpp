@@ -50,6 +50,16 @@
 // that was not asked (or already answered), names another node or carries more
 // items than the node has ranks is ignored with one Log line; a node's items are
 // kept only while the query holds under kMaxHangReportBytes in all.
+//
+// On-demand queries (Ask): the process hosting the coordinator asks every running
+// node a question ("status", "stacks") for the live view. Each gets its own Query
+// id from the same counter as the hang queries, so any number of them and a hang
+// query can be open at once; a Report goes to the query its id names. The answer,
+// QueryAnswered with the caller's tag, comes once every node asked has answered,
+// finished, or been lost, or at the query's deadline, naming the nodes that did
+// not answer and why; a new generation or the job's end answers the open ones at
+// once. At most kMaxOpenQueries are open; a further Ask is answered at once with
+// a problem, as is one while no generation runs.
 #pragma once
 
 #include <chrono>
@@ -79,6 +89,8 @@ inline constexpr int kJobHangExitCode = 124;
 inline constexpr std::chrono::milliseconds kHangReportTimeout{15'000};
 // The most bytes of report items one hang query keeps, over all nodes.
 inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
+// The most on-demand queries open at once (the live view serves 16 clients).
+inline constexpr std::size_t kMaxOpenQueries = 16;
 
 // `text` in single quotes for a message, shortened to its first 64 bytes with its
 // length when longer ("'aaaa...' (5000 bytes)"), so that a peer's long run id
@@ -137,7 +149,7 @@ struct HangSuspected {
   std::chrono::milliseconds silent{0};
   int nodes = 0;  // nodes asked
 };
-// One node's answer to a stacks query.
+// One node's answer to a query ("stacks" of a hang, or an on-demand one).
 struct NodeStacks {
   int node_rank = 0;
   std::string host;
@@ -154,7 +166,15 @@ struct HangReport {
   std::vector<NodeStacks> nodes;
   bool stop = false;
 };
-using Action = std::variant<Send, Close, Log, JobEnded, NodeLost, HangSuspected, HangReport>;
+// The answers to an on-demand query (Coordinator::Ask), every node asked by node
+// rank; `problem` says why none was asked ("no generation is running").
+struct QueryAnswered {
+  std::uint64_t tag = 0;  // the caller's
+  std::string what;
+  std::vector<NodeStacks> nodes;
+  std::string problem;
+};
+using Action = std::variant<Send, Close, Log, JobEnded, NodeLost, HangSuspected, HangReport, QueryAnswered>;
 
 struct CoordinatorOptions {
   std::string endpoint;  // "head:29400", for messages only
@@ -222,6 +242,11 @@ class Coordinator {
   // Nothing when the job has already ended.
   std::vector<Action> AbortJob(int code, const std::string& cause);
 
+  // Asks every running node `what` ("status", "stacks"); QueryAnswered{tag}
+  // follows, now or from a later call, within `timeout` of `now`.
+  std::vector<Action> Ask(std::uint64_t tag, const std::string& what, std::chrono::milliseconds timeout,
+                          Clock::time_point now);
+
   // The earliest deadline OnTick acts on; nullopt when none. Linear in the number
   // of connections: a session layer with many agents may tick on a fixed period.
   std::optional<Clock::time_point> NextDeadline() const;
@@ -251,10 +276,14 @@ class Coordinator {
     std::optional<Clock::time_point> beat_at;
     Clock::time_point quiet_since;
   };
-  // The open stacks query of a suspected hang.
-  struct HangQuery {
+  // An open query: the stacks query of a suspected hang, or an on-demand one.
+  struct OpenQuery {
     int id = 0;
+    bool hang = false;
+    std::uint64_t tag = 0;  // on demand: the caller's
+    std::string what;
     Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
     std::chrono::milliseconds silent{0};
     std::map<ConnId, int> asked;          // not answered yet -> node rank
     std::map<int, NodeStacks> nodes;      // by node rank
@@ -270,8 +299,16 @@ class Coordinator {
   void OnReport(ConnId conn, Agent& agent, const Report& report);
   // Starts a stacks query once the job's silence reaches hang_timeout.
   void CheckHang(Clock::time_point now);
-  // Emits the HangReport of the open query (and, with hang_stop, ends the job).
-  void FinishHangQuery();
+  // Asks every running node `what` in a new open query; returns its id.
+  int OpenQueryToAll(const std::string& what, bool hang, std::uint64_t tag, std::chrono::milliseconds timeout,
+                     Clock::time_point now);
+  // Answers query `id`: the HangReport (and, with hang_stop, the job's end) or
+  // QueryAnswered. The nodes not answered yet get `problem` (empty: no answer
+  // within its timeout).
+  void FinishQuery(int id, const std::string& problem = {});
+  // Answers every open on-demand query, the nodes not answered getting `problem`;
+  // drops the hang query.
+  void FinishAllQueries(const std::string& problem);
 
   // Sends Refused, closes and forgets the connection (a node of the running
   // generation is then lost).
@@ -304,8 +341,9 @@ class Coordinator {
   std::vector<envmap::Node> table_;
   std::optional<Clock::time_point> join_deadline_;
   std::optional<Clock::time_point> last_call_deadline_;
-  std::optional<HangQuery> query_;
-  int queries_ = 0;
+  std::map<int, OpenQuery> queries_;  // by id
+  std::optional<int> hang_query_;     // the id of the open hang query
+  int query_ids_ = 0;
   // The job's last output when its silence was last reported: the next report
   // needs output after it.
   std::optional<Clock::time_point> hang_mark_;

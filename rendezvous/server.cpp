@@ -243,6 +243,16 @@ void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
                                                      : job->second->OnDisconnect(id, now));
 }
 
+void CoordinatorServer::Ask(const std::string& run_id, std::uint64_t tag, const std::string& what,
+                            std::chrono::milliseconds timeout) {
+  auto job = jobs_.find(run_id);
+  if (job == jobs_.end()) {
+    std::string problem = ended_ ? "the job has ended" : "no node has joined yet";
+    return Apply(run_id, {QueryAnswered{tag, what, {}, problem}});
+  }
+  Apply(run_id, job->second->Ask(tag, what, timeout, Clock::now()));
+}
+
 void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
   for (Action& action : actions) {
     if (auto* send = std::get_if<Send>(&action)) {
@@ -263,6 +273,11 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       if (on_hang_.suspected) on_hang_.suspected(run_id, *suspected);
     } else if (auto* report = std::get_if<HangReport>(&action)) {
       if (on_hang_.report) on_hang_.report(run_id, *report);
+    } else if (auto* answered = std::get_if<QueryAnswered>(&action)) {
+      if (on_answered_)
+        boost::asio::post(io_, [hook = on_answered_, a = std::move(*answered), alive = alive_] {
+          if (*alive) hook(a);
+        });
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       ended_ = *ended;
       if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });

@@ -86,6 +86,11 @@ class CoordinatorServer {
     std::function<void(const std::string& run_id, const HangReport&)> report;
   };
   void OnHang(HangHooks hooks) { on_hang_ = std::move(hooks); }
+  // Asks every running node of job `run_id` `what` (Coordinator::Ask); `hook`
+  // (OnQueryAnswered) gets the answer with `tag`, posted to the io_context, within
+  // `timeout` (at once, with a problem, when there is no such job).
+  void Ask(const std::string& run_id, std::uint64_t tag, const std::string& what, std::chrono::milliseconds timeout);
+  void OnQueryAnswered(std::function<void(const QueryAnswered&)> hook) { on_answered_ = std::move(hook); }
   // A job has ended and every connection has written its last bytes.
   bool Flushed() const;
   int port() const;
@@ -124,6 +129,7 @@ class CoordinatorServer {
   std::function<void(const JobEnded&)> on_ended_;
   std::function<void(const NodeLost&)> on_node_lost_;
   HangHooks on_hang_;
+  std::function<void(const QueryAnswered&)> on_answered_;
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;

@@ -25,6 +25,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/modes/job_hang.hpp"
+#include "launcher/modes/job_live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/streams.hpp"
 #include "rendezvous/auth.hpp"
@@ -442,8 +443,15 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
                      [&hang](const std::string&, const rdzv::HangReport& r) { hang.Report(r); }});
 
+  // The head's socket shows the whole job: every node, asked through the coordinator.
+  std::vector<std::string> shown = plan.command;
+  if (!shown.empty() && shown.front() == "--") shown.erase(shown.begin());
+  JobLiveSource job_live(**server, LiveJob{run_id, UtcNow(), shown, 0});
+  Result<std::string> live_path = LiveSocketPath(env, run_id);
+
   Watchdog watchdog;
-  if (Status s = watchdog.Start(""); !s.ok()) return Fail(1, s.message());
+  if (Status s = watchdog.Start("", live_path.ok() ? *live_path : ""); !s.ok()) return Fail(1, s.message());
+  std::unique_ptr<LiveServer> live_server = StartLiveView(io, console, live_path, job_live);
   Head head(plan, io, console, watchdog, **server, hang);
   std::vector<std::string> base_env;
   for (const auto& [k, v] : env) base_env.push_back(k + "=" + v);
@@ -484,6 +492,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   int result = loop.Run();
   int final_code = code != 0 ? code : result;
   std::string cause = final_code == 0 ? "" : (*server)->ended() ? (*server)->ended()->summary : "the launch failed on the head";
+  live_server.reset();  // the socket goes as the job ends
   events.Emit("job_finished", {{"exit_code", final_code}, {"root_cause", cause}});
   watchdog.Stop();
   console.Drain(plan.stop_signals);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <boost/json/parse.hpp>
@@ -189,6 +190,26 @@ std::vector<std::string> Sockets(const std::string& dir, const std::string& pref
   return out;
 }
 
+}  // namespace
+
+std::vector<boost::json::object> PreferJobWide(std::vector<boost::json::object> docs) {
+  std::set<std::string> wide;
+  std::vector<boost::json::object> out;
+  for (const auto& d : docs) {
+    const boost::json::value* w = d.if_contains("job_wide");
+    if (w == nullptr || !w->is_bool() || !w->as_bool()) continue;
+    if (wide.insert(Str(d, "run_id")).second) out.push_back(d);
+  }
+  for (auto& d : docs) {
+    const boost::json::value* w = d.if_contains("job_wide");
+    bool is_wide = w != nullptr && w->is_bool() && w->as_bool();
+    if (!is_wide && !wide.count(Str(d, "run_id"))) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+namespace {
+
 struct Found {
   std::vector<boost::json::object> docs;  // one per dlaunch that answered
   std::vector<std::string> errors;        // sockets that would not answer
@@ -214,7 +235,18 @@ Found AskAll(const std::string& dir, const std::string& run_id, std::string_view
     if (!run_id.empty() && Str(a.doc, "run_id") != run_id) continue;  // a prefix of a longer id
     f.docs.push_back(std::move(a.doc));
   }
+  f.docs = PreferJobWide(std::move(f.docs));
   return f;
+}
+
+// Each node's lines that the job-wide answer left out ("missing: node 1 (b), ...").
+std::string MissingLines(const std::vector<boost::json::object>& docs) {
+  std::string out;
+  for (const auto& d : docs)
+    if (const boost::json::value* m = d.if_contains("missing"); m != nullptr && m->is_array())
+      for (const boost::json::value& line : m->as_array())
+        if (line.is_string()) out += "missing: " + SafeUtf8(line.as_string().c_str(), false) + "\n";
+  return out;
 }
 
 void Print(const std::string& text) { WriteAll(STDOUT_FILENO, text); }
@@ -239,7 +271,7 @@ std::string StatusView(const std::vector<boost::json::object>& docs, size_t widt
   std::stable_sort(rows.begin(), rows.end(), [](const boost::json::value& a, const boost::json::value& b) {
     return Num(a.as_object(), "rank") < Num(b.as_object(), "rank");
   });
-  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width);
+  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width) + MissingLines(docs);
 }
 
 int ShowStatus(const LivePlan& plan, const std::string& dir, const envmap::EnvMap& env) {
@@ -307,6 +339,7 @@ int ShowStacks(const LivePlan& plan, const std::string& dir) {
     if (line.starts_with("hang: ")) line.replace(0, 6, "stacks: ");
     out += line + "\n";
   }
+  out += MissingLines(f.docs);
   out += "\n" + FullStacks(stacks);
   Print(out);
   return 0;

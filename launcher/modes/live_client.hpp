@@ -24,6 +24,10 @@ int RunLiveClient(const LivePlan& plan, const envmap::EnvMap& env);
 // The status table of `rows` (WorkerRun::Rows of every node, sorted by rank),
 // each line cut to `width` columns (0: not cut). Pure, for tests.
 std::string StatusTable(const boost::json::array& rows, size_t width);
+// The documents to show: a job-wide one ("job_wide": true, from the process
+// hosting a job's coordinator) replaces every other of its run id, so that no
+// rank shows twice when a node's own socket is on the same machine. Pure.
+std::vector<boost::json::object> PreferJobWide(std::vector<boost::json::object> docs);
 // The listing of jobs (one status document per dlaunch).
 std::string JobTable(const std::vector<boost::json::object>& docs, size_t width);
 

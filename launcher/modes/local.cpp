@@ -18,6 +18,7 @@
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
+#include "launcher/modes/job_live.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"
@@ -148,40 +149,6 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   return code;
 }
 
-// The live view's socket (dlaunch status, dlaunch stacks) in the per-user
-// directory, created now so that the watchdog, forked next, can remove the
-// socket if this process is killed; the refusal of an unsafe directory.
-Result<std::string> LiveSocketPath(const envmap::EnvMap& env, const std::string& run_id) {
-  std::string dir = LiveDir(env, geteuid());
-  if (Status s = OpenLiveDir(dir, geteuid()); !s.ok()) return s;
-  return fmt::format("{}/{}", dir, LiveSocketName(dir, run_id, static_cast<int>(getpid())));
-}
-
-// The server on `path`, or none after one line when the directory was refused
-// or the socket cannot be made; the job runs either way.
-std::unique_ptr<LiveServer> StartLiveView(boost::asio::io_context& io, Console& console,
-                                          const Result<std::string>& path, LiveSource& source) {
-  if (!path.ok()) {
-    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", path.status().message()));
-    return nullptr;
-  }
-  Result<std::unique_ptr<LiveServer>> server =
-      LiveServer::Start(io, *path, source, [&console](const std::string& line) { console.Say(line); });
-  if (!server.ok()) {
-    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", server.status().message()));
-    return nullptr;
-  }
-  return std::move(*server);
-}
-
-// Now, as --events writes times: UTC, RFC 3339.
-std::string UtcNow() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
-}
-
 }  // namespace
 
 int RunLocal(const Plan& p) {
@@ -229,8 +196,9 @@ int RunLocal(const Plan& p) {
   Adopted adopted(watchdog);
   adopted.Start(loop.io());
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, p.workers.nproc});
-  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, live);
-  int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console, live)
+  SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
+  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);
+  int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console, live, view)
                                          : RunStatic(p.layout, plan, watchdog, loop, console, live);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();

@@ -20,6 +20,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/modes/agent.hpp"
 #include "launcher/modes/job_hang.hpp"
+#include "launcher/modes/job_live.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -73,7 +74,7 @@ class NodeMode {
  public:
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
-           std::vector<PortReservation> task_holds, RunLiveSource& live)
+           std::vector<PortReservation> task_holds, RunLiveSource& live, SwitchLiveSource& view)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -89,7 +90,13 @@ class NodeMode {
         task_holds_(std::move(task_holds)),
         live_(live),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
-              [this] { return Result<std::string>(plan_.work_dir); }) {}
+              [this] { return Result<std::string>(plan_.work_dir); }) {
+    // The host's socket shows the whole job: every node, asked through the coordinator.
+    if (server_) {
+      job_live_ = std::make_unique<JobLiveSource>(*server_, LiveJob{plan.layout.run_id, UtcNow(), plan.argv, 0});
+      view.SetJob(job_live_.get());
+    }
+  }
 
   void Start() {
     if (server_) {
@@ -192,6 +199,7 @@ class NodeMode {
   RunPlan& plan_;
   Watchdog& watchdog_;
   std::unique_ptr<rdzv::CoordinatorServer> server_;
+  std::unique_ptr<JobLiveSource> job_live_;  // with server_: the live view of the whole job
   asio::steady_timer drain_;
   std::chrono::steady_clock::time_point drain_deadline_;
   int code_ = 1;
@@ -206,7 +214,7 @@ class NodeMode {
 }  // namespace
 
 int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
-                 RunLiveSource& live) {
+                 RunLiveSource& live, SwitchLiveSource& view) {
   asio::io_context& io = loop.io();
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
@@ -281,10 +289,11 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   plan.supervisor.max_restarts = 0;
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts),
-                std::move(task_holds), live);
+                std::move(task_holds), live, view);
   mode.Start();
   int code = loop.Run();
-  live.SetRun(nullptr);  // the run goes with `mode`
+  live.SetRun(nullptr);  // the run and the job view go with `mode`
+  view.SetJob(nullptr);
   return code;
 }
 

@@ -5,6 +5,7 @@
 #include "envmap/layout.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
+#include "launcher/modes/job_live.hpp"
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
@@ -16,8 +17,9 @@ namespace dlaunch::launcher {
 // which comes from the coordinator. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
-// `live` (must outlive the call) serves each generation's run while it runs.
+// `live` (must outlive the call) serves each generation's run while it runs;
+// when this node hosts the coordinator, `view` serves the whole job meanwhile.
 int RunMultiNode(const RendezvousPlan& rendezvous, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
-                 Console& console, RunLiveSource& live);
+                 Console& console, RunLiveSource& live, SwitchLiveSource& view);
 
 }  // namespace dlaunch::launcher

@@ -57,6 +57,8 @@ class Harness {
       } else if (auto* hr = std::get_if<HangReport>(&action)) {
         CHECK_FALSE(ended.has_value());  // a report comes before the end it causes
         reports.push_back(std::move(*hr));
+      } else if (auto* qa = std::get_if<QueryAnswered>(&action)) {
+        answered.push_back(std::move(*qa));
       } else {
         CHECK_FALSE(ended.has_value());  // the job ends once
         ended = std::get<JobEnded>(action);
@@ -134,6 +136,7 @@ class Harness {
   std::optional<JobEnded> ended;
   std::vector<HangSuspected> suspected;
   std::vector<HangReport> reports;
+  std::vector<QueryAnswered> answered;  // on-demand queries, in order
 
  private:
   std::string token_;

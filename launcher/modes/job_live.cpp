@@ -1,0 +1,165 @@
+#include "launcher/modes/job_live.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+
+#include <boost/json/parse.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "launcher/modes/job_hang.hpp"
+#include "launcher/process/stacks.hpp"
+
+namespace dlaunch::launcher {
+
+namespace rdzv = dlaunch::rendezvous;
+
+namespace {
+
+std::string Ranks(int first, int n) {
+  if (n == 1) return fmt::format("rank {}", first);
+  return fmt::format("ranks {}-{}", first, first + n - 1);
+}
+
+// The row's integer field `key`, or nullopt.
+std::optional<int64_t> IntField(const boost::json::object& o, std::string_view key) {
+  const boost::json::value* v = o.if_contains(key);
+  if (v == nullptr) return std::nullopt;
+  if (const int64_t* i = v->if_int64()) return *i;
+  if (const uint64_t* u = v->if_uint64(); u != nullptr && *u <= INT64_MAX) return static_cast<int64_t>(*u);
+  return std::nullopt;
+}
+
+}  // namespace
+
+boost::json::array RowsOfAnswer(const rdzv::QueryAnswered& answer, std::vector<std::string>& missing) {
+  boost::json::array rows;
+  for (const rdzv::NodeStacks& node : answer.nodes) {
+    std::string name = fmt::format("node {} ({})", node.node_rank, node.host);
+    if (!node.answered) {
+      missing.push_back(fmt::format("{}, {}: {}", name, Ranks(node.first_rank, node.nproc), node.problem));
+      continue;
+    }
+    std::set<int64_t> seen;
+    std::size_t bad = 0;
+    std::string first_problem;
+    for (std::size_t i = 0; i < node.items.size(); ++i) {
+      // An item is at most kMaxString bytes (the codec's cap); the depth is capped here.
+      boost::system::error_code ec;
+      boost::json::parse_options opts;
+      opts.max_depth = 8;
+      boost::json::value v = boost::json::parse(node.items[i], ec, {}, opts);
+      std::string problem;
+      std::optional<int64_t> rank;
+      if (ec) {
+        problem = fmt::format("not JSON: {}", ec.message());
+      } else if (!v.is_object()) {
+        problem = "not a JSON object";
+      } else if (rank = IntField(v.as_object(), "rank"); !rank) {
+        problem = "no rank";
+      } else if (*rank < node.first_rank || *rank >= node.first_rank + node.nproc) {
+        problem = fmt::format("rank {} is not one of its {}", *rank, Ranks(node.first_rank, node.nproc));
+      } else if (!seen.insert(*rank).second) {
+        problem = fmt::format("rank {} comes twice", *rank);
+      }
+      if (!problem.empty()) {
+        if (bad++ == 0) first_problem = fmt::format("item {}: {}", i, problem);
+        continue;
+      }
+      rows.push_back(std::move(v));
+    }
+    if (bad > 0)
+      missing.push_back(fmt::format("{}: {} item{} of its answer {} not a row ({})", name, bad, bad == 1 ? "" : "s",
+                                    bad == 1 ? "is" : "are", first_problem));
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const boost::json::value& a, const boost::json::value& b) {
+    return IntField(a.as_object(), "rank").value_or(0) < IntField(b.as_object(), "rank").value_or(0);
+  });
+  return rows;
+}
+
+JobLiveSource::JobLiveSource(rdzv::CoordinatorServer& server, LiveJob job) : server_(server), job_(std::move(job)) {
+  server_.OnQueryAnswered([this, alive = life_.token()](const rdzv::QueryAnswered& a) {
+    if (!alive.expired()) Answered(a);
+  });
+}
+
+boost::json::object JobLiveSource::Header(int ranks) const {
+  boost::json::array command;
+  for (const std::string& a : job_.command) command.emplace_back(a);
+  return boost::json::object{{"run_id", job_.run_id},        {"pid", static_cast<int>(getpid())},
+                             {"started", job_.started},      {"command", std::move(command)},
+                             {"ranks", ranks},               {"job_wide", true}};
+}
+
+void JobLiveSource::Status(std::function<void(boost::json::object)> reply) {
+  std::uint64_t tag = next_tag_++;
+  waiting_[tag] = std::move(reply);
+  server_.Ask(job_.run_id, tag, "status", kJobStatusTimeout);
+}
+
+void JobLiveSource::Stacks(std::function<void(boost::json::object)> reply) {
+  std::uint64_t tag = next_tag_++;
+  waiting_[tag] = std::move(reply);
+  server_.Ask(job_.run_id, tag, "stacks", kJobStacksTimeout);
+}
+
+void JobLiveSource::Answered(const rdzv::QueryAnswered& answer) {
+  auto it = waiting_.find(answer.tag);
+  if (it == waiting_.end()) return;
+  std::function<void(boost::json::object)> reply = std::move(it->second);
+  waiting_.erase(it);
+  int ranks = 0;
+  for (const rdzv::NodeStacks& node : answer.nodes) ranks += node.nproc;
+  boost::json::object doc = Header(ranks);
+  std::vector<std::string> missing;
+  if (!answer.problem.empty()) missing.push_back(fmt::format("no node was asked ({})", answer.problem));
+  if (answer.what == "stacks") {
+    rdzv::HangReport report;
+    report.nodes = answer.nodes;
+    std::vector<std::string> problems;
+    boost::json::array stacks;
+    for (const RankStack& s : StacksOfReport(report, problems)) stacks.push_back(ToJson(s));
+    for (std::string& p : problems) missing.push_back(p.starts_with("hang: ") ? p.substr(6) : p);
+    doc["stacks"] = std::move(stacks);
+  } else {
+    doc["rows"] = RowsOfAnswer(answer, missing);
+  }
+  boost::json::array m;
+  for (const std::string& line : missing) m.emplace_back(line);
+  doc["missing"] = std::move(m);
+  reply(std::move(doc));
+}
+
+Result<std::string> LiveSocketPath(const envmap::EnvMap& env, const std::string& run_id) {
+  std::string dir = LiveDir(env, geteuid());
+  if (Status s = OpenLiveDir(dir, geteuid()); !s.ok()) return s;
+  return fmt::format("{}/{}", dir, LiveSocketName(dir, run_id, static_cast<int>(getpid())));
+}
+
+std::unique_ptr<LiveServer> StartLiveView(boost::asio::io_context& io, Console& console,
+                                          const Result<std::string>& path, LiveSource& source) {
+  if (!path.ok()) {
+    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", path.status().message()));
+    return nullptr;
+  }
+  Result<std::unique_ptr<LiveServer>> server =
+      LiveServer::Start(io, *path, source, [&console](const std::string& line) { console.Say(line); });
+  if (!server.ok()) {
+    console.Say(fmt::format("{}; the job runs without 'dlaunch status'", server.status().message()));
+    return nullptr;
+  }
+  return std::move(*server);
+}
+
+std::string UtcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
+}
+
+}  // namespace dlaunch::launcher
