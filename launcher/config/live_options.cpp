@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/core/text.hpp"
+
 namespace dlaunch::launcher {
 
 std::string LiveUsage() {
@@ -29,6 +31,10 @@ Result<LivePlan> DecideLive(const std::string& command, const std::vector<std::s
       plan.dir = a == "--dir" ? args[++i] : a.substr(6);
       if (plan.dir.empty()) return Status::InvalidArgument("--dir: expected a directory");
     } else if (a.starts_with("-")) {
+      std::string_view name = std::string_view(a).substr(0, a.find('='));
+      for (std::string_view known : {"--watch", "--dir", "--help"})
+        if (EditDistance(name, known) <= 2)
+          return Status::InvalidArgument(fmt::format("{}: unknown option (did you mean '{}'?)", a, known));
       return Status::InvalidArgument(fmt::format("{}: unknown option (see dlaunch {} --help)", a, command));
     } else if (!plan.run_id.empty()) {
       return Status::InvalidArgument(

@@ -205,7 +205,9 @@ TEST_CASE("dlaunch status/stacks words", "[live]") {
   CHECK(DecideLive("stacks", {"--watch"}).status().message() == "--watch: only 'dlaunch status' watches");
   CHECK(DecideLive("status", {"a", "b"}).status().message() == "b: one run id at most (already given: a)");
   CHECK(DecideLive("status", {"--dir"}).status().message() == "--dir: expected a directory");
-  CHECK(DecideLive("status", {"--wach"}).status().message() == "--wach: unknown option (see dlaunch status --help)");
+  CHECK(DecideLive("status", {"--wach"}).status().message() == "--wach: unknown option (did you mean '--watch'?)");
+  CHECK(DecideLive("stacks", {"--dri=/x"}).status().message() == "--dri=/x: unknown option (did you mean '--dir'?)");
+  CHECK(DecideLive("status", {"--bogus"}).status().message() == "--bogus: unknown option (see dlaunch status --help)");
 }
 
 TEST_CASE("the status table: one row per rank, the last line cut to the width", "[live]") {
