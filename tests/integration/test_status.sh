@@ -24,27 +24,7 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 LIVE=$XDG_RUNTIME_DIR/dlaunch
 ME=$(id -u)
 
-cat >"$TMP/work.py" <<'PYEOF'
-import os, time
-
-
-def wait_here(n):
-    time.sleep(0.2)  # WAIT_LINE
-
-
-def main():
-    rank = os.environ["RANK"]
-    end = time.monotonic() + float(os.environ.get("RUN_S", "8"))
-    n = 0
-    while time.monotonic() < end:
-        print(f"rank {rank} tick {n}", flush=True)
-        n += 1
-        wait_here(n)
-    print(f"rank {rank} done", flush=True)
-
-
-main()
-PYEOF
+cp "$SRC/tests/integration/tools/status_worker.py" "$TMP/work.py"
 line=$(grep -n WAIT_LINE "$TMP/work.py" | cut -d: -f1)
 
 sock_of() { compgen -G "$LIVE/$1.*.sock" >/dev/null; }
