@@ -67,12 +67,12 @@ std::string FitItem(RankStack s, std::size_t budget) {
   return Serialize(bare);  // may still be over a tiny budget: AgentMachine::Answer leaves it out
 }
 
-std::string RanksWord(int first, int n) {
+}  // namespace
+
+std::string RankSpan(int first, int n) {
   if (n == 1) return fmt::format("rank {}", first);
   return fmt::format("ranks {}-{}", first, first + n - 1);
 }
-
-}  // namespace
 
 std::vector<std::string> StackItems(const std::vector<RankStack>& stacks) {
   std::vector<std::string> items;
@@ -88,7 +88,7 @@ std::vector<RankStack> StacksOfReport(const rdzv::HangReport& report, std::vecto
   for (const rdzv::NodeStacks& node : report.nodes) {
     std::string name = fmt::format("node {} ({})", node.node_rank, node.host);
     if (!node.answered) {
-      problems.push_back(fmt::format("hang: {}, {}: not sampled ({})", name, RanksWord(node.first_rank, node.nproc),
+      problems.push_back(fmt::format("{}, {}: not sampled ({})", name, RankSpan(node.first_rank, node.nproc),
                                      node.problem));
       continue;
     }
@@ -104,7 +104,7 @@ std::vector<RankStack> StacksOfReport(const rdzv::HangReport& report, std::vecto
                                : RankStackFromJson(v);
       if (s.ok() && (s->rank < node.first_rank || s->rank >= node.first_rank + node.nproc)) {
         s = Status::InvalidArgument(fmt::format("rank {} is not one of its {}", s->rank,
-                                                RanksWord(node.first_rank, node.nproc)));
+                                                RankSpan(node.first_rank, node.nproc)));
       } else if (s.ok() && !seen.insert(s->rank).second) {
         s = Status::InvalidArgument(fmt::format("rank {} comes twice", s->rank));
       }
@@ -116,7 +116,7 @@ std::vector<RankStack> StacksOfReport(const rdzv::HangReport& report, std::vecto
       out.push_back(std::move(*s));
     }
     if (bad > 0) {
-      problems.push_back(fmt::format("hang: {}: {} item{} of its report {} not a stack ({})", name, bad,
+      problems.push_back(fmt::format("{}: {} item{} of its report {} not a stack ({})", name, bad,
                                      bad == 1 ? "" : "s", bad == 1 ? "is" : "are", first_problem));
     }
   }
@@ -145,7 +145,7 @@ void JobHangReporter::Report(const rdzv::HangReport& report) {
   std::vector<std::string> problems;
   std::vector<RankStack> stacks = StacksOfReport(report, problems);
   std::vector<std::string> lines = HangSummary(stacks);
-  lines.insert(lines.end(), problems.begin(), problems.end());
+  for (const std::string& p : problems) lines.push_back("hang: " + p);
   std::string file;
   Result<std::string> dir = dir_();
   if (!dir.ok()) {

@@ -30,6 +30,9 @@ inline constexpr std::string_view kCutNote = "(dlaunch: the dump was cut to fit 
 // does not fit is sent as not sampled, saying so.
 std::vector<std::string> StackItems(const std::vector<RankStack>& stacks);
 
+// "rank 4" or "ranks 4-6": a node's `n` ranks from `first`.
+std::string RankSpan(int first, int n);
+
 // The ranks of a HangReport, by rank: every item of every node that answered,
 // parsed (rendezvous input: bounded, never throws). `problems` gets one line per
 // node that did not answer ("node 1 (b), ranks 2-3: not sampled (no answer within

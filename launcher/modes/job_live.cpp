@@ -19,11 +19,6 @@ namespace rdzv = dlaunch::rendezvous;
 
 namespace {
 
-std::string Ranks(int first, int n) {
-  if (n == 1) return fmt::format("rank {}", first);
-  return fmt::format("ranks {}-{}", first, first + n - 1);
-}
-
 // The row's integer field `key`, or nullopt.
 std::optional<int64_t> IntField(const boost::json::object& o, std::string_view key) {
   const boost::json::value* v = o.if_contains(key);
@@ -40,7 +35,7 @@ boost::json::array RowsOfAnswer(const rdzv::QueryAnswered& answer, std::vector<s
   for (const rdzv::NodeStacks& node : answer.nodes) {
     std::string name = fmt::format("node {} ({})", node.node_rank, node.host);
     if (!node.answered) {
-      missing.push_back(fmt::format("{}, {}: {}", name, Ranks(node.first_rank, node.nproc), node.problem));
+      missing.push_back(fmt::format("{}, {}: {}", name, RankSpan(node.first_rank, node.nproc), node.problem));
       continue;
     }
     std::set<int64_t> seen;
@@ -61,7 +56,7 @@ boost::json::array RowsOfAnswer(const rdzv::QueryAnswered& answer, std::vector<s
       } else if (rank = IntField(v.as_object(), "rank"); !rank) {
         problem = "no rank";
       } else if (*rank < node.first_rank || *rank >= node.first_rank + node.nproc) {
-        problem = fmt::format("rank {} is not one of its {}", *rank, Ranks(node.first_rank, node.nproc));
+        problem = fmt::format("rank {} is not one of its {}", *rank, RankSpan(node.first_rank, node.nproc));
       } else if (!seen.insert(*rank).second) {
         problem = fmt::format("rank {} comes twice", *rank);
       }
@@ -123,7 +118,7 @@ void JobLiveSource::Answered(const rdzv::QueryAnswered& answer) {
     std::vector<std::string> problems;
     boost::json::array stacks;
     for (const RankStack& s : StacksOfReport(report, problems)) stacks.push_back(ToJson(s));
-    for (std::string& p : problems) missing.push_back(p.starts_with("hang: ") ? p.substr(6) : p);
+    missing.insert(missing.end(), problems.begin(), problems.end());
     doc["stacks"] = std::move(stacks);
   } else {
     doc["rows"] = RowsOfAnswer(answer, missing);

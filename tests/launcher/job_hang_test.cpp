@@ -106,8 +106,8 @@ TEST_CASE("job hang: a report's items are parsed, checked against the node's ran
   CHECK(stacks[1].rank == 1);
   CHECK(stacks[2].rank == 2);
   REQUIRE(problems.size() == 2);
-  CHECK(problems[0].starts_with("hang: node 1 (b): 3 items of its report are not a stack (item 0: not JSON: "));
-  CHECK(problems[1] == "hang: node 2 (c), ranks 4-6: not sampled (no answer within 15s)");
+  CHECK(problems[0].starts_with("node 1 (b): 3 items of its report are not a stack (item 0: not JSON: "));
+  CHECK(problems[1] == "node 2 (c), ranks 4-6: not sampled (no answer within 15s)");
 }
 
 TEST_CASE("job hang: the host prints the grouped summary over every node, keeps the stacks, and the stop lines", "[job_hang]") {
