@@ -79,6 +79,17 @@ def _dlaunch_hook():
                 _thread.start_new_thread(_watch, ())
             except Exception:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # the main thread takes it
+
+            # Late in finalization faulthandler puts the signal's default action
+            # back, which kills; a rank still exiting (libtorch's destructors)
+            # when a hang is suspected must not die of it. Registered first, so
+            # it runs after the script's own atexit functions.
+            def _ignore():
+                faulthandler.unregister(signum)
+                signal.signal(signum, signal.SIG_IGN)
+
+            import atexit
+            atexit.register(_ignore)
         except Exception:
             pass
     del _sys.modules["sitecustomize"]
