@@ -4,15 +4,33 @@
 # group is up, then "rank R sees ..." (what the script saw of sys.argv, __main__
 # and sys.path, which the hook must not change) and "rank R quiet from T" (the
 # time of its last line). The tests copy it into their $TMP.
-import os, sys, threading, time
+import os, select, sys, time
+
+
+def start_progress():
+    # Lines from a child process until the process group is up, so that only the
+    # hang below is silent: `import torch` in 4 ranks on a loaded machine takes
+    # longer than the tests' hang timeout, and holds the GIL while it loads
+    # libtorch, which a thread's lines would wait for. Returns stop().
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        while not select.select([r], [], [], 0.5)[0]:
+            print("setting up", flush=True)
+        os._exit(0)
+    os.close(r)
+
+    def stop():
+        os.close(w)
+        os.waitpid(pid, 0)  # its last line is out
+
+    return stop
+
+
+stop_progress = start_progress()
 import torch
 import torch.distributed as dist
-
-
-def setup_progress(done):
-    # Lines while the process group forms: only the hang below is silent.
-    while not done.wait(0.5):
-        print("setting up", flush=True)
 
 
 def load_batch():
@@ -26,15 +44,12 @@ def step(rank, t):
 
 
 def main():
-    done = threading.Event()
-    threading.Thread(target=setup_progress, args=(done,), daemon=True).start()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     t = torch.ones(4)
     dist.barrier()
-    done.set()
+    stop_progress()
     print(f"rank {rank} sees argv={sys.argv[1:]} name={__name__} path0={sys.path[0]}", flush=True)
-    time.sleep(0.6)  # the progress thread's last line is out
     print(f"rank {rank} quiet from {time.time():.3f}", flush=True)  # the last line before the hang
     step(rank, t)
     print(f"rank {rank} done {t.tolist()}", flush=True)
