@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=slow
 # dlaunch status / dlaunch stacks: the live view of a running job, over a Unix
 # socket only its user can open.
 #   1. `status RUN_ID` on a 3-rank job: every rank with a live pid; `status`
@@ -196,7 +197,7 @@ wait_for 5 sock_gone || fail "the watchdog did not remove the SIGKILLed dlaunch'
 start_job st4 st4 60 1
 pid=$(dl_pid st4)
 watch=$(pgrep -x dlaunch-watch | while read -r w; do
-  [[ $(tr '\0' ' ' <"/proc/$w/cmdline" 2>/dev/null) == *"--rdzv-id st4 "* ]] && echo "$w"; done)
+  [[ $(tr '\0' ' ' <"/proc/$w/cmdline" 2>/dev/null) == *"--rdzv-id st4 "*"$MARK"* ]] && echo "$w"; done)
 [[ -n $watch ]] || fail "st4: its watchdog was not found"
 kill -KILL "$watch"
 kill -KILL "$pid"
