@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with clang into build-fuzz/ (or
-# $FUZZ_BUILD_DIR) and runs each for FUZZ_SECONDS (default 60), starting from its
-# seed corpus. A crash, a sanitizer report, an input slower than FUZZ_TIMEOUT
+# $FUZZ_BUILD_DIR) and runs each for SECONDS (the first argument when it is a
+# number, else FUZZ_SECONDS, default 60; scripts/test.sh gives each 15),
+# starting from its seed corpus. A crash, a sanitizer report, an input slower than FUZZ_TIMEOUT
 # seconds, one allocation over FUZZ_MALLOC_MB or a process over FUZZ_RSS_MB fails.
 # Prints one line per target; exits 1 if any failed.
 #
+#   bash scripts/fuzz.sh 600                        all targets, 600 s each
 #   FUZZ_SECONDS=10 bash scripts/fuzz.sh            all targets, 10 s each
+#   bash scripts/fuzz.sh 300 codec                   one, for 5 minutes
 #   bash scripts/fuzz.sh codec hostlist              only these
 #   FUZZ_NO_BUILD=1 bash scripts/fuzz.sh             run what is built
 #
@@ -16,6 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+  seconds=$1
+  shift
+fi
 timeout_s=${FUZZ_TIMEOUT:-10}
 malloc_mb=${FUZZ_MALLOC_MB:-512}
 rss_mb=${FUZZ_RSS_MB:-2048}

@@ -3,25 +3,37 @@
 #   normal  the release build (build/ or $BUILD_DIR): unit and integration tests
 #   asan    the same tests against a build with AddressSanitizer and UBSan
 #           (build-asan/ or $ASAN_BUILD_DIR); any sanitizer report fails its test
-#   fuzz    every libFuzzer target for FUZZ_SECONDS (default 60): scripts/fuzz.sh
-# Every stage runs even when an earlier one failed; the exit status is 1 if any did.
+#   fuzz    every libFuzzer target, FUZZ_SECONDS (default 15) each: scripts/fuzz.sh
+# Every stage runs even when an earlier one failed; the exit status is 1 if any
+# did. The tests run in parallel (ctest -j$TEST_JOBS, default 4 per core: most
+# of them sleep; tests/CMakeLists.txt says what each needs to itself), and each
+# stage's time is printed at the end.
 #
 #   bash scripts/test.sh                      all three
+#   bash scripts/test.sh --quick              the release build, then the unit tests,
+#                                             layering and a smoke set (ctest -L quick)
 #   bash scripts/test.sh --asan-only          one stage (--normal-only, --fuzz-only)
 #   bash scripts/test.sh --asan-only -R rdzv  arguments after the stage go to ctest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stages=(normal asan fuzz)
 case "${1:-}" in
+  --quick) stages=(quick); shift ;;
   --normal-only) stages=(normal); shift ;;
   --asan-only) stages=(asan); shift ;;
   --fuzz-only) stages=(fuzz); shift ;;
 esac
+jobs=${TEST_JOBS:-$(($(nproc) * 4))}
 bash scripts/install-deps.sh
+
+quick_stage() {
+  bash scripts/build.sh || return 1
+  (cd "${BUILD_DIR:-build}" && ctest -j"$jobs" --output-on-failure --timeout 120 -L quick "$@")
+}
 
 normal_stage() {
   bash scripts/build.sh || return 1
-  (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 300 "$@")
+  (cd "${BUILD_DIR:-build}" && ctest -j"$jobs" --output-on-failure --timeout 300 "$@")
 }
 
 # First line of a sanitizer report and the first stack frame in dlaunch's own code.
@@ -32,9 +44,11 @@ report_summary() {
   printf '%s at %s' "${what:-a sanitizer report}" "${where:-?}"
 }
 
-# Each test runs alone so that its sanitizer reports (written to files, because a
-# test may swallow a dying dlaunch's stderr, or expect the exit code 1 that a
-# sanitizer would also give) are its own. exitcode=86 sets them apart too.
+# Sanitizer reports go to files (a test may swallow a dying dlaunch's stderr, or
+# expect the exit code 1 that a sanitizer would also give; exitcode=86 sets them
+# apart too), one directory per test: tests/sanitizers/per-test-reports.sh,
+# which the sanitized build puts in front of every test, points log_path into
+# $DLAUNCH_SANITIZER_REPORTS/<test>/. So the tests run in parallel here too.
 asan_stage() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   # (Called under `||`, where set -e is off: each step checks itself.)
@@ -45,33 +59,34 @@ asan_stage() {
   cmake --build "$dir" -j"$(nproc)" "${targets[@]}" || return 1
   local reports=$PWD/$dir/sanitizer-reports
   rm -rf "$reports"
+  mkdir -p "$reports"
   local common="exitcode=86:log_exe_name=1:print_stacktrace=1"
   local supp=$PWD/tests/sanitizers/lsan.supp
-  local names name rc failed=0 log n
-  # The arguments pick the tests (-R, -E, -L); each then runs alone.
+  local names name failed=0 n rc=0
   names=$(cd "$dir" && ctest -N "$@" | sed -nE 's/^ *Test +#[0-9]+: +([^ ]+)$/\1/p')
+  (cd "$dir" &&
+    ASAN_OPTIONS="$common:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
+    UBSAN_OPTIONS="$common:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
+    LSAN_OPTIONS="suppressions=$supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
+    DLAUNCH_SANITIZED=1 DLAUNCH_SANITIZER_REPORTS=$reports \
+    ctest -j"$jobs" --output-on-failure --timeout 300 "$@") >"$reports/ctest.log" 2>&1 || rc=$?
+  # ctest lists the tests that failed (by number:name) for --rerun-failed.
+  local failed_list=$dir/Testing/Temporary/LastTestsFailed.log
+  ((rc == 0)) || [[ -s $failed_list ]] || { tail -n 40 "$reports/ctest.log"; return 1; }
   for name in $names; do
-    mkdir -p "$reports/$name"
-    log=$reports/$name/ctest.log
-    rc=0
-    (cd "$dir" &&
-      ASAN_OPTIONS="$common:detect_leaks=1:log_path=$reports/$name/report${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-      UBSAN_OPTIONS="$common:halt_on_error=1:log_path=$reports/$name/report${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
-      LSAN_OPTIONS="suppressions=$supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
-      DLAUNCH_SANITIZED=1 \
-      ctest --output-on-failure --timeout 300 -R "^${name}\$") >"$log" 2>&1 || rc=$?
-    n=$(find "$reports/$name" -name 'report.*' | wc -l)
-    if ((rc == 0 && n == 0)); then
-      printf 'asan %-28s ok\n' "$name"
-      continue
-    fi
-    failed=1
+    n=$(find "$reports/$name" -name 'report.*' 2>/dev/null | wc -l)
     if ((n > 0)); then
+      failed=1
       printf 'asan %-28s FAILED: %d sanitizer report(s), first: %s\n' "$name" "$n" \
         "$(report_summary "$(find "$reports/$name" -name 'report.*' | sort | head -1)")"
+    elif ((rc != 0)) && grep -q "^[0-9]*:$name\$" "$failed_list"; then
+      failed=1
+      printf 'asan %-28s FAILED (no sanitizer report); its output:\n' "$name"
+      # Its result line in ctest's log and the output --output-on-failure put under it.
+      awk -v t="$name" '/^ *[0-9]+\/[0-9]+ Test +#/ {p = ($4 == t)} p' "$reports/ctest.log" |
+        tail -n 40 | sed 's/^/    /'
     else
-      printf 'asan %-28s FAILED (ctest exit %d, no sanitizer report); ctest output:\n' "$name" "$rc"
-      tail -n 40 "$log" | sed 's/^/    /'
+      printf 'asan %-28s ok\n' "$name"
     fi
   done
   # The reports themselves, for the CI log (each is one process's; 80 lines show the stacks).
@@ -82,16 +97,30 @@ asan_stage() {
   return "$failed"
 }
 
+# The compiler cache, where there is one: the three builds share most objects
+# across runs (a clean clone included: the cache is keyed by content).
+if command -v ccache >/dev/null && [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]]; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+fi
+
 status=0
+times=()
 for stage in "${stages[@]}"; do
   start=$SECONDS
   rc=0
   case $stage in
+    quick) quick_stage "$@" || rc=$? ;;
     normal) normal_stage "$@" || rc=$? ;;
     asan) asan_stage "$@" || rc=$? ;;
-    fuzz) bash scripts/fuzz.sh || rc=$? ;;
+    fuzz) FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash scripts/fuzz.sh || rc=$? ;;
   esac
-  printf 'test.sh: stage %s %s in %ds\n' "$stage" "$( ((rc == 0)) && echo passed || echo FAILED)" $((SECONDS - start))
+  line=$(printf 'test.sh: stage %-6s %s in %ds' "$stage" "$( ((rc == 0)) && echo passed || echo FAILED)" \
+    $((SECONDS - start)))
+  echo "$line"
+  times+=("$line")
   ((rc == 0)) || status=1
 done
+# Each stage's time again, together at the end of a long log.
+printf '\n'
+printf '%s\n' "${times[@]}" "test.sh: $( ((status == 0)) && echo passed || echo FAILED) in ${SECONDS}s (ctest -j$jobs)"
 exit "$status"

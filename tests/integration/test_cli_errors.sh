@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=quick
 # Bad usage: exit 2 and exactly one stderr line, `dlaunch: ...`, naming the flag
 # and the value. A command that does not exist: exit 127, naming it.
 # shellcheck source=tests/integration/lib.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Four ranks of examples/ddp_train.py (real PyTorch DDP over gloo on CPU) under
 # dlaunch: the job exits 0 and every rank reports identical parameters.
 # shellcheck source=tests/integration/lib.sh

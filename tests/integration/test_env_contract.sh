@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=quick
 # The variables every worker sees (torchrun parity), the user's own values left
 # alone, and the opt-in dialects: --env ompi, --env horovod, --env azure.
 # shellcheck source=tests/integration/lib.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=quick
 # One rank fails: the others are torn down, dlaunch exits with that rank's code
 # (128+N for a signal) and names it in a root-cause line.
 # shellcheck source=tests/integration/lib.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # A coordinator that falls behind is not a reason to lose its agents. 300
 # agents (tools: rdzv_peer.py beat) join one job of `dlaunch coordinator` with
 # heartbeat_timeout=2 and beat every 0.3 s. The coordinator is then stopped

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Issue 9's fault suite: 2,000 idle connections plus a mutation fuzzer against
 # the coordinator while a real 2-node job completes. On loopback, with a
 # token (the crowd does not know it). tools/rdzv_hostile.py holds 2,000 idle

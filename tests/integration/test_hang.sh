@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=slow PROCESSORS=2
 # --hang-timeout: a job whose ranks all stop writing gets every rank's stack,
 # grouped, with the odd rank out named, without changing the script.
 #   1. real DDP over gloo, 4 ranks, rank 2 sleeping in load_batch() before its

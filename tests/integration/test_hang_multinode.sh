@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=slow PROCESSORS=2
 # --hang-timeout across nodes: the coordinator judges silence from what every
 # node's agent reports in its heartbeats, and the host groups the stacks of all
 # ranks of the job.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=slow PROCESSORS=2
 # `dlaunch job SPEC.yml`: the seeds' job specs (../shared/seeds/000 and 001),
 # written in their shapes, run on this machine, each instance a node on its own
 # loopback address:

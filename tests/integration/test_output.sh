@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Output under load: 8 ranks each write 20 MB of numbered lines in odd-sized
 # chunks (plus some stderr). Every line must arrive whole, tagged `[R]: `, in
 # order within its rank, none lost or duplicated; a final line without a

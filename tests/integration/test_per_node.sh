@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # --launch-mode per-node: the command is itself a per-node launcher (here the
 # real torch.distributed.launch), started once per node with NODE_RANK, NNODES,
 # MASTER_ADDR and MASTER_PORT, as seed 004's per-node jobs expect.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=quick
 # `dlaunch coordinator --listen`: one stand-alone coordinator serving two jobs at
 # once, keyed by --rdzv-id. Each job gets its own ranks and world size, the
 # daemon stops cleanly on SIGTERM, and a bad daemon flag is one line and exit 2.

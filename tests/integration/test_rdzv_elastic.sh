@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=quick
 # Elastic rendezvous on loopback: --nnodes 2:3 --max-restarts 1 with 3 agents
 # (node 0's dlaunch hosts the coordinator, is_host=1; the others is_host=0).
 # Generation 0 runs on 3 nodes; `kill -9` of one non-host agent loses its node;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # The TCP rendezvous on loopback, several dlaunch "nodes" on this machine with
 # one endpoint 127.0.0.1:PORT (the first agent to bind it hosts the coordinator):
 #   1. 4 agents x 2 ranks of the real DDP example: every node exits 0, the 8

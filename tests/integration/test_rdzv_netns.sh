@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Multi-host rendezvous across three network namespaces ("hosts" A, B, C) joined
 # by veth pairs into a bridge in a fourth namespace, on a private /24 that
 # exists only inside them. One dlaunch per namespace, the coordinator hosted by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Head-node launch over ssh (--hostfile / -H without --rdzv-endpoint), end to
 # end, against real sshd daemons. Four network namespaces joined by a bridge
 # (in a fifth) on a private random 10.x.y.0/24: HEAD (.1) runs the head

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: PROCESSORS=2
 # Static multi-node, torch.distributed.launch style: two dlaunch "nodes" on
 # loopback (--nnodes 2 --node-rank R --master-addr --master-port), 2 ranks each,
 # run real DDP across all 4 ranks. RANKs must be contiguous per node and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# ctest: LABELS=slow
 # dlaunch status / dlaunch stacks for a whole multi-node job, from the machine
 # that hosts its coordinator: the host asks every node through the coordinator.
 #   1. 2 rendezvous nodes x 2 ranks on 127.0.0.1 and 127.0.0.2, node 1 with its
