@@ -31,20 +31,22 @@ line=$(grep -n WAIT_LINE "$TMP/work.py" | cut -d: -f1)
 sock_of() { compgen -G "$LIVE/$1.*.sock" >/dev/null; }
 
 # start_job NAME RUN_ID SECONDS_TO_RUN [NPROC]: a job in the background, waited on until its socket is there.
+# It runs for SECONDS_TO_RUN, or until finish_job NAME ends it.
 start_job() {
   local name=$1 id=$2 secs=$3 n=${4:-3}
-  RUN_S=$secs start_dl "$name" 120 --nproc-per-node "$n" --rdzv-id "$id" -- "$PY" "$TMP/work.py"
+  STOP_FILE=$TMP/stop-$name RUN_S=$secs start_dl "$name" 120 --nproc-per-node "$n" --rdzv-id "$id" -- "$PY" "$TMP/work.py"
   wait_for 10 sock_of "$id" || { show_nodes "$name"; fail "$id: no socket in $LIVE within 10s"; }
 }
 
 finish_job() {
+  touch "$TMP/stop-$1"
   wait_dl "$1"
   expect_rc 0 "$1: the job after $2"
   for r in 0 1 2; do assert_file_matches "$OUT" "^\[$r\]: rank $r done$" "$1: rank $r finished"; done
 }
 
 # 1. status, the list, stacks.
-start_job st1 st1 12
+start_job st1 st1 60
 wait_for 5 file_has "$TMP/st1.out" "rank 2 tick 1" || { show_nodes st1; fail "st1: no output"; }
 run_dl 5 status st1
 expect_rc 0 "status st1"
@@ -111,7 +113,7 @@ finish_job st2b "--watch into a file"
 unset DLAUNCH_RDZV_TOKEN
 port=$(free_port)
 for n in 0 1; do
-  RUN_S=8 start_dl "mn$n" 120 --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id mn \
+  STOP_FILE=$TMP/stop-mn RUN_S=30 start_dl "mn$n" 120 --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id mn \
     -- "$PY" "$TMP/work.py"
 done
 two_sockets() { [[ $(compgen -G "$LIVE/mn.*.sock" | wc -l) == 2 ]]; }
@@ -128,13 +130,14 @@ done
 assert_file_matches "$OUT" "^run mn \(dlaunch pid [0-9]+\), started " "mn: the host's answer alone"
 shown=$(sed -nE 's/^run mn \(dlaunch pid ([0-9]+)\).*/\1/p' "$OUT")
 [[ $shown == "$(dl_pid mn0)" || $shown == "$(dl_pid mn1)" ]] || fail_run "mn: pid $shown is neither agent's"
+touch "$TMP/stop-mn"
 for n in 0 1; do
   wait_dl "mn$n"
   expect_rc 0 "mn: node $n"
 done
 
 # 3. Modes, and another user.
-start_job st3 st3 6
+start_job st3 st3 60
 assert_eq "$(stat -c %a "$LIVE")" 700 "the directory's mode"
 sock=$(compgen -G "$LIVE/st3.*.sock")
 assert_eq "$sock" "$LIVE/st3.$(dl_pid st3).sock" "the socket's name"
@@ -211,7 +214,7 @@ assert_eq "$(cat "$ERR")" "dlaunch status st4: no running job with this id on th
 wait_for 10 no_marked_processes || true
 
 # 5. Hostile clients.
-start_job st5 st5 8
+start_job st5 st5 60
 sock=$(compgen -G "$LIVE/st5.*.sock")
 "$PY" - "$sock" "$MARK" >"$TMP/hostile.out" 2>&1 <<'PYEOF' || fail "hostile clients: $(cat "$TMP/hostile.out")"
 import socket, sys, time
@@ -276,7 +279,7 @@ finish_job st5 "hostile clients"
 # what it uses, and a crowd connects. Accepting fails with EMFILE; it must back
 # off (not spin), say so once, and serve again once the crowd has gone.
 if command -v prlimit >/dev/null; then
-  start_job st6 st6 12 1
+  start_job st6 st6 60 1
   pid=$(dl_pid st6)
   nfd=$(ls "/proc/$pid/fd" | wc -l)
   prlimit --pid "$pid" --nofile=$((nfd + 3)):$((nfd + 3)) || fail "prlimit --pid $pid failed"
@@ -308,6 +311,7 @@ PYEOF
   [[ $(grep -c "cannot accept connections" "$TMP/st6.err") == 1 ]] || fail "EMFILE: said more than once: $(cat "$TMP/st6.err")"
   served() { run_dl 5 status st6; [[ $RC == 0 ]]; }
   wait_for 10 served || fail_run "EMFILE: status after the crowd left"
+  touch "$TMP/stop-st6"
   wait_dl st6
   expect_rc 0 "EMFILE: the job"
 fi

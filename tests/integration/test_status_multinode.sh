@@ -56,10 +56,10 @@ both_ticking() { file_has "$TMP/$1.out" "rank 1 tick 1" && file_has "$TMP/$2.out
 # 1. The whole job from the host's socket.
 port=$(free_port)
 id="sm1-$$"
-export RUN_S=15
+export RUN_S=60 STOP_FILE=$TMP/stop-sm1  # tools/status_worker.py: runs until the test is done with it
 start_node h1 0 "$id"
 start_node p1 1 "$id"
-unset RUN_S
+unset RUN_S STOP_FILE
 wait_for 20 both_ticking h1 p1 || { show_nodes h1; show_nodes p1; fail "sm1: no output from both nodes"; }
 compgen -G "$TMP/xdg1/dlaunch/$id.*.sock" >/dev/null || fail "sm1: node 1 has no socket of its own in $TMP/xdg1"
 run_dl 5 status "$id"
@@ -75,6 +75,7 @@ assert_file_matches "$OUT" "^stacks: ranks 0-3 \(4\) wait in wait_here \(work.py
   "stacks: the grouped summary over both nodes"
 for r in 0 1 2 3; do assert_file_matches "$OUT" "^=== rank $r \(pid [0-9]+\), by python$" "stacks: rank $r's stack"; done
 grep -q '^missing:' "$OUT" && fail_run "stacks: a node is named missing"
+touch "$TMP/stop-sm1"
 for n in h1 p1; do
   wait_dl "$n"
   expect_rc 0 "$n after status and stacks"
@@ -88,10 +89,10 @@ assert_no_leftovers "after case 1"
 # 2. A node that does not answer is named.
 port=$(free_port)
 id="sm2-$$"
-export RUN_S=15
+export RUN_S=60 STOP_FILE=$TMP/stop-sm2
 start_node h2 0 "$id"
 start_node p2 1 "$id"
-unset RUN_S
+unset RUN_S STOP_FILE
 wait_for 20 both_ticking h2 p2 || { show_nodes h2; show_nodes p2; fail "sm2: no output from both nodes"; }
 peer=$(dl_pid p2)
 [[ -n $peer ]] || fail "sm2: no dlaunch pid for node 1"
@@ -103,6 +104,7 @@ le "$ELAPSED" 3 || fail_run "status $id took ${ELAPSED}s with node 1 stopped"
 [[ $(grep -c ' tick ' "$OUT") == 2 ]] || fail_run "status: expected node 0's 2 rows"
 check_rows "$OUT" 0 1
 assert_file_matches "$OUT" "^missing: node 1 \([^)]+\), ranks 2-3: no answer within 2s$" "status: node 1 named"
+touch "$TMP/stop-sm2"
 for n in h2 p2; do
   wait_dl "$n"
   expect_rc 0 "$n after node 1 was stopped and continued"
@@ -113,9 +115,9 @@ assert_no_leftovers "after case 2"
 # ---------------------------------------------------------------------------
 # 3. A head launch serves the whole job too.
 id="sm3-$$"
-export RUN_S=15
+export RUN_S=60 STOP_FILE=$TMP/stop-sm3
 start_dl head 120 -H 127.0.0.1:2,127.0.0.2:2 --rdzv-id "$id" -- "$PY" "$TMP/work.py"
-unset RUN_S
+unset RUN_S STOP_FILE
 four_ticking() { for r in 0 1 2 3; do file_has "$TMP/head.out" "rank $r tick 1" || return 1; done; }
 wait_for 30 four_ticking || { show_nodes head; fail "sm3: no output from 4 ranks"; }
 run_dl 5 status
@@ -126,6 +128,7 @@ run_dl 5 status "$id"
 expect_rc 0 "status $id of a head launch"
 [[ $(grep -c ' tick ' "$OUT") == 4 ]] || fail_run "status: expected 4 rows from the head"
 check_rows "$OUT" 0 1 2 3
+touch "$TMP/stop-sm3"
 wait_dl head
 expect_rc 0 "the head launch"
 wait_for 10 no_marked_processes
