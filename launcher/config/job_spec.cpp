@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "launcher/config/hostfile.hpp"
+#include "launcher/config/yaml_load.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -18,6 +19,18 @@ namespace {
 
 // The most instances a spec may ask for (as many as a node list may hold).
 constexpr int kMaxInstances = 65536;
+// The most bytes of a key, value or --set an error quotes: a 40 KB argument
+// still gets a one-line message.
+constexpr size_t kMaxQuoted = 64;
+
+std::string Quote(std::string_view s) { return PrintablePrefix(s, kMaxQuoted); }
+
+// A process's command line and environment are C strings: a NUL would cut the
+// text short without a word (the shell then sees half a command).
+// The most --set a job takes; each one walks the spec's keys.
+constexpr size_t kMaxSets = 1000;
+
+constexpr std::string_view kNul{"\0", 1};
 
 // The nodes one --set put into the spec (the keys and maps it made, the value
 // and everything inside it), so that an error about one of them names the
@@ -38,7 +51,7 @@ class Reader {
     if (!at.IsDefined()) return file_;
     for (const SetNodes& set : sets_)
       for (const YAML::Node& n : set.nodes)
-        if (n.is(at)) return fmt::format("--set {}", Printable(set.text));
+        if (n.is(at)) return fmt::format("--set {}", Quote(set.text));
     return at.Mark().line >= 0 ? fmt::format("{}:{}", file_, at.Mark().line + 1) : file_;
   }
 
@@ -63,8 +76,8 @@ class Reader {
         }
       }
       std::string where = path.empty() ? key : path + "." + key;
-      return Error(kv.first, best.empty() ? fmt::format("unknown key '{}'", Printable(where))
-                                          : fmt::format("unknown key '{}' (did you mean '{}'?)", Printable(where),
+      return Error(kv.first, best.empty() ? fmt::format("unknown key '{}'", Quote(where))
+                                          : fmt::format("unknown key '{}' (did you mean '{}'?)", Quote(where),
                                                         path.empty() ? std::string(best) : path + "." + std::string(best)));
     }
     return Status::Ok();
@@ -75,12 +88,14 @@ class Reader {
     std::optional<int> n = ParseInt(node.Scalar());
     if (!n || *n < min || *n > kMaxInstances)
       return Error(node, fmt::format("{}: expected a number from {} to {}, got '{}'", path, min, kMaxInstances,
-                                     Printable(node.Scalar())));
+                                     Quote(node.Scalar())));
     return *n;
   }
 
   Result<std::string> Text(const YAML::Node& node, const std::string& path) const {
     if (!node.IsScalar()) return Error(node, fmt::format("{}: expected text", path));
+    if (node.Scalar().find(kNul) != std::string::npos)
+      return Error(node, fmt::format("{}: contains a NUL byte, which no command or path can hold", path));
     return node.Scalar();
   }
 
@@ -90,7 +105,10 @@ class Reader {
     for (const auto& kv : node) {
       std::string name = kv.first.Scalar();
       if (name.empty() || name.find('=') != std::string::npos || !kv.second.IsScalar())
-        return Error(kv.first, fmt::format("{}: expected NAME: value pairs, got '{}'", path, Printable(name)));
+        return Error(kv.first, fmt::format("{}: expected NAME: value pairs, got '{}'", path, Quote(name)));
+      if (name.find(kNul) != std::string::npos || kv.second.Scalar().find(kNul) != std::string::npos)
+        return Error(kv.second, fmt::format("{}.{}: contains a NUL byte, which no environment variable can hold", path,
+                                            Quote(name)));
       vars.emplace_back(name, kv.second.Scalar());
     }
     return vars;
@@ -134,18 +152,18 @@ Status ApplySet(YAML::Node& root, const std::string& set, SetNodes& made) {
   made.text = set;
   size_t eq = set.find('=');
   if (eq == std::string::npos || eq == 0)
-    return Status::InvalidArgument(fmt::format("--set: expected KEY.PATH=VALUE, got '{}'", Printable(set)));
-  std::vector<std::string> path = Split(set.substr(0, eq), '.');
-  YAML::Node value;
-  try {
-    value = YAML::Load(set.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(fmt::format("--set {}: {}", Printable(set), e.msg));
-  }
+    return Status::InvalidArgument(fmt::format("--set: expected KEY.PATH=VALUE, got '{}'", Quote(set)));
+  std::vector<std::string> path = Split(std::string_view(set).substr(0, eq), '.');
+  if (path.size() > static_cast<size_t>(kMaxYamlDepth))
+    return Status::InvalidArgument(fmt::format("--set {}: a key path of {} levels, over the limit of {}", Quote(set),
+                                               path.size(), kMaxYamlDepth));
+  Result<YAML::Node> loaded = LoadYaml(std::string_view(set).substr(eq + 1), "--set " + Quote(set), false);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node value = *loaded;
   // Walk down, making maps where there are none (yaml-cpp nodes are handles).
   std::vector<YAML::Node> chain = {root};
   for (size_t i = 0; i + 1 < path.size(); ++i) {
-    if (path[i].empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Printable(set)));
+    if (path[i].empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Quote(set)));
     YAML::Node next = chain.back()[path[i]];
     if (!next.IsDefined() || next.IsNull()) {
       bool is_new = !next.IsDefined();
@@ -155,10 +173,10 @@ Status ApplySet(YAML::Node& root, const std::string& set, SetNodes& made) {
       made.nodes.push_back(next);
     }
     if (!next.IsMap())
-      return Status::InvalidArgument(fmt::format("--set {}: '{}' is not a mapping", Printable(set), path[i]));
+      return Status::InvalidArgument(fmt::format("--set {}: '{}' is not a mapping", Quote(set), Quote(path[i])));
     chain.push_back(next);
   }
-  if (path.back().empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Printable(set)));
+  if (path.back().empty()) return Status::InvalidArgument(fmt::format("--set: empty key in '{}'", Quote(set)));
   bool is_new = !chain.back()[path.back()].IsDefined();
   chain.back()[path.back()] = value;
   if (is_new) CollectKey(chain.back(), path.back(), made.nodes);
@@ -250,7 +268,7 @@ Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int>
   std::string t = *type;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (t != "mpi" && t != "pytorch" && t != "tensorflow")
-    return r.Error(d["type"], fmt::format("distribution.type: expected mpi, pytorch or tensorflow, got '{}'", Printable(*type)));
+    return r.Error(d["type"], fmt::format("distribution.type: expected mpi, pytorch or tensorflow, got '{}'", Quote(*type)));
   spec.kind = t == "mpi" ? JobKind::kMpi : t == "pytorch" ? JobKind::kPyTorch : JobKind::kTensorFlow;
   spec.instances = instances.value_or(1);
   if (!instances) spec.instances_at = r.Where(d);
@@ -333,18 +351,18 @@ int JobSpec::WorldSize() const {
 }
 
 Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, const std::vector<std::string>& sets) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    return Status::InvalidArgument(fmt::format("{}:{}: {}", file, e.mark.line + 1, e.msg));
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(fmt::format("{}: {}", file, e.msg));
-  }
+  Result<YAML::Node> loaded = LoadYaml(text, file, true);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
   if (!root.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a job spec (a YAML mapping)", file));
+  if (sets.size() > kMaxSets)
+    return Status::InvalidArgument(fmt::format("--set: {} given, over the limit of {}", sets.size(), kMaxSets));
   std::vector<SetNodes> made(sets.size());
   for (size_t i = 0; i < sets.size(); ++i)
     if (Status s = ApplySet(root, sets[i], made[i]); !s.ok()) return s;
+  // Each part was bounded alone; so is what they make together.
+  if (!sets.empty())
+    if (Status s = CheckYamlExpansion(root, file + " with its --set values"); !s.ok()) return s;
   Reader r(file, std::move(made));
 
   JobSpec spec;
@@ -364,7 +382,9 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
 
     if (YAML::Node code = root["code"]) {
       if (code.IsScalar()) {
-        spec.code_dir = code.Scalar();
+        Result<std::string> path = r.Text(code, "code");
+        if (!path.ok()) return path.status();
+        spec.code_dir = *path;
       } else {
         if (Status s = r.Keys(code, "code", {"path", "local_path"}); !s.ok()) return s;
         YAML::Node p = code["path"] ? code["path"] : code["local_path"];

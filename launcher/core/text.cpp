@@ -46,6 +46,11 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
+std::string PrintablePrefix(std::string_view s, size_t max) {
+  if (s.size() <= max) return Printable(s);
+  return fmt::format("{}... ({} bytes)", Printable(s.substr(0, max)), s.size());
+}
+
 std::string SafeUtf8(std::string_view s, bool keep_newlines) {
   std::string out;
   out.reserve(s.size());

@@ -30,6 +30,9 @@ std::string Upper(std::string_view s);
 // `s` with every byte outside printable ASCII (0x20-0x7e) written as \xNN, for
 // messages that quote a file's content: a binary file must not drive the terminal.
 std::string Printable(std::string_view s);
+// Printable(s) of at most the first `max` bytes, then "... (N bytes)" when `s`
+// is longer: for messages that quote an argument of any size in one short line.
+std::string PrintablePrefix(std::string_view s, size_t max);
 
 // `s` as valid UTF-8 that cannot drive a terminal, for JSON replies and the
 // status table: each byte of an invalid or overlong sequence, and each control

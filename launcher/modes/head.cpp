@@ -11,6 +11,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -92,9 +94,9 @@ class Head {
         streams_(io, console, kReadSize),
         reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
 
-  // Starts node `i`'s launcher; `stdin_line` is written to its stdin, which then closes.
+  // Starts node `i`'s launcher; `stdin_data` is written to its stdin, which then closes.
   Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
-                   const std::string& stdin_line);
+                   const std::string& stdin_data);
   // Ends the job on every node (the first call only): each agent gets Abort{cause, code}.
   void Stop(int code, const std::string& cause);
   // Watches the nodes until every agent has finished; then calls `done` with the
@@ -131,7 +133,7 @@ class Head {
 };
 
 Status Head::StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
-                       const std::string& stdin_line) {
+                       const std::string& stdin_data) {
   Result<Pipe> in = MakePipe();
   if (!in.ok()) return in.status();
   Result<Pipe> out = MakePipe();
@@ -146,16 +148,21 @@ Status Head::StartNode(const std::string& name, const std::string& launcher, con
   close(in->read_fd);
   close(out->write_fd);
   close(err->write_fd);
-  if (pid.ok()) {
-    // One short line into an empty pipe: never blocks.
-    WriteAll(in->write_fd, stdin_line);
-  }
-  close(in->write_fd);
   if (!pid.ok()) {
+    close(in->write_fd);
     close(out->read_fd);
     close(err->read_fd);
     return pid.status();
   }
+  // The token and the -x values may pass the pipe's size, and ssh reads them
+  // only once it has connected: written from the loop, and the pipe closes
+  // once they are (or the node is gone).
+  struct Feed {
+    asio::posix::stream_descriptor pipe;
+    std::string data;
+  };
+  auto feed = std::make_shared<Feed>(Feed{asio::posix::stream_descriptor(io_, in->write_fd), stdin_data});
+  asio::async_write(feed->pipe, asio::buffer(feed->data), [feed](boost::system::error_code, size_t) {});
   watchdog_.Add(*pid);
   size_t i = nodes_.size();
   Node& node = nodes_.emplace_back();
@@ -358,7 +365,7 @@ int ExplainHead(const HeadPlan& plan) {
     RemoteOptions r = RemoteFor(plan, h.host);
     AgentCommand c = AgentCommandFor(plan, static_cast<int>(i), self, "HEAD:PORT", plan.run_id.empty() ? "RUN_ID" : plan.run_id, cwd);
     c.token = "TOKEN";
-    c.token_on_stdin = r.kind != RemoteKind::kPdsh;
+    c.secrets_on_stdin = r.kind != RemoteKind::kPdsh;
     out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, plan.workers[i],
                        r.kind == RemoteKind::kLocal ? "a local shell" : plan.remote);
     std::string line = AgentShellLine(c);
@@ -377,6 +384,11 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   int n = static_cast<int>(hosts.size());
   for (const std::string& x : plan.exports_unset)
     WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
+  bool through_pdsh = false;
+  for (const HostEntry& h : hosts) through_pdsh = through_pdsh || RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
+  if (through_pdsh && !plan.exports.empty())
+    WriteAll(STDERR_FILENO, "dlaunch: --remote pdsh: pdsh forwards no stdin, so the -x values go on the command line, "
+                            "where every user on the nodes can read them (--remote ssh keeps them off it)\n");
 
   std::string token = plan.token;
   if (token.empty()) {
@@ -462,7 +474,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
     RemoteOptions ropts = RemoteFor(plan, host);
     AgentCommand command = AgentCommandFor(plan, i, self, endpoint, run_id, cwd);
     command.token = token;
-    command.token_on_stdin = ropts.kind != RemoteKind::kPdsh;
+    command.secrets_on_stdin = ropts.kind != RemoteKind::kPdsh;
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
     Result<std::string> exe = ResolveCommand(argv[0]);
     if (!exe.ok()) {
@@ -479,8 +491,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
       spec.env.push_back(name + "=" + value);
     }
     std::string name = fmt::format("node {} ({})", i, host);
-    Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec,
-                              command.token_on_stdin ? token + "\n" : "");
+    Status s = head.StartNode(name, argv[0] == "/bin/sh" ? "sh" : argv[0], spec, AgentStdin(command));
     if (!s.ok()) {
       code = 1;
       console.Say(fmt::format("{}: {}", name, s.message()));

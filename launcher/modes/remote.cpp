@@ -53,17 +53,40 @@ std::string AgentShellLine(const AgentCommand& c) {
   const char* var = rendezvous::kTokenEnvVar;
   std::string line;
   if (!c.token.empty()) {
-    line = c.token_on_stdin ? fmt::format("IFS= read -r {0} || exit 1; export {0}; ", var)
-                            : fmt::format("{}={}; export {}; ", var, ShellQuote(c.token), var);
+    line = c.secrets_on_stdin ? fmt::format("IFS= read -r {0} || exit 1; export {0}; ", var)
+                              : fmt::format("{}={}; export {}; ", var, ShellQuote(c.token), var);
+  }
+  if (c.secrets_on_stdin) {
+    // `read` takes one line; printf %b turns the escaped newlines and
+    // backslashes back, and the trailing x keeps the newlines a command
+    // substitution would strip. Both are builtins, and a subshell's command
+    // line is this one: the value shows in no process list.
+    for (const auto& [name, value] : c.env)
+      line += fmt::format("IFS= read -r {0} || exit 1; {0}=$(printf '%bx' \"${0}\"); {0}=${{{0}%x}}; export {0}; ", name);
   }
   if (!c.cwd.empty()) line += fmt::format("cd {} || exit 1; ", ShellQuote(c.cwd));
   line += "exec";
-  if (!c.env.empty()) {
+  if (!c.secrets_on_stdin && !c.env.empty()) {
     line += " env";
     for (const auto& [name, value] : c.env) line += " " + ShellQuote(name + "=" + value);
   }
   for (const std::string& a : c.argv) line += " " + ShellQuote(a);
   return line;
+}
+
+std::string AgentStdin(const AgentCommand& c) {
+  if (!c.secrets_on_stdin) return "";
+  std::string out;
+  if (!c.token.empty()) out += c.token + "\n";
+  for (const auto& [name, value] : c.env) {
+    for (char ch : value) {
+      if (ch == '\\') out += "\\\\";
+      else if (ch == '\n') out += "\\n";
+      else out += ch;
+    }
+    out += '\n';
+  }
+  return out;
 }
 
 std::vector<std::string> LauncherArgv(const RemoteOptions& o, const std::string& host, const std::string& shell_line) {

@@ -27,21 +27,31 @@ struct RemoteOptions {
 // What the agent on one node runs.
 struct AgentCommand {
   std::string cwd;  // empty: the login directory
-  std::vector<std::pair<std::string, std::string>> env;  // -x NAME=VALUE
-  std::vector<std::string> argv;                         // dlaunch and its arguments
-  // The rendezvous token: read from the first line of stdin (ssh, local), so it
-  // shows in no process list. pdsh forwards no stdin: it is then set inline.
-  std::string token;
-  bool token_on_stdin = true;
+  // -x NAME=VALUE; each NAME a shell identifier (the -x check ensures it).
+  std::vector<std::pair<std::string, std::string>> env;
+  std::vector<std::string> argv;  // dlaunch and its arguments
+  std::string token;              // the rendezvous token
+  // The token and the env values go on stdin (ssh, local), so no process list
+  // on the head or a node shows them: the line names the variables only. pdsh
+  // forwards no stdin: they are then set inline, for every local user to see.
+  bool secrets_on_stdin = true;
 };
 
 // `s` quoted for a POSIX shell: 'it'"'"'s'; a word of only letters, digits and
 // @%+=:,./_- stays as it is.
 std::string ShellQuote(std::string_view s);
 
-// The one shell line the node runs, e.g.
-//   IFS= read -r DLAUNCH_RDZV_TOKEN || exit 1; export DLAUNCH_RDZV_TOKEN; cd '/w' || exit 1; exec env 'A=b' '/bin/dlaunch' ...
+// The one shell line the node runs, e.g. with the secrets on stdin
+//   IFS= read -r DLAUNCH_RDZV_TOKEN || exit 1; export DLAUNCH_RDZV_TOKEN;
+//   IFS= read -r A || exit 1; A=$(printf '%bx' "$A"); A=${A%x}; export A; cd '/w' || exit 1; exec '/bin/dlaunch' ...
+// or, without, `DLAUNCH_RDZV_TOKEN='t'; export DLAUNCH_RDZV_TOKEN; ... exec env 'A=b' '/bin/dlaunch' ...`.
 std::string AgentShellLine(const AgentCommand& command);
+
+// What the head writes to the line's stdin, then closes: the token, then each
+// env value in order, one a line, with `\\` for a backslash and `\n` for a
+// newline (printf %b undoes both and leaves every other byte as it is). Empty
+// without `secrets_on_stdin`.
+std::string AgentStdin(const AgentCommand& command);
 
 // The argv the head executes to run `shell_line` on `host`:
 //   ssh   ssh -T [-o USER...] -o BatchMode=yes -o ConnectTimeout=10 [-p P] [-i KEY] -- HOST LINE

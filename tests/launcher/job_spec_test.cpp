@@ -199,4 +199,62 @@ TEST_CASE("job spec errors name the file and the line", "[job]") {
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '99999999999999999999'");
 }
 
+
+TEST_CASE("job spec: an alias bomb in the file or in a --set is refused in one line", "[job][bounds]") {
+  // 9 levels of 9 aliases each: 9^9 nodes in under 500 bytes.
+  std::string bomb = "{a: &a [x, x, x, x, x, x, x, x, x]";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += fmt::format(", {}: &{} [", c, c);
+    for (int j = 0; j < 9; ++j) bomb += fmt::format("{}*{}", j ? ", " : "", static_cast<char>(c - 1));
+    bomb += "]";
+  }
+  bomb += "}";
+  REQUIRE(bomb.size() < 500);
+  constexpr const char* kSpec = "command: x\ndistribution: {type: mpi}\n";
+  // The --set text is quoted only in part: 64 bytes, then its size.
+  std::string set = "tags=" + bomb;
+  CHECK(Error(kSpec, {set}) ==
+        fmt::format("--set {}... ({} bytes): expands to more than 100000 YAML nodes (aliases count each time they are "
+                    "used)",
+                    set.substr(0, 64), set.size()));
+  CHECK(Error(std::string(kSpec) + "tags: " + bomb + "\n") ==
+        "/jobs/job.yml: expands to more than 100000 YAML nodes (aliases count each time they are used)");
+  // Each --set is small, together they are not.
+  std::vector<std::string> sets;
+  std::string half = "[&a [x, x, x, x, x, x, x, x, x]";
+  for (int j = 0; j < 6000; ++j) half += ", *a";
+  half += "]";
+  for (int i = 0; i < 2; ++i) sets.push_back(fmt::format("tags.t{}={}", i, half));
+  CHECK(Error(kSpec, sets) ==
+        "/jobs/job.yml with its --set values: expands to more than 100000 YAML nodes (aliases count each time they "
+        "are used)");
+  CHECK(Error(kSpec, std::vector<std::string>(1001, "tags.a=1")) == "--set: 1001 given, over the limit of 1000");
+}
+
+TEST_CASE("job spec: a 20,000-deep --set is refused quoting a short prefix", "[job][bounds]") {
+  constexpr const char* kSpec = "command: x\ndistribution: {type: mpi}\n";
+  std::string deep_value = "tags=" + std::string(20000, '[') + std::string(20000, ']');
+  CHECK(Error(kSpec, {deep_value}) ==
+        fmt::format("--set {}... (40005 bytes): nested deeper than 64 levels", deep_value.substr(0, 64)));
+  std::string deep_path;
+  for (int i = 0; i < 20000; ++i) deep_path += "a.";
+  deep_path += "b=1";
+  CHECK(Error(kSpec, {deep_path}) ==
+        fmt::format("--set {}... (40003 bytes): a key path of 20001 levels, over the limit of 64", deep_path.substr(0, 64)));
+  // A long key from the file is cut too.
+  std::string key(5000, 'k');
+  CHECK(Error(std::string(kSpec) + key + ": 1\n") == fmt::format("/jobs/job.yml:3: unknown key '{}... (5000 bytes)'", key.substr(0, 64)));
+}
+
+TEST_CASE("job spec: a NUL in the command or a variable is refused naming the field", "[job][bounds]") {
+  CHECK(Error("command: \"echo 'a\\0b'\"\ndistribution: {type: mpi}\n") ==
+        "/jobs/job.yml:1: command: contains a NUL byte, which no command or path can hold");
+  CHECK(Error("command: x\ndistribution: {type: mpi}\nenvironment_variables:\n  A: \"x\\0y\"\n") ==
+        "/jobs/job.yml:4: environment_variables.A: contains a NUL byte, which no environment variable can hold");
+  CHECK(Error("command: x\ndistribution: {type: mpi}\ncode: \"a\\0b\"\n") ==
+        "/jobs/job.yml:3: code: contains a NUL byte, which no command or path can hold");
+  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"command=\"a\\0b\""}) ==
+        "--set command=\"a\\0b\": command: contains a NUL byte, which no command or path can hold");
+}
+
 }  // namespace dlaunch::launcher

@@ -10,6 +10,14 @@ TEST_CASE("Printable escapes every byte outside printable ASCII", "[text][bounds
   CHECK(Printable("\t\n\r") == "\\x09\\x0a\\x0d");
 }
 
+TEST_CASE("PrintablePrefix quotes at most a bounded prefix, then the size", "[text][bounds]") {
+  CHECK(PrintablePrefix("short", 8) == "short");
+  CHECK(PrintablePrefix("exactly8", 8) == "exactly8");
+  CHECK(PrintablePrefix("nine byte", 8) == "nine byt... (9 bytes)");
+  CHECK(PrintablePrefix(std::string(40000, '['), 4) == "[[[[... (40000 bytes)");
+  CHECK(PrintablePrefix("\x1b[2Jxyz", 4) == "\\x1b[2J... (7 bytes)");
+}
+
 TEST_CASE("ParseSeconds: finite, not negative, at most 30 days, rounded up to a millisecond", "[text][bounds]") {
   using std::chrono::milliseconds;
   CHECK(ParseSeconds("30", false) == milliseconds(30000));
