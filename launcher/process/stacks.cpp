@@ -125,6 +125,7 @@ def _dlaunch_fork_hooks(watcher, start):
     # one code object). The child has no hook thread; its signal stays blocked.
     os, sys = _os, _sys  # the module's names are deleted once it has run
     monitoring = sys.monitoring
+    hooked = os.getpid()  # a forked child keeps these hooks but has no hook thread
 
     def before():
         if not watcher:
@@ -145,8 +146,8 @@ def _dlaunch_fork_hooks(watcher, start):
         del watcher[:]
 
     def parent():
-        if watcher:
-            return  # it was never stopped
+        if watcher or os.getpid() != hooked:
+            return  # it was never stopped, or this is a forked child forking
         try:
             caller = sys._getframe(1).f_code
         except ValueError:
