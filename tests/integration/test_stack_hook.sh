@@ -14,7 +14,8 @@
 #   4. Python 3.12+ (pyenv, where installed): os.fork() gives no "multi-threaded"
 #      warning because of the hook's thread, and stacks are taken after forks;
 #   5. a native rank in vfork() (D state) is sampled itself, not its child
-#      (gdb reads it once it leaves D).
+#      (gdb reads it once it leaves D);
+#   6. a native rank with a 1 MB symbol in its stack: dlaunch and the job live on.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -194,6 +195,25 @@ CEOF
   expect_rc 0 "vf: the rank ends on its own"
 else
   log "no C compiler: the vfork case is left out"
+fi
+
+# 6. A native rank whose frame names a 1 MB symbol (C++ templates reach this):
+# dlaunch parsed gdb's line with std::regex and died of SIGSEGV, the job with it.
+if command -v cc >/dev/null; then
+  "$PY" -c '
+import sys
+name = "f" + "A" * (1 << 20)
+open(sys.argv[1], "w").write("#include <stdio.h>\n#include <unistd.h>\n"
+    "__attribute__((noinline)) void %s(void) { puts(\"long\"); fflush(stdout); sleep(8); }\n"
+    "int main(void) { %s(); return 0; }\n" % (name, name))' "$TMP/long.c"
+  cc -g -O0 -o "$TMP/long" "$TMP/long.c" || fail "cc failed on $TMP/long.c"
+  start_job long "long" -- "$TMP/long"
+  run_dl 30 stacks long
+  expect_rc 0 "stacks of a rank with a 1 MB symbol"
+  assert_file_matches "$OUT" "^stacks: rank 0 \(1\) wait in .*nanosleep" "long: the summary"
+  assert_file_matches "$OUT" "^#[0-9]+ +0x[0-9a-f]+ in fAAAA" "long: the frame of the long symbol in the full stack"
+  wait_dl long
+  expect_rc 0 "long: the job lives on after stacks"
 fi
 
 wait_for 10 no_marked_processes
