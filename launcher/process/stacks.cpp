@@ -12,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -53,68 +52,154 @@ def _dlaunch_hook():
         signum = 0
     if dumps and signum > 0:
         try:
-            # The C modules: `signal` would import enum, 3.5 ms a process.
-            import _signal as signal
-            import _thread
-            import faulthandler
-            import time
-            f = open(_os.path.join(dumps, "%d.stacks" % _os.getpid()), "a")
-            f.write("dlaunch: main thread 0x%016x\n" % _thread.get_ident())
-            f.flush()
-            faulthandler.register(signum, file=f, all_threads=True, chain=False)
-            _sys.modules[__name__]._dlaunch_file = f  # open for the process's life
-            # The signal must never interrupt the script's own threads: a call
-            # in C++ underneath Python (torch's TCPStore) dies of EINTR. It is
-            # blocked here, so in every thread the script starts, and taken by
-            # one idle thread of the hook's own (_thread: threading never
-            # lists it); faulthandler dumps every thread from there.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
-
-            def _watch():
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-                while True:
-                    time.sleep(86400)
-
-            try:
-                _thread.start_new_thread(_watch, ())
-            except Exception:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # the main thread takes it
-
-            # Late in finalization faulthandler puts the signal's default action
-            # back, which kills; a rank still exiting (libtorch's destructors)
-            # when a hang is suspected must not die of it. Registered first, so
-            # it runs after the script's own atexit functions.
-            def _ignore():
-                faulthandler.unregister(signum)
-                signal.signal(signum, signal.SIG_IGN)
-
-            import atexit
-            atexit.register(_ignore)
+            _dlaunch_listen(dumps, signum)
         except Exception:
             pass
-    del _sys.modules["sitecustomize"]
+    # Python imports the first sitecustomize on sys.path, this file; the one
+    # it hides (Debian ships one) is imported here. When there is none, this
+    # module stays sitecustomize: the import that runs this file takes it
+    # back out of sys.modules when it ends, as site.py's import does.
+    me = _sys.modules.pop("sitecustomize", None)
     try:
-        import sitecustomize  # noqa: F401  the one this file hides, if any
-    except ImportError:
-        pass
+        import sitecustomize  # noqa: F401
+    except ImportError as e:
+        if getattr(e, "name", "sitecustomize") != "sitecustomize":
+            raise  # the hidden one's own error, reported by site.py as without dlaunch
+    finally:
+        if "sitecustomize" not in _sys.modules and me is not None:
+            _sys.modules["sitecustomize"] = me
+
+
+def _dlaunch_listen(dumps, signum):
+    # The C modules only: `signal` would import enum, 3.5 ms a process.
+    import _signal as signal
+    import _thread
+    import faulthandler
+    # A raw descriptor, not a file object: no encoding, no buffer, and no
+    # ResourceWarning at exit. O_CLOEXEC: after an exec the process is no
+    # longer this hook's, and dlaunch sees that by the descriptor named below
+    # no longer being this file (stacks.cpp, HookOf).
+    fd = _os.open(_os.path.join(dumps, "%d.stacks" % _os.getpid()),
+                  _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT | _os.O_CLOEXEC | _os.O_NOFOLLOW, 0o600)
+    _os.write(fd, b"dlaunch: main thread 0x%016x fd %d\n" % (_thread.get_ident(), fd))
+    faulthandler.register(signum, file=fd, all_threads=True, chain=False)
+    # The signal must never interrupt the script's own threads: a call in C++
+    # underneath Python (torch's TCPStore) dies of EINTR. It is blocked here,
+    # so in every thread the script starts (and in the processes it starts:
+    # README, "Hangs"), and taken by one idle thread of the hook's own
+    # (_thread: threading never lists it); faulthandler dumps every thread
+    # from there.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    watcher = []  # [lock that ends it, lock it releases when ending, native id]
+    native_id = getattr(_thread, "get_native_id", int)  # 3.8+; used by 3.12+ only
+
+    def watch(stop, ended):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+        watcher.append(native_id())
+        stop.acquire()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signum})  # one arriving now waits for the next
+        ended.release()
+
+    def start():
+        stop, ended = _thread.allocate_lock(), _thread.allocate_lock()
+        stop.acquire()
+        ended.acquire()
+        watcher[:] = [stop, ended]
+        try:
+            _thread.start_new_thread(watch, (stop, ended))
+        except Exception:
+            watcher[:] = []
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # the main thread takes it
+
+    start()
+    # Late in finalization faulthandler puts the signal's default action back,
+    # which kills; a rank still exiting (libtorch's destructors) when a hang is
+    # suspected must not die of it. Registered first, so it runs after the
+    # script's own atexit functions.
+    def ignore():
+        faulthandler.unregister(signum)
+        signal.signal(signum, signal.SIG_IGN)
+
+    import atexit
+    atexit.register(ignore)
+    if _sys.version_info >= (3, 12) and hasattr(_os, "register_at_fork"):
+        _dlaunch_fork_hooks(watcher, start)
+
+
+def _dlaunch_fork_hooks(watcher, start):
+    # Python 3.12+ warns at os.fork() in a process with more than one thread,
+    # and counts the process's threads (/proc/self/stat) after the fork. The
+    # hook's thread ends before each fork and comes back after it, and in
+    # 3.13+, which counts after the after_in_parent hooks, only once the
+    # caller of os.fork() runs its next instruction (sys.monitoring, on that
+    # one code object). The child has no hook thread; its signal stays blocked.
+    os, sys = _os, _sys  # the module's names are deleted once it has run
+    monitoring = sys.monitoring
+    hooked = os.getpid()  # a forked child keeps these hooks but has no hook thread
+
+    def before():
+        if not watcher:
+            return
+        stop, ended = watcher[:2]
+        stop.release()
+        ended.acquire()  # it has run, so it has written its id
+        tid = watcher[2]
+        del watcher[:]
+        import time
+        task = "/proc/self/task/%d" % tid
+        for _ in range(1000):  # until the kernel no longer counts it; 0.1 s at most
+            if not os.path.exists(task):
+                break
+            time.sleep(0.0001)
+
+    def child():
+        del watcher[:]
+
+    def parent():
+        if watcher or os.getpid() != hooked:
+            return  # it was never stopped, or this is a forked child forking
+        try:
+            caller = sys._getframe(1).f_code
+        except ValueError:
+            return start()
+        for tool in (4, 3):  # the ids sys.monitoring leaves free of debuggers and profilers
+            if monitoring.get_tool(tool) is None:
+                break
+        else:
+            return start()
+        events = monitoring.events.INSTRUCTION
+
+        def resume(code, offset):
+            if monitoring.get_tool(tool) == "dlaunch":
+                monitoring.set_local_events(tool, caller, 0)
+                monitoring.register_callback(tool, events, None)
+                monitoring.free_tool_id(tool)
+            if not watcher:
+                start()
+            return monitoring.DISABLE
+
+        monitoring.use_tool_id(tool, "dlaunch")
+        monitoring.register_callback(tool, events, resume)
+        monitoring.set_local_events(tool, caller, events)
+
+    os.register_at_fork(before=before, after_in_child=child, after_in_parent=parent)
 
 
 _dlaunch_hook()
-del _dlaunch_hook, _os, _sys
+del _dlaunch_hook, _dlaunch_listen, _dlaunch_fork_hooks, _os, _sys
 )PY";
 
-std::string Base(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
+// The most of a dump file dlaunch reads: the worker writes it.
+constexpr size_t kMaxDumpRead = 16 * kMaxStackRaw;
 
 std::string ReadFrom(const std::string& path, size_t offset) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return {};
   f.seekg(static_cast<std::streamoff>(offset));
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  std::string out(kMaxDumpRead, '\0');
+  f.read(out.data(), static_cast<std::streamsize>(out.size()));
+  out.resize(static_cast<size_t>(f.gcount()));
+  return out;
 }
 
 size_t FileSize(const std::string& path) {
@@ -124,14 +209,40 @@ size_t FileSize(const std::string& path) {
 
 bool Gone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
-// "dlaunch: main thread 0x..." (the hook's first line): the main thread's
-// ident as faulthandler prints it, or "" when the file has no such line.
-std::string MainThreadOf(const std::string& dump_file) {
-  std::ifstream f(dump_file);
-  std::string line;
-  constexpr std::string_view kTag = "dlaunch: main thread ";
-  if (!std::getline(f, line) || !line.starts_with(kTag)) return {};
-  return line.substr(kTag.size());
+// The hook of `pid`, when it is alive: DUMPS/PID.stacks names, in its last
+// header (a Python that exec()s Python appends one), a descriptor that `pid`
+// still holds open on that very file. The hook opens it O_CLOEXEC, so an exec
+// into anything else (which may unblock the signal and die of it), a stale
+// file of an earlier process with the same pid, and a forked child that never
+// ran the hook all fail this, and are never sent the signal.
+std::optional<HookHeader> LiveHook(const std::string& dumps_dir, int pid) {
+  std::string file = fmt::format("{}/{}.stacks", dumps_dir, pid);
+  struct stat st {};
+  if (lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > kMaxDumpRead)
+    return std::nullopt;
+  std::string text = ReadFrom(file, 0);
+  std::optional<HookHeader> last;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = std::min(text.find('\n', pos), text.size());
+    if (std::optional<HookHeader> h = ParseHookHeader(std::string_view(text).substr(pos, end - pos))) last = h;
+    pos = end + 1;
+  }
+  struct stat held {};
+  if (!last || stat(fmt::format("/proc/{}/fd/{}", pid, last->fd).c_str(), &held) != 0 || held.st_dev != st.st_dev ||
+      held.st_ino != st.st_ino)
+    return std::nullopt;
+  return last;
+}
+
+// The process of a worker's tree that gdb reads: the last one (`sh -c 'exec
+// ...'` has become it already), unless one before it is in D state: a process
+// in vfork() waits in D for its child to exec, and the rank is the parent.
+int GdbTarget(const std::vector<ProcStat>& table, const std::vector<int>& tree) {
+  for (int pid : tree) {
+    auto it = std::find_if(table.begin(), table.end(), [&](const ProcStat& s) { return s.pid == pid; });
+    if (it != table.end() && it->state == 'D') return pid;
+  }
+  return tree.back();
 }
 
 }  // namespace
@@ -161,54 +272,6 @@ std::string Frame::Render() const {
   if (file.empty()) return function;
   if (line <= 0) return fmt::format("{} ({})", function, file);
   return fmt::format("{} ({}:{})", function, file, line);
-}
-
-std::vector<ThreadStack> ParseFaulthandler(std::string_view text, std::string_view main_ident) {
-  std::vector<ThreadStack> threads;
-  static const std::regex kFrame(R"re(^\s+File "(.*)", line (\d+) in (.*)$)re");
-  std::istringstream in{std::string(text)};
-  std::string line;
-  bool skipping = false;  // the hook's own thread, which ran the dump
-  while (std::getline(in, line)) {
-    bool current = line.starts_with("Current thread ");
-    if (line.starts_with("Thread ") || current) {
-      ThreadStack t;
-      t.name = line.substr(0, line.find(" (most recent call first)"));
-      std::string_view ident = std::string_view(t.name).substr(t.name.rfind(' ') + 1);
-      t.main = main_ident.empty() ? current : ident == main_ident;
-      skipping = !main_ident.empty() && current && !t.main;
-      if (!skipping) threads.push_back(std::move(t));
-      continue;
-    }
-    std::smatch m;
-    if (!skipping && !threads.empty() && std::regex_match(line, m, kFrame))
-      threads.back().frames.push_back(Frame{m[3], Base(m[1].str()), std::stoi(m[2])});
-  }
-  return threads;
-}
-
-std::vector<ThreadStack> ParseGdb(std::string_view text, int pid) {
-  std::vector<ThreadStack> threads;
-  static const std::regex kThread(R"re(^Thread \d+ \(.*LWP (\d+)\).*$)re");
-  // "#2  0x... in step (x=1) at train.c:12", "#0  clock_nanosleep () from /lib/libc.so.6"
-  static const std::regex kFrame(R"re(^#\d+\s+(?:0x[0-9a-f]+ in )?([^ (]+) \(.*?\)(?: at (\S+):(\d+)| from (\S+))?\s*$)re");
-  std::istringstream in{std::string(text)};
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_match(line, m, kThread)) {
-      ThreadStack t;
-      t.name = line.substr(0, line.find(':'));
-      t.main = std::stoi(m[1]) == pid;
-      threads.push_back(std::move(t));
-    } else if (std::regex_match(line, m, kFrame)) {
-      if (threads.empty()) threads.push_back(ThreadStack{"Thread 1", true, {}});
-      Frame f{m[1], m[2].matched ? Base(m[2].str()) : m[4].matched ? Base(m[4].str()) : "", 0};
-      if (m[3].matched) f.line = std::stoi(m[3]);
-      threads.back().frames.push_back(std::move(f));
-    }
-  }
-  return threads;
 }
 
 const ThreadStack* RankStack::Main() const {
@@ -461,8 +524,9 @@ bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std
     std::vector<int> tree = {t.pid};
     for (int d : Descendants(table, t.pid)) tree.push_back(d);
     int python = -1;
+    std::optional<HookHeader> hook;
     for (int pid : tree) {
-      if (access(fmt::format("{}/{}.stacks", dumps_dir_, pid).c_str(), F_OK) == 0) {
+      if ((hook = LiveHook(dumps_dir_, pid))) {
         python = pid;
         break;
       }
@@ -471,7 +535,7 @@ bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std
       p.result.pid = python;
       p.result.how = "python";
       p.file = fmt::format("{}/{}.stacks", dumps_dir_, python);
-      p.main_ident = MainThreadOf(p.file);
+      p.main_ident = hook->main_ident;
       p.offset = p.seen = FileSize(p.file);
       // To the process: only the hook's own thread leaves the signal unblocked,
       // so no thread of the script is interrupted (kPythonHook).
@@ -480,9 +544,8 @@ bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std
         p.done = true;
       }
     } else {
-      // Not Python, or Python without the hook: gdb, on the worker's last
-      // process in line (`sh -c 'exec ...'` has become it already).
-      int pid = tree.back();
+      // Not Python, or Python without a live hook: gdb.
+      int pid = GdbTarget(table, tree);
       p.result.pid = pid;
       p.result.how = "gdb";
       p.file = fmt::format("{}/gdb-{}.txt", dumps_dir_, pid);

@@ -14,7 +14,9 @@
 // under Python makes its sleep, poll or connect fail with EINTR, and torch's
 // TCPStore dies of that ("Interrupted system call").
 // A real-time signal kills a process that has no handler for it, so only a pid
-// whose dump file exists (the hook ran in it) is ever sent one.
+// whose hook is alive is ever sent one: the hook's dump file names the
+// descriptor (O_CLOEXEC) it holds open on it, and /proc/PID/fd/N must be that
+// file (not after an exec, not a stale file of a reused pid).
 //
 // Other workers (and Python without the hook): `gdb -p PID -batch`, which
 // stops the process for the moment it reads it. A worker that cannot be
@@ -25,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,7 +74,18 @@ struct ThreadStack {
 // the signal).
 std::vector<ThreadStack> ParseFaulthandler(std::string_view text, std::string_view main_ident = {});
 // `gdb -batch -ex 'thread apply all bt'`: the thread whose LWP is `pid` is main.
+// Both parsers read text the worker controls: linear, by hand (stack_parse.cpp),
+// every field cut to kMaxStackText; lines that are not frames are skipped.
 std::vector<ThreadStack> ParseGdb(std::string_view text, int pid);
+
+// The hook's header line in a dump file, "dlaunch: main thread 0x... fd N": the
+// main thread's ident as faulthandler prints it, and the descriptor the hook
+// holds the file open on. nullopt for any other line.
+struct HookHeader {
+  std::string main_ident;
+  int fd = -1;
+};
+std::optional<HookHeader> ParseHookHeader(std::string_view line);
 
 struct RankStack {
   int rank = 0;

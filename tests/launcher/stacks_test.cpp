@@ -113,6 +113,73 @@ TEST_CASE("gdb's backtrace: the thread whose LWP is the pid is main; frames with
   CHECK(s.Main() == &s.threads[1]);
 }
 
+TEST_CASE("a 1 MB symbol in gdb's or faulthandler's text is parsed, cut, and never crashes dlaunch", "[stacks]") {
+  // std::regex recursed once per character: a C++ template symbol this long
+  // overflowed dlaunch's stack (SIGSEGV), and the job died with it (issue 18).
+  const std::string symbol = "ns::f<" + std::string(1 << 20, 'T') + ">";
+  std::string gdb = "Thread 1 (Thread 0x7f1a (LWP 4242) \"" + std::string(1 << 20, 'n') + "\"):\n" +
+                    "#0  0x00007f1c in " + symbol + " (x=" + std::string(1 << 20, '(') + ") at /src/t.cpp:7\n" +
+                    "#1  0x000055 in main () at /src/app.c:12\n";
+  std::vector<ThreadStack> t = ParseGdb(gdb, 4242);
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].main);
+  CHECK(t[0].name.size() == kMaxStackText);
+  REQUIRE(t[0].frames.size() == 2);
+  CHECK(t[0].frames[0].function == symbol.substr(0, kMaxStackText));
+  CHECK(t[0].frames[0].file == "t.cpp");
+  CHECK(t[0].frames[0].line == 7);
+  CHECK(t[0].frames[1].Render() == "main (app.c:12)");
+
+  std::string py = "Current thread 0x1 (most recent call first):\n  File \"/w/" + std::string(1 << 20, 'f') +
+                   ".py\", line 3 in " + std::string(1 << 20, 'g') + "\n  File \"/w/train.py\", line 88 in step\n";
+  std::vector<ThreadStack> f = ParseFaulthandler(py);
+  REQUIRE(f.size() == 1);
+  REQUIRE(f[0].frames.size() == 2);
+  CHECK(f[0].frames[0].function.size() == kMaxStackText);
+  CHECK(f[0].frames[0].file.size() == kMaxStackText);
+  CHECK(f[0].frames[0].line == 3);
+  CHECK(f[0].frames[1].Render() == "step (train.py:88)");
+  // A line of nothing but separators is no frame, and is read once.
+  std::string seps = "Current thread 0x1 (most recent call first):\n  File \"";
+  for (int i = 0; i < 100000; ++i) seps += "\", line ";
+  CHECK(ParseFaulthandler(seps)[0].frames.empty());
+}
+
+TEST_CASE("frames the old patterns got wrong or threw on", "[stacks]") {
+  // A line number past int: no std::out_of_range, the line is unknown.
+  std::vector<ThreadStack> f = ParseFaulthandler(
+      "Current thread 0x1 (most recent call first):\n  File \"/w/a.py\", line 99999999999999 in step\n");
+  REQUIRE(f[0].frames.size() == 1);
+  CHECK(f[0].frames[0].Render() == "step (a.py)");
+  // A path that holds the separator: the last one ends it.
+  f = ParseFaulthandler("Thread 0x1 (most recent call first):\n  File \"/w/x\", line 1 in y.py\", line 5 in run\n");
+  REQUIRE(f[0].frames.size() == 1);
+  CHECK(f[0].frames[0].Render() == "run (x\", line 1 in y.py:5)");
+  // C++ names hold spaces; arguments hold parentheses.
+  std::vector<ThreadStack> g = ParseGdb(
+      "#0  0x1 in std::vector<int, std::allocator<int> >::push_back (this=0x1, v=(int &) @0x2: 3) at stl_vector.h:1281\n"
+      "#1  0x2 in run(int) () from /usr/lib/libx.so\n"
+      "#2  not a frame\n"
+      "#3  0x3 in f (a=1) at /dir with space/x.c:4\n",
+      1);
+  REQUIRE(g.size() == 1);
+  REQUIRE(g[0].frames.size() == 2);
+  CHECK(g[0].frames[0].Render() == "std::vector<int, std::allocator<int> >::push_back (stl_vector.h:1281)");
+  CHECK(g[0].frames[1].Render() == "run(int) (libx.so)");
+  CHECK(ParseGdb("Thread 2 (LWP 99999999999999)\n", 1).size() == 1);
+}
+
+TEST_CASE("the hook's header: the main thread's ident and the descriptor it writes on", "[stacks]") {
+  std::optional<HookHeader> h = ParseHookHeader("dlaunch: main thread 0x00007f0d3a1b7040 fd 3");
+  REQUIRE(h);
+  CHECK(h->main_ident == "0x00007f0d3a1b7040");
+  CHECK(h->fd == 3);
+  CHECK_FALSE(ParseHookHeader("dlaunch: main thread 0x00007f0d3a1b7040"));  // the hook before issue 18
+  CHECK_FALSE(ParseHookHeader("dlaunch: main thread 0x1 fd -1"));
+  CHECK_FALSE(ParseHookHeader("dlaunch: main thread 0x1 fd 99999999999"));
+  CHECK_FALSE(ParseHookHeader("Thread 0x1 (most recent call first):"));
+}
+
 TEST_CASE("rank lists are written as ranges", "[stacks]") {
   CHECK(RankRanges({}) == "");
   CHECK(RankRanges({3}) == "3");
