@@ -133,6 +133,31 @@ for cmd in "$missing" "$TMP/$missing"; do
   grep -q "^dlaunch: .*$cmd" "$ERR" || fail_run "command '$cmd' not found: no 'dlaunch: ' line naming it on stderr"
 done
 
+# dlaunch job: a YAML alias bomb (about 400 bytes standing for 9^9 nodes) in a
+# --set and in the spec file, a 20,000-deep --set, a cycle, and a NUL in the
+# command: one short line, exit 2, fast, and within 1 GB of address space (an
+# unbounded expansion aborts with bad_alloc there instead).
+printf 'command: bash -c "touch %s/worker-ran"\ndistribution: {type: mpi}\n' "$TMP" >"$TMP/job.yml"
+bomb="{a: &a [x, x, x, x, x, x, x, x, x]"
+prev=a
+for k in b c d e f g h i; do
+  bomb+=", $k: &$k [*$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev, *$prev]"
+  prev=$k
+done
+bomb+="}"
+{ cat "$TMP/job.yml"; printf 'tags: %s\n' "$bomb"; } >"$TMP/bomb.yml"
+printf 'command: "echo \\"a\\0b\\""\ndistribution: {type: mpi}\n' >"$TMP/nul.yml"
+deep="tags=$(printf '%*s' 20000 '' | tr ' ' '[')$(printf '%*s' 20000 '' | tr ' ' ']')"
+(
+  ulimit -v 1000000
+  usage_error "job --set ALIAS-BOMB" "expands to more than 100000 YAML nodes" "(392 bytes)" -- job "$TMP/job.yml" --set "tags=$bomb"
+  usage_error "job with an alias bomb in the file" "bomb.yml: expands to more than 100000 YAML nodes" -- job "$TMP/bomb.yml"
+  usage_error "job --set with a cycle" "nested deeper than 64 levels" -- job "$TMP/job.yml" --set 'tags=&a [*a]'
+  usage_error "job --set 20,000 deep" "(40005 bytes): nested deeper than 64 levels" -- job "$TMP/job.yml" --set "$deep"
+  ((${#ERR} < 300)) && (($(wc -c <"$ERR") < 300)) || fail_run "job --set 20,000 deep: the message should quote a short prefix only"
+  usage_error "job with a NUL in the command" "nul.yml:1: command: contains a NUL byte" -- job "$TMP/nul.yml"
+) || exit 1
+
 # A known-good control, so the cases above fail for the reason they claim.
 run_dl 15 --nproc-per-node 2 -- bash -c "touch $TMP/worker-ran"
 expect_rc 0 "the control run"
