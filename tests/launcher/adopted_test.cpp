@@ -43,12 +43,16 @@ int StartDaemon(bool ignore_term) {
     pid_t daemon = fork();
     if (daemon == 0) {
       if (ignore_term) signal(SIGTERM, SIG_IGN);
+      // The daemon says its pid once it ignores SIGTERM (kept across exec): a
+      // pid sent by the middle process came before that, and a SIGTERM sent at
+      // once then killed it (issue 19).
+      pid_t self = getpid();
+      ssize_t ignored = write(fds[1], &self, sizeof self);
+      (void)ignored;
       execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
       _exit(127);
     }
-    ssize_t ignored = write(fds[1], &daemon, sizeof daemon);
-    (void)ignored;
-    _exit(0);
+    _exit(daemon < 0 ? 1 : 0);
   }
   close(fds[1]);
   int daemon = -1;
