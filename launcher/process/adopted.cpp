@@ -24,9 +24,13 @@
 // no nsdelegate). CI runs as root, so a cgroup path taken "when writable" would
 // be the only one CI tests while users get the other. Tracking works the same
 // everywhere, unprivileged: dlaunch is a child subreaper, so an orphan is
-// reparented to it and shows up as its child. The cost is a window: a daemon
-// adopted less than kAdoptedScanInterval before a SIGKILL of dlaunch is not yet
-// known to the watchdog. At the end of a job there is no window: KillAll walks
+// reparented to it and shows up as its child. Scans leave a window: a daemon
+// adopted less than a scan before a SIGKILL of dlaunch is not yet registered.
+// The job mark closes it (launcher/process/job_mark.hpp): every worker's
+// environment holds a mark unique to this dlaunch, which its descendants
+// inherit, and the watchdog kills every process that holds it, with no help
+// from dlaunch. Only a daemon that also clears its environment (`env -i`)
+// depends on the scans. At the end of a job there is no window: KillAll walks
 // the whole tree below dlaunch until it is empty.
 //
 // Why SIGTERM first: adopted processes are outside every worker's process group,
@@ -225,8 +229,8 @@ void Adopted::Scan() {
   // process table four times a second).
   // Nor in the first seconds of a run: workers that end at once (a thousand
   // agents running `true` on one machine) would pay a scan each for nothing. A
-  // daemon started then is still killed at the end of the job; only a SIGKILL of
-  // dlaunch in those seconds leaves it to escape.
+  // daemon started then is still killed at the end of the job, and after a
+  // SIGKILL of dlaunch the watchdog finds it by its job mark.
   auto started = std::chrono::steady_clock::now();
   if (registered_.empty() && (!watchdog_.has_groups() || started - watchdog_.groups_since() < first_scan_))
     return;

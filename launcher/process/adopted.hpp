@@ -22,14 +22,17 @@ namespace dlaunch::launcher {
 
 // Default: how often the children of dlaunch are looked for while workers run;
 // less often when a scan is slow (at most about 2% of a core goes to scans). A
-// daemon adopted less than this before a SIGKILL of dlaunch can escape it.
+// daemon adopted less than this before a SIGKILL of dlaunch is not registered
+// yet: the watchdog then finds it by the job mark in its environment
+// (launcher/process/job_mark.hpp), or not at all if it cleared its environment.
 inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
 // Default: the interval a quiet job's scans back off to. After kAdoptedStableScans
 // scans that found the same children, each next one waits twice as long, up to
 // this; any change returns to kAdoptedScanInterval. A quiet 8-rank job then
 // costs well under a second of CPU an hour even where each scan reads the whole
 // process table (no /proc/self/task/*/children), at the price of a wider window
-// for a daemon adopted late in a long quiet run to escape a SIGKILL of dlaunch.
+// in which a daemon adopted late in a long quiet run is known to the watchdog by
+// its job mark alone.
 inline constexpr std::chrono::milliseconds kAdoptedQuietInterval{4000};
 inline constexpr int kAdoptedStableScans = 8;
 // Default: how long workers run before the first scan.

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "launcher/process/adopted.hpp"
+#include "launcher/process/job_mark.hpp"
 
 namespace dlaunch::launcher {
 
@@ -97,6 +98,11 @@ Watchdog::~Watchdog() {
 }
 
 Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanup_file) {
+  // Without a mark the watchdog still kills what was registered: a daemon
+  // adopted in the last scan interval before a SIGKILL may then escape.
+  Result<std::string> mark = NewJobMark();
+  job_mark_ = mark.ok() ? *mark : "";
+  const std::string mark_entry = mark.ok() ? fmt::format("{}={}", kJobMarkVar, *mark) : "";
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
   // Forked twice, so that the watchdog is not the launcher's child: once every
@@ -166,6 +172,9 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
       if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
     }
     for (int g : groups) kill(-g, SIGKILL);
+    // What the launcher had no time to register: every process started below a
+    // worker carries the mark, wherever it was reparented by now.
+    if (!mark_entry.empty()) KillMarked(mark_entry, getpid());
     if (!cleanup_dir.empty()) {
       std::error_code ignored;
       std::filesystem::remove_all(cleanup_dir, ignored);

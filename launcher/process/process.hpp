@@ -42,7 +42,10 @@ Result<std::string> ResolveCommand(const std::string& name);
 // background job); the watchdog covers those. Registered processes (the
 // launcher's children, adopted daemons among them: launcher/process/adopted.hpp) are
 // killed too, with their descendants and their process group, if they are
-// still the process registered (same pid and start time).
+// still the process registered (same pid and start time). So is every process
+// whose environment holds the job mark (launcher/process/job_mark.hpp): a daemon
+// adopted too recently to be registered yet, or one whose parent left before it
+// was adopted.
 class Watchdog {
  public:
   Watchdog() = default;
@@ -71,6 +74,10 @@ class Watchdog {
   void OnGroups(std::function<void()> hook) { on_groups_ = std::move(hook); }
   // The watchdog's pid, or -1 before Start.
   int pid() const { return pid_; }
+  // The value of kJobMarkVar that every worker's environment must hold for the
+  // watchdog to find its descendants unregistered; empty before Start or when
+  // no mark could be made (then only registered processes are found).
+  const std::string& job_mark() const { return job_mark_; }
 
  private:
   enum class Op : int32_t { kStop, kAddGroup, kRemoveGroup, kAddProcess, kRemoveProcess };
@@ -83,6 +90,7 @@ class Watchdog {
   void Send(Op op, int id, uint64_t start_time = 0);
   int fd_ = -1;
   int pid_ = -1;
+  std::string job_mark_;
   std::set<int> groups_;  // registered, as the watchdog has them
   std::chrono::steady_clock::time_point groups_since_{};
   std::function<void()> on_groups_;

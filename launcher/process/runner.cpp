@@ -28,6 +28,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/process/job_mark.hpp"
 #include "launcher/process/stacks.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/summary.hpp"
@@ -83,7 +84,10 @@ class Runner : public WorkerRun, public WorkerControl {
 
   boost::json::array Rows() override;
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
-  Clock::time_point last_output() const override { return last_output_; }
+  // Output that the console holds back in a rank's pipe is progress, not
+  // silence: the rank is writing (often blocked on the full pipe) while the
+  // reader of dlaunch's stdout is slow or stopped (`| less`, Ctrl-S).
+  Clock::time_point last_output() const override { return streams_.held(0) ? Clock::now() : last_output_; }
 
  private:
   Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
@@ -181,6 +185,8 @@ Result<int> Runner::Start(int local_rank, int restart) {
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
   if (plan_.python_hook) AddPythonHook(env, plan_.work_dir + "/py", plan_.work_dir + "/stacks");
+  // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
+  if (!watchdog_.job_mark().empty()) env[std::string(kJobMarkVar)] = watchdog_.job_mark();
   if (plan_.pin_gpu && !plan_.gpus.empty())
     env["CUDA_VISIBLE_DEVICES"] =
         plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
@@ -393,11 +399,11 @@ void Runner::ArmHangWatch() {
   // Once a silence is reported, the next report needs new output first: wake
   // a timeout after now to look again, which costs nothing while it lasts.
   Clock::time_point at = reported_ && *reported_ == last_output_ ? Clock::now() + plan_.hang_timeout
-                                                                 : last_output_ + plan_.hang_timeout;
+                                                                 : last_output() + plan_.hang_timeout;
   hang_timer_.expires_at(at);
   hang_timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
     if (ec || alive.expired() || supervisor_.state() != Supervisor::State::kRunning) return;
-    Clock::duration silent = Clock::now() - last_output_;
+    Clock::duration silent = Clock::now() - last_output();
     if (silent >= plan_.hang_timeout && !(reported_ && *reported_ == last_output_)) return OnHang(silent);
     ArmHangWatch();
   });
@@ -523,6 +529,7 @@ boost::json::object Runner::Row(size_t i, Clock::time_point now) {
   }
   Clock::time_point since = last != nullptr ? std::max(*last->at(), w->started) : w->started;
   Clock::time_point end = w->running ? now : w->ended;
+  if (w->running && (streams_.held(0, &lasts_[i][0]) || streams_.held(0, &lasts_[i][1]))) since = now;  // last_output()
   row["run_time_s"] = Seconds(end - w->started);
   row["silent_s"] = Seconds((w->running ? now : w->ended) - std::min(since, end));
   if (!w->running) {

@@ -1,6 +1,7 @@
 #include "launcher/process/streams.hpp"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +15,9 @@ struct Streams::Stream {
   // The buffer is left uninitialised: zeroing 256 KiB per pipe was a third of
   // a short job's start-up CPU, and a read touches only the pages it fills.
   Stream(asio::io_context& io, int fd, size_t size)
-      : sd(io, fd), buf(std::make_unique_for_overwrite<char[]>(size)), size(size) {}
+      : sd(io, fd), fd(fd), buf(std::make_unique_for_overwrite<char[]>(size)), size(size) {}
   asio::posix::stream_descriptor sd;
+  int fd;  // sd's, for FIONREAD (held)
   int group = 0;
   StreamRoute route;
   LineTagger tagger;
@@ -96,6 +98,17 @@ int Streams::open(int group) const {
   int n = 0;
   for (const auto& s : streams_) n += s->group == group && s->open ? 1 : 0;
   return n;
+}
+
+bool Streams::held(int group, const LastLine* last) const {
+  for (const auto& s : streams_) {
+    if (s->group != group || !s->open || !s->paused || (last != nullptr && s->route.last != last)) continue;
+    // The pipe keeps what the writer wrote until this stream reads again, so
+    // once it holds bytes it stays held until the console drains.
+    int unread = 0;
+    if (ioctl(s->fd, FIONREAD, &unread) == 0 && unread > 0) return true;
+  }
+  return false;
 }
 
 void Streams::Drain(int group) {

@@ -59,6 +59,12 @@ class Streams {
   void Add(int fd, int group, StreamRoute route, std::function<void()> on_close);
   // Streams of `group` still open.
   int open(int group) const;
+  // True while an open stream of `group` (of those feeding `last`, when given)
+  // waits for room on the console with bytes still unread in its pipe: its
+  // writer made progress that dlaunch holds back, and may be blocked writing to
+  // the full pipe. Such time is not silence (the hang watch). A paused stream
+  // whose pipe is empty is not held: its writer wrote nothing since.
+  bool held(int group, const LastLine* last = nullptr) const;
   // The writers of `group` have exited: close what is still open after
   // kDrainTimeout of reading (a grandchild may hold a pipe open). Idempotent.
   void Drain(int group);

@@ -3,7 +3,8 @@
 # process exits): it leaves the worker's process group and session and is
 # reparented to dlaunch, its subreaper. It must not outlive dlaunch: not after a
 # normal exit, not after another rank's failure tears the job down, and not
-# after a SIGKILL of dlaunch (the watchdog kills it).
+# after a SIGKILL of dlaunch (the watchdog kills it), even one that comes right
+# after the daemon was adopted (issue 18), also when dlaunch runs as nobody.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -58,21 +59,36 @@ run_dl 60 --nproc-per-node 2 -- bash "$TMP/worker.sh"
 expect_rc 3 "rank 1 failing while rank 0's daemon runs"
 check_gone "after rank 1 failed and the job was torn down"
 
-export MODE=hold
-rm -f "$TMP/daemon.pid"
-start_dl hold 60 --nproc-per-node 2 -- bash "$TMP/worker.sh"
-wait_for 20 test -s "$TMP/daemon.pid" || { wait_dl hold; fail_run "the worker did not start its daemon within 20s"; }
-DAEMON=$(cat "$TMP/daemon.pid")
-DLPID=$(dl_pid hold) || fail "cannot find the dlaunch process"
-# shellcheck disable=SC2317  # called through wait_for
-adopted() { [[ $(awk '{print $4}' "/proc/$DAEMON/stat" 2>/dev/null) == "$DLPID" ]]; }
-wait_for 5 adopted || { describe_pids "$DAEMON" >&2; fail "the daemon (pid $DAEMON) was not reparented to dlaunch (pid $DLPID)"; }
-# dlaunch registers adopted processes with its watchdog every 250 ms once
-# workers have run for 2 s (launcher/process/adopted.hpp), an event a test cannot see;
-# 3 s covers both.
-sleep 3
-kill -KILL "$DLPID"
-wait_dl hold 2>/dev/null  # bash reports the SIGKILL
-check_gone "after a SIGKILL of dlaunch"
+# kill_at_once WHAT WRAPPER: starts a job whose rank 0 leaves a daemon and
+# SIGKILLs dlaunch as soon as the daemon is adopted, long before dlaunch's first
+# scan (2 s after the workers start, launcher/process/adopted.hpp) registers it
+# with the watchdog: the watchdog finds it by the job mark in its environment
+# (launcher/process/job_mark.hpp). WRAPPER runs dlaunch as another user.
+kill_at_once() {
+  local what=$1 wrapper=$2
+  export MODE=hold
+  rm -f "$TMP/daemon.pid"
+  start_dl_wrapped hold 60 "$wrapper" --nproc-per-node 2 -- bash "$TMP/worker.sh"
+  wait_for 20 test -s "$TMP/daemon.pid" || { wait_dl hold; fail_run "$what: the worker did not start its daemon within 20s"; }
+  DAEMON=$(cat "$TMP/daemon.pid")
+  DLPID=$(dl_pid hold) || fail "$what: cannot find the dlaunch process"
+  # shellcheck disable=SC2317  # called through wait_for
+  adopted() { [[ $(awk '{print $4}' "/proc/$DAEMON/stat" 2>/dev/null) == "$DLPID" ]]; }
+  wait_for 5 adopted || { describe_pids "$DAEMON" >&2; fail "$what: the daemon (pid $DAEMON) was not reparented to dlaunch (pid $DLPID)"; }
+  kill -KILL "$DLPID"
+  wait_dl hold 2>/dev/null  # bash reports the SIGKILL
+  check_gone "$what"
+}
+
+kill_at_once "after a SIGKILL of dlaunch right after the daemon was adopted" ""
+
+# The same as another user, who can read only its own processes' environments.
+if [[ $(id -u) == 0 ]] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+  chmod 0733 "$TMP"  # nobody's worker writes daemon.pid here
+  kill_at_once "as nobody, after a SIGKILL of dlaunch right after the daemon was adopted" \
+    "setpriv --reuid=nobody --regid=$(id -gn nobody) --clear-groups"
+else
+  log "not root, or no 'nobody' or setpriv: another user is not tried"
+fi
 
 pass

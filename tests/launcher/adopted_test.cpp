@@ -45,6 +45,9 @@ int StartDaemon(bool ignore_term) {
     pid_t daemon = fork();
     if (daemon == 0) {
       if (ignore_term) signal(SIGTERM, SIG_IGN);
+      // The daemon says its pid once it ignores SIGTERM (kept across exec): a
+      // pid sent by the middle process came before that, and a SIGTERM sent at
+      // once then killed it (issue 19).
       pid_t self = getpid();
       ssize_t ignored = write(fds[1], &self, sizeof self);
       (void)ignored;

@@ -247,3 +247,46 @@ TEST_CASE("streams: time paused on a full console does not count against the dra
   CHECK(closed == 1);
   CHECK(got == Lines(0, 2000, "x") + all);
 }
+
+TEST_CASE("streams: a child whose output a full console holds back is held, not silent", "[console]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1], 64 * 1024);
+  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
+  REQUIRE(console.full());
+  Streams streams(io, console, 16 * 1024);
+  // Three children: `busy` wrote more than one read takes, `done` less, `quiet` nothing.
+  struct Child {
+    int fds[2] = {-1, -1};
+    LastLine last;
+  };
+  Child busy, done, quiet;
+  for (Child* c : {&busy, &done, &quiet}) {
+    REQUIRE(pipe2(c->fds, O_CLOEXEC | O_NONBLOCK) == 0);
+    StreamRoute route;
+    route.console = ConsoleStream::kOut;
+    route.last = &c->last;
+    streams.Add(c->fds[0], 0, route, [] {});
+  }
+  std::string lines = Lines(0, 300, "w");  // about 31 KiB: two reads
+  REQUIRE(write(busy.fds[1], lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()));
+  REQUIRE(write(done.fds[1], lines.data(), 4096) == 4096);
+  CHECK_FALSE(streams.held(0));  // nothing read yet
+  io.restart();
+  io.run_for(std::chrono::milliseconds(100));
+  CHECK(streams.held(0));
+  CHECK(streams.held(0, &busy.last));
+  CHECK_FALSE(streams.held(0, &done.last));  // paused, but its writer wrote nothing since
+  CHECK_FALSE(streams.held(0, &quiet.last));
+  CHECK_FALSE(streams.held(1));
+  REQUIRE(write(done.fds[1], lines.data(), 10) == 10);  // it writes again while the console is full
+  CHECK(streams.held(0, &done.last));
+
+  // Once the console drains, everything is read: nothing is held any more.
+  console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + lines.size() + 4096 + 10);
+  io.restart();
+  io.run_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(streams.held(0));
+  for (Child* c : {&busy, &done, &quiet}) close(c->fds[1]);
+  streams.CloseAll();
+}
