@@ -13,6 +13,7 @@
 
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -104,7 +105,10 @@ void Console::Write(ConsoleStream stream, std::string_view data) {
 }
 
 void Console::Say(std::string_view message) {
-  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", message));
+  // dlaunch's own lines quote text from outside (peers' failure reasons and host
+  // names, file contents): escaped, so that no byte of it drives the terminal or
+  // starts a line of its own.
+  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", SafeUtf8(message, false)));
 }
 
 void Console::Enqueue(Sink& s, std::string_view data) {
