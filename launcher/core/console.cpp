@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <boost/asio/post.hpp>
@@ -106,9 +107,11 @@ void Console::Write(ConsoleStream stream, std::string_view data) {
 
 void Console::Say(std::string_view message) {
   // dlaunch's own lines quote text from outside (peers' failure reasons and host
-  // names, file contents): escaped, so that no byte of it drives the terminal or
-  // starts a line of its own.
-  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", SafeUtf8(message, false)));
+  // names, a worker's last stderr lines): escaped, so that no byte of it drives
+  // the terminal or starts a line of its own. A tab is harmless and kept.
+  std::string safe = SafeUtf8(message, true);
+  std::replace(safe.begin(), safe.end(), '\n', '?');
+  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", safe));
 }
 
 void Console::Enqueue(Sink& s, std::string_view data) {

@@ -217,7 +217,7 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
 
   const std::string& run_id = r.coordinator.run_id;
   plan.layout.run_id = run_id;
-  std::string token = r.token;
+  std::string token = r.token, token_from;
   if (token.empty() && IsLoopbackHost(io, endpoint->host)) {
     // Every local user reaches loopback: this user's own token keeps the others out.
     Result<std::string> own = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
@@ -226,6 +226,7 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
                                           "used ({}); set {} or --rdzv-token-file",
                                           endpoint->ToString(), own.status().message(), rdzv::kTokenEnvVar));
     token = *own;
+    token_from = fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile);
   } else if (token.empty()) {
     console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
                             endpoint->ToString(), rdzv::kTokenEnvVar));
@@ -257,6 +258,7 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   rdzv::AgentMachineOptions aopts;
   aopts.endpoint = endpoint->ToString();
   aopts.token = token;
+  aopts.token_from = token_from;
   aopts.join.run_id = run_id;
   aopts.min_nodes = r.min_nodes;
   aopts.max_nodes = r.max_nodes;
