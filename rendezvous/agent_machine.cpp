@@ -200,8 +200,12 @@ void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now
     Status proved =
         CheckCoordinatorProof(options_.token, nonce_, challenge.nonce, options_.join.run_id, challenge.proof);
     if (!proved.ok()) {
-      return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({})", Subject(),
-                                   proved.message()));
+      std::string hint = options_.token_from.empty()
+                             ? ""
+                             : fmt::format("; given no token, this agent used {}: give it the job's token ({}, "
+                                           "--rdzv-token or --rdzv-token-file)", options_.token_from, kTokenEnvVar);
+      return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({}){}", Subject(),
+                                   proved.message(), hint));
     }
     Emit(DoSend{Proof{ProofFor(options_.token, Prover::kAgent, nonce_, challenge.nonce, options_.join.run_id)}});
   }

@@ -12,6 +12,11 @@
 namespace dlaunch::rendezvous {
 namespace {
 
+// Kinds of log lines that peers can repeat at will (Log::limit).
+constexpr const char* kLimitClosed = "closed connections";
+constexpr const char* kLimitIgnored = "ignored messages";
+constexpr const char* kLimitNumbers = "messages with a bad number";
+
 std::string JoinProblem(const Join& join, const std::string& run_id) {
   if (join.run_id != run_id) return fmt::format("run id {} is not this job's ({})", QuoteId(join.run_id), QuoteId(run_id));
   if (join.host.empty()) return "join without a host name";
@@ -128,7 +133,7 @@ std::vector<Action> Coordinator::OnConnect(ConnId conn, std::string peer, Clock:
     std::string problem = fmt::format("job '{}' has ended", options_.run_id);
     Emit(Send{conn, Refused{Subject() + ": " + problem}});
     Emit(Close{conn, problem});
-    Emit(Log{fmt::format("{}: closed {}: {}", Subject(), peer, problem)});
+    Emit(Log{fmt::format("{}: closed {}: {}", Subject(), peer, problem), kLimitClosed});
     return Flush();
   }
   Agent& agent = agents_[conn];
@@ -217,7 +222,8 @@ void Coordinator::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::tim
   ++waiting_;
   if (agent.slot >= 0) slots_[agent.slot] = join.host;
   if (state_ == State::kRunning) {
-    Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host)});
+    Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host),
+             "late joins"});
     return;
   }
   if (!join_deadline_) join_deadline_ = now + options_.join_timeout;
@@ -237,7 +243,8 @@ void Coordinator::UpdateGathering(Clock::time_point now) {
   } else if (!last_call_deadline_) {
     last_call_deadline_ = now + options_.last_call_timeout;
     Emit(Log{fmt::format("{}: {} of {}..{} nodes joined; last call for {}", Subject(), waiting,
-                         options_.min_nodes, options_.max_nodes, FormatDuration(options_.last_call_timeout))});
+                         options_.min_nodes, options_.max_nodes, FormatDuration(options_.last_call_timeout)),
+             "last calls"});
   }
 }
 
@@ -334,23 +341,45 @@ void Coordinator::Assign(Clock::time_point now) {
 void Coordinator::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now) {
   if (failed.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring a worker failure of generation {} from {} (now {})", Subject(),
-                         failed.generation, NodeName(agent), generation_)});
+                         failed.generation, NodeName(agent), generation_), kLimitIgnored});
     return;
   }
-  std::string how = failed.reason.empty() ? fmt::format("failed with code {}", failed.code) : failed.reason;
-  Fail(fmt::format("{} rank {} {}", NodeName(agent), failed.rank, how), failed.code != 0 ? failed.code : 1,
-       false, now);
+  // The code becomes every dlaunch's exit status, and one outside 1..255 wraps
+  // (256 would exit 0); the rank is named on the host's console.
+  int code = failed.code != 0 ? failed.code : 1;
+  if (code < 1 || code > 255) {
+    Emit(Log{fmt::format("{}: {} says a worker failed with code {}; counting 1", Subject(), NodeName(agent),
+                         failed.code), kLimitNumbers});
+    code = 1;
+  }
+  int first = 0, count = 0;
+  for (int r = 0; r < agent.node_rank && r < static_cast<int>(table_.size()); ++r)
+    first += table_[static_cast<std::size_t>(r)].nproc;
+  if (agent.node_rank < static_cast<int>(table_.size())) count = table_[static_cast<std::size_t>(agent.node_rank)].nproc;
+  std::string rank = fmt::format("rank {}", failed.rank);
+  if (failed.rank < first || failed.rank - first >= count) {
+    Emit(Log{fmt::format("{}: {} says rank {} failed, which is not one of its ranks {}-{}", Subject(),
+                         NodeName(agent), failed.rank, first, first + count - 1), kLimitNumbers});
+    rank = "a rank";
+  }
+  std::string how = failed.reason.empty() ? fmt::format("failed with code {}", code) : failed.reason;
+  Fail(fmt::format("{} {} {}", NodeName(agent), rank, how), code, false, now);
 }
 
 void Coordinator::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now) {
   if (done.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring done of generation {} from {} (now {})", Subject(), done.generation,
-                         NodeName(agent), generation_)});
+                         NodeName(agent), generation_), kLimitIgnored});
     return;
   }
   if (done.exit_code != 0) {
-    return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), done.exit_code), done.exit_code,
-                false, now);
+    int code = done.exit_code;
+    if (code < 1 || code > 255) {  // as a worker failure's code
+      Emit(Log{fmt::format("{}: {} says it finished with exit code {}; counting 1", Subject(), NodeName(agent),
+                           done.exit_code), kLimitNumbers});
+      code = 1;
+    }
+    return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), code), code, false, now);
   }
   agent.done = true;
   // Its ranks have finished: there is nothing left of it to sample.
@@ -421,7 +450,7 @@ void Coordinator::Refuse(ConnId conn, const std::string& problem, Clock::time_po
 
 void Coordinator::CloseConn(ConnId conn, const std::string& problem) {
   Emit(Close{conn, problem});
-  Emit(Log{fmt::format("{}: closed {}: {}", Subject(), agents_.at(conn).peer, problem)});
+  Emit(Log{fmt::format("{}: closed {}: {}", Subject(), agents_.at(conn).peer, problem), kLimitClosed});
 }
 
 void Coordinator::Remove(ConnId conn, const std::string& what, Clock::time_point now) {
@@ -510,7 +539,7 @@ void Coordinator::OnHeartbeat(Agent& agent, const Heartbeat& beat, Clock::time_p
   int silent_ms = beat.silent_ms;
   if (silent_ms < 0) {
     Emit(Log{fmt::format("{}: {} says its ranks have been silent for {}ms; counting 0", Subject(), NodeName(agent),
-                         silent_ms)});
+                         silent_ms), "heartbeats with a negative silence"});
     silent_ms = 0;
   }
   agent.beat_at = now;
@@ -522,7 +551,7 @@ void Coordinator::OnHeartbeat(Agent& agent, const Heartbeat& beat, Clock::time_p
 void Coordinator::OnReport(ConnId conn, Agent& agent, const Report& report) {
   auto ignore = [&](const std::string& why) {
     Emit(Log{fmt::format("{}: ignoring a report for query {} from {} ({})", Subject(), report.id, NodeName(agent),
-                         why)});
+                         why), kLimitIgnored});
   };
   auto open = queries_.find(report.id);
   if (open == queries_.end()) return ignore("no such query is open");

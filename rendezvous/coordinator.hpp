@@ -126,9 +126,13 @@ struct Close {
   ConnId conn = 0;
   std::string reason;
 };
-// A line for the coordinator's log ("subject: problem (cause)").
+// A line for the coordinator's log ("subject: problem (cause)"). `limit` names
+// the kind of a line that peers can cause again and again ("ignored messages"):
+// the session layer writes a few of each kind and counts the rest
+// (log_limit.hpp). Empty: the job's own line, always written.
 struct Log {
   std::string line;
+  std::string limit;
 };
 // The job is over: the exit code for the hosting dlaunch, and the one-line
 // summary (the root cause when it failed).

@@ -14,7 +14,13 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 CoordinatorServer::CoordinatorServer(asio::io_context& io, JobFactory factory, LogSink log)
-    : io_(io), acceptor_(io), ticker_(io), factory_(std::move(factory)), log_(std::move(log)), accept_timer_(io) {}
+    : io_(io),
+      acceptor_(io),
+      ticker_(io),
+      factory_(std::move(factory)),
+      log_(std::move(log)),
+      accept_timer_(io),
+      peer_log_(log_) {}
 
 CoordinatorServer::~CoordinatorServer() {
   *alive_ = false;
@@ -134,26 +140,10 @@ void CoordinatorServer::SendTo(Connection& conn, const Message& message) {
 }
 
 void CoordinatorServer::LogDrop(const std::string& line, Clock::time_point now) {
-  if (!log_) return;
-  if (!drop_window_ || now - *drop_window_ >= kDropLogWindow) {
-    FlushDropCount();
-    drop_window_ = now;
-    drops_logged_ = 0;
-  }
-  if (drops_logged_ >= kDropLogBurst) {
-    ++drops_unlogged_;
-    return;
-  }
-  ++drops_logged_;
-  log_(line);
-}
-
-void CoordinatorServer::FlushDropCount() {
-  if (drops_unlogged_ > 0 && log_) {
-    log_(fmt::format("{}: dropped {} more connection{} in the last {}s", subject_, drops_unlogged_,
-                     drops_unlogged_ == 1 ? "" : "s", kDropLogWindow.count()));
-  }
-  drops_unlogged_ = 0;
+  peer_log_.Log("drops", line, [subject = subject_, window = peer_log_.window()](std::size_t n) {
+    return fmt::format("{}: dropped {} more connection{} in the last {}", subject, n, n == 1 ? "" : "s",
+                       FormatDuration(window));
+  }, now);
 }
 
 void CoordinatorServer::RefuseInLobby(ConnId id, const std::string& why) {
@@ -266,7 +256,15 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       }
       route_.erase(close->conn);
     } else if (auto* log = std::get_if<Log>(&action)) {
-      if (log_) log_(log->line);
+      if (log->limit.empty()) {
+        if (log_) log_(log->line);
+      } else {
+        // Per job and kind: one job's flood does not hide another job's lines.
+        auto held = [subject = subject_, what = log->limit, window = peer_log_.window()](std::size_t n) {
+          return fmt::format("{}: {} more {} in the last {} (not logged)", subject, n, what, FormatDuration(window));
+        };
+        peer_log_.Log(run_id + '\n' + log->limit, log->line, held, Clock::now());
+      }
     } else if (auto* lost = std::get_if<NodeLost>(&action)) {
       if (on_node_lost_) on_node_lost_(*lost);
     } else if (auto* suspected = std::get_if<HangSuspected>(&action)) {
@@ -279,6 +277,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
           if (*alive) hook(a);
         });
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
+      peer_log_.Flush();  // the counts of lines held back belong with the job's end
       ended_ = *ended;
       if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });
       // Its connections are closed; forget the job so the run id can be used again.
@@ -310,10 +309,7 @@ void CoordinatorServer::Tick() {
       }
       it = lobby_.erase(it);
     }
-    if (drop_window_ && now - *drop_window_ >= kDropLogWindow) {
-      FlushDropCount();
-      drop_window_.reset();
-    }
+    peer_log_.Tick(now);
     ExpireJobs(now);
     auto unread = [this](ConnId id) {
       auto conn = conns_.find(id);

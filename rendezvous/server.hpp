@@ -12,8 +12,9 @@
 // runs on one io_context thread.
 //
 // Faults it absorbs: a connection that does not Join within 10s is dropped; drop
-// lines ("rendezvous HOST:PORT: refused PEER (why)") are rate-limited (the first
-// kDropLogBurst in each kDropLogWindow, then one line with the count of the
+// lines ("rendezvous HOST:PORT: refused PEER (why)") and a job's lines that its
+// peers cause (Log::limit) are rate-limited per kind (log_limit.hpp: the first
+// kPeerLogBurst in each kPeerLogWindow, then one line with the count of the
 // others); a refused agent gets Refused{"rendezvous HOST:PORT: why"}; when accept() fails for want of resources (EMFILE, ENFILE,
 // ENOBUFS, ENOMEM) it logs once, retries after 100ms, doubling up to 1s, and logs
 // again once it accepts.
@@ -34,15 +35,13 @@
 #include "envmap/status.hpp"
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
+#include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::rendezvous {
 
 // How often deadlines are checked. Default: 50ms (a tenth of the smallest
 // timeout worth setting).
 inline constexpr std::chrono::milliseconds kTickPeriod{50};
-// Drop lines: at most kDropLogBurst per window, then a count.
-inline constexpr std::chrono::seconds kDropLogWindow{10};
-inline constexpr std::size_t kDropLogBurst = 5;
 
 class CoordinatorServer {
  public:
@@ -118,9 +117,8 @@ class CoordinatorServer {
   void OnClosed(ConnId id, const Status& why);
   // Sends `message` unless it cannot be encoded: then logs why and closes `conn`.
   void SendTo(Connection& conn, const Message& message);
-  // A log line for a dropped connection: the first of each kDropLogWindow, then a count.
+  // A log line for a dropped connection, rate-limited with the other drops.
   void LogDrop(const std::string& line, Clock::time_point now);
-  void FlushDropCount();
   void ExpireJobs(Clock::time_point now);
   // `run_id` is a copy: the actions may erase the route it came from.
   void Apply(std::string run_id, std::vector<Action> actions);
@@ -148,9 +146,7 @@ class CoordinatorServer {
   std::map<std::string, Clock::time_point> idle_since_;  // jobs with no connection, since when
   boost::asio::steady_timer accept_timer_;
   std::chrono::milliseconds accept_backoff_{0};  // 0: accept() is not failing
-  std::optional<Clock::time_point> drop_window_;  // start of the current drop-log window
-  std::size_t drops_logged_ = 0;                 // drops logged in it
-  std::size_t drops_unlogged_ = 0;               // drops in it past the burst
+  LogLimiter peer_log_;  // the lines peers cause: drops, and the jobs' limited Log lines
   std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

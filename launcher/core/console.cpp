@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <boost/asio/post.hpp>
@@ -13,6 +14,7 @@
 
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -104,7 +106,12 @@ void Console::Write(ConsoleStream stream, std::string_view data) {
 }
 
 void Console::Say(std::string_view message) {
-  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", message));
+  // dlaunch's own lines quote text from outside (peers' failure reasons and host
+  // names, a worker's last stderr lines): escaped, so that no byte of it drives
+  // the terminal or starts a line of its own. A tab is harmless and kept.
+  std::string safe = SafeUtf8(message, true);
+  std::replace(safe.begin(), safe.end(), '\n', '?');
+  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", safe));
 }
 
 void Console::Enqueue(Sink& s, std::string_view data) {

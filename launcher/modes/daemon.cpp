@@ -15,6 +15,7 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/modes/job_hang.hpp"
+#include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -34,24 +35,36 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
     return 0;
   }
   const rdzv::HostPort& at = plan.listen;
-  if (plan.jobs.token.empty() && !at.host.starts_with("127.") && at.host != "localhost" && at.host != "::1")
+  EventLoop loop;
+  boost::asio::io_context& io = loop.io();
+  DaemonPlan own = plan;
+  if (own.jobs.token.empty() && IsLoopbackHost(io, at.host)) {
+    // Every local user reaches loopback: this user's agents share its token (loopback_token.hpp).
+    Result<std::string> token = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
+    if (!token.ok())
+      return Fail(kExitUsage,
+                  fmt::format("{}: no token given, and this user's loopback token cannot be used ({}); set {} or "
+                              "--rdzv-token-file", at.ToString(), token.status().message(), rdzv::kTokenEnvVar),
+                  kDaemonName);
+    own.jobs.token = *token;
+  } else if (own.jobs.token.empty()) {
     std::fprintf(stderr, "dlaunch coordinator: %s: no token, so anyone who reaches it can join\n",
                  at.ToString().c_str());
+  }
 
   // Each job is made from the first authenticated Join of its run id: its size and
   // restarts come from that agent's Hello (its own flags), the timeouts and token
   // from ours. The factory runs for every Hello, but the server creates a job only
   // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at.ToString();
-  auto factory = [&plan](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
-    return JobFor(plan, hello);
+  auto factory = [&own](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
+    return JobFor(own, hello);
   };
-  EventLoop loop;
-  boost::asio::io_context& io = loop.io();
   // The log goes through the console: a stalled stderr must not stop the coordinator.
   Console console(io, STDOUT_FILENO, STDERR_FILENO);
   auto say = [&console](const std::string& line) {
-    console.Write(ConsoleStream::kErr, "dlaunch coordinator: " + line + "\n");
+    // Lines quote what peers sent (host names, failure reasons): never raw to a terminal.
+    console.Write(ConsoleStream::kErr, "dlaunch coordinator: " + SafeUtf8(line, false) + "\n");
   };
   auto server = rdzv::CoordinatorServer::Start(io, at, "--listen", factory, say);
   if (!server.ok()) return Fail(kExitUsage, server.status().message(), kDaemonName);

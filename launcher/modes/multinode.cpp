@@ -21,6 +21,7 @@
 #include "launcher/modes/agent.hpp"
 #include "launcher/modes/job_hang.hpp"
 #include "launcher/modes/job_live.hpp"
+#include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"
 
@@ -50,16 +51,6 @@ bool IsLocalAddress(asio::io_context& io, const std::string& host) {
     if (!ec) return true;
   }
   return false;
-}
-
-bool IsLoopback(asio::io_context& io, const std::string& host) {
-  boost::system::error_code ec;
-  asio::ip::tcp::resolver resolver(io);
-  auto results = resolver.resolve(host, "0", ec);
-  if (ec || results.empty()) return false;
-  for (const auto& entry : results)
-    if (!entry.endpoint().address().is_loopback()) return false;
-  return true;
 }
 
 }  // namespace
@@ -226,9 +217,20 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
 
   const std::string& run_id = r.coordinator.run_id;
   plan.layout.run_id = run_id;
-  if (r.token.empty() && !IsLoopback(io, endpoint->host))
+  std::string token = r.token, token_from;
+  if (token.empty() && IsLoopbackHost(io, endpoint->host)) {
+    // Every local user reaches loopback: this user's own token keeps the others out.
+    Result<std::string> own = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
+    if (!own.ok())
+      return Fail(kExitUsage, fmt::format("rendezvous {}: no token given, and this user's loopback token cannot be "
+                                          "used ({}); set {} or --rdzv-token-file",
+                                          endpoint->ToString(), own.status().message(), rdzv::kTokenEnvVar));
+    token = *own;
+    token_from = fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile);
+  } else if (token.empty()) {
     console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
                             endpoint->ToString(), rdzv::kTokenEnvVar));
+  }
 
   // Host the coordinator when the endpoint is ours. With several agents on one
   // machine (loopback tests) each would qualify; the first to bind hosts it.
@@ -237,6 +239,7 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   if (want_host) {
     rdzv::CoordinatorOptions copts = r.coordinator;
     copts.endpoint = endpoint->ToString();
+    copts.token = token;
     if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
     auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
                                                   rdzv::CoordinatorServer::OneJob(copts), PrintLog);
@@ -254,7 +257,8 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
 
   rdzv::AgentMachineOptions aopts;
   aopts.endpoint = endpoint->ToString();
-  aopts.token = r.token;
+  aopts.token = token;
+  aopts.token_from = token_from;
   aopts.join.run_id = run_id;
   aopts.min_nodes = r.min_nodes;
   aopts.max_nodes = r.max_nodes;

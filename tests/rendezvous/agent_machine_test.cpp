@@ -139,6 +139,19 @@ TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]")
   CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job43")}) == mismatch);
 }
 
+TEST_CASE("agent: a token the user did not give is named when the proof fails", "[agent]") {
+  AgentMachineOptions o = Options("tok");
+  o.token_from = "its user's loopback token (/tmp/dlaunch-0/rdzv-token)";
+  Harness h(o);
+  std::optional<DoFinish> f =
+      Find<DoFinish>(h.Handshake(Challenge{kNonceC, ProofFor("job's", Prover::kCoordinator, kNonceA, kNonceC, "job42")}));
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: the coordinator did not prove it holds the token (its proof does not "
+                    "match this agent's token); given no token, this agent used its user's loopback token "
+                    "(/tmp/dlaunch-0/rdzv-token): give it the job's token (DLAUNCH_RDZV_TOKEN, --rdzv-token or "
+                    "--rdzv-token-file)");
+}
+
 TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and join", "[agent]") {
   Harness h(Options("tok"));
   std::vector<AgentAction> out =

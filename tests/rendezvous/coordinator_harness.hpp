@@ -50,6 +50,7 @@ class Harness {
         closed[x->conn] = x->reason;
       } else if (auto* l = std::get_if<rendezvous::Log>(&action)) {
         logs.push_back(l->line);
+        limits.push_back(l->limit);
       } else if (auto* n = std::get_if<rendezvous::NodeLost>(&action)) {
         lost.push_back(fmt::format("{} {} {}", n->node_rank, n->host, n->what));
       } else if (auto* hs = std::get_if<HangSuspected>(&action)) {
@@ -132,6 +133,7 @@ class Harness {
   std::map<ConnId, std::vector<Message>> inbox;
   std::map<ConnId, std::string> closed;
   std::vector<std::string> logs;
+  std::vector<std::string> limits;  // each log line's Log::limit
   std::vector<std::string> lost;  // NodeLost: "NODE HOST WHAT"
   std::optional<JobEnded> ended;
   std::vector<HangSuspected> suspected;

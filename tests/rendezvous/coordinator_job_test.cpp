@@ -144,8 +144,8 @@ TEST_CASE("an agent whose beats wait unread is not silent: the coordinator is th
 TEST_CASE("a worker failure anywhere is broadcast with its root cause and code", "[coordinator]") {
   Harness h(Opts(2, 2));
   std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
-  h.Send(conns[1], WorkerFailed{1, 1, 3, 7, "exited with code 7"});
-  const std::string line = "rendezvous head:29400: node 1 (b) rank 3 exited with code 7";
+  h.Send(conns[1], WorkerFailed{1, 1, 1, 7, "exited with code 7"});
+  const std::string line = "rendezvous head:29400: node 1 (b) rank 1 exited with code 7";
   CHECK(h.inbox[conns[0]].back() == Message(Abort{line, 7}));
   CHECK(h.inbox[conns[1]].back() == Message(Abort{line, 7}));
   CHECK(h.closed.size() == 2);

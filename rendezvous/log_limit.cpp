@@ -1,0 +1,44 @@
+#include "rendezvous/log_limit.hpp"
+
+namespace dlaunch::rendezvous {
+
+LogLimiter::LogLimiter(Sink sink, std::chrono::milliseconds window, std::size_t burst)
+    : sink_(std::move(sink)), window_(window), burst_(burst) {}
+
+void LogLimiter::Log(const std::string& key, const std::string& line, Held held, Clock::time_point now) {
+  if (!sink_) return;
+  auto it = windows_.find(key);
+  if (it != windows_.end() && now - it->second.start >= window_) {
+    End(it);
+    it = windows_.end();
+  }
+  if (it == windows_.end()) it = windows_.emplace(key, Window{now, 0, 0, {}}).first;
+  Window& w = it->second;
+  w.held_line = std::move(held);
+  if (w.written < burst_) {
+    ++w.written;
+    sink_(line);
+  } else {
+    ++w.held;
+  }
+}
+
+void LogLimiter::Tick(Clock::time_point now) {
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    auto next = std::next(it);
+    if (now - it->second.start >= window_) End(it);
+    it = next;
+  }
+}
+
+void LogLimiter::Flush() {
+  while (!windows_.empty()) End(windows_.begin());
+}
+
+void LogLimiter::End(std::map<std::string, Window>::iterator it) {
+  Window w = std::move(it->second);
+  windows_.erase(it);
+  if (w.held > 0 && w.held_line && sink_) sink_(w.held_line(w.held));
+}
+
+}  // namespace dlaunch::rendezvous
