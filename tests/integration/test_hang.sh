@@ -99,9 +99,20 @@ assert_no_leftovers "after the shell"
 # call", so the signal must never run in their threads (the hook's own thread
 # takes it). Every rank then finishes.
 cat >"$TMP/late_store.py" <<'PYEOF'
-import os, time
+import os, select, time
+# Lines from a child process while torch loads (seconds on a loaded machine), so
+# that the ranks are sampled in TCPStore, not in the middle of an import.
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(w)
+    while not select.select([r], [], [], 0.5)[0]:
+        print("loading torch", flush=True)
+    os._exit(0)
+os.close(r)
 import torch
 import torch.distributed as dist
+os.close(w)
+os.wait()
 
 if os.environ["RANK"] == "0":
     print("rank 0 comes late", flush=True)
