@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest: LABELS=slow PROCESSORS=2
+# ctest: LABELS=slow PROCESSORS=2 TIMEOUT=600
 # --hang-timeout: a job whose ranks all stop writing gets every rank's stack,
 # grouped, with the odd rank out named, without changing the script.
 #   1. real DDP over gloo, 4 ranks, rank 2 sleeping in load_batch() before its
@@ -34,7 +34,8 @@ drop_stacks_dir() {
 check_stop() {
   local ended=$EPOCHREALTIME quiet_from
   expect_rc 124 "$1"
-  le "$ELAPSED" 60 || fail_run "$1: took ${ELAPSED}s"
+  # Ended by dlaunch, not by run_dl's timeout (also 124); 4 ranks importing torch at load 10 take a minute.
+  le "$ELAPSED" 170 || fail_run "$1: took ${ELAPSED}s"
   quiet_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$OUT" | sort -n | tail -n 1)
   [[ -n $quiet_from ]] || fail_run "$1: the ranks never reached their step"
   le "$(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')" 15 ||
@@ -57,9 +58,9 @@ check_stop() {
 }
 
 # 1. Stop.
-run_dl 120 --nproc-per-node 4 --hang-timeout 5 --hang-action stop -- "$PY" "$TMP/hang_ddp.py" a b
+run_dl 180 --nproc-per-node 4 --hang-timeout 5 --hang-action stop -- "$PY" "$TMP/hang_ddp.py" a b
 check_stop "-- python script"
-PYTHON_EXEC=$PY run_dl 120 --nproc-per-node 4 --hang-timeout 5 --hang-action stop "$TMP/hang_ddp.py" a b
+PYTHON_EXEC=$PY run_dl 180 --nproc-per-node 4 --hang-timeout 5 --hang-action stop "$TMP/hang_ddp.py" a b
 check_stop "the torchrun form"
 
 # 2. Report, then the job resumes.
@@ -99,9 +100,20 @@ assert_no_leftovers "after the shell"
 # call", so the signal must never run in their threads (the hook's own thread
 # takes it). Every rank then finishes.
 cat >"$TMP/late_store.py" <<'PYEOF'
-import os, time
+import os, select, time
+# Lines from a child process while torch loads (seconds on a loaded machine), so
+# that the ranks are sampled in TCPStore, not in the middle of an import.
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(w)
+    while not select.select([r], [], [], 0.5)[0]:
+        print("loading torch", flush=True)
+    os._exit(0)
+os.close(r)
 import torch
 import torch.distributed as dist
+os.close(w)
+os.wait()
 
 if os.environ["RANK"] == "0":
     print("rank 0 comes late", flush=True)
