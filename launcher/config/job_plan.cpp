@@ -78,10 +78,11 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   if (mpi_command && !node_list) {
     // The command fans out itself: once, here, with this machine's slots in a hostfile.
     f = {"--nproc-per-node", "1", "--no-tag"};
-    job.hostfile_path = fmt::format("{}/dlaunch-job-{}.hosts", env.contains("TMPDIR") ? env["TMPDIR"] : "/tmp",
-                                    facts.fresh_id);
+    // Its path is not known yet: RunJob makes the file (an unpredictable name,
+    // created exclusively) and tells the command, unless the spec names one.
+    job.hostfile_dir = env.contains("TMPDIR") && !env["TMPDIR"].empty() ? env["TMPDIR"] : "/tmp";
     job.hostfile = fmt::format("localhost slots={}\n", s.instances * per_instance);
-    env["AZUREML_MPI_HOSTFILE"] = job.hostfile_path;
+    env.erase("AZUREML_MPI_HOSTFILE");
     for (const auto& [k, v] : s.env) env[k] = v;
   } else if (mpi_command) {
     // Once, on node 0, as on the platform: a head launch of node 0 alone. The
@@ -103,11 +104,13 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     f = {"-H", fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
          "--nproc-per-node", "1", "--no-tag", "-x", "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
     for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
-    command = fmt::format(
-        "f=${{TMPDIR:-/tmp}}/dlaunch-job-{}.hosts; printf '%s\\n' \"$DLAUNCH_JOB_HOSTS\" | tr , '\\n' >\"$f\" || exit 1; "
+    // mktemp: a name that `ps` shows must not be one another user can plant a
+    // symbolic link at before the shell writes through it.
+    command =
+        "f=$(mktemp \"${TMPDIR:-/tmp}/dlaunch-hosts-XXXXXX\") || exit 1; "
+        "printf '%s\\n' \"$DLAUNCH_JOB_HOSTS\" | tr , '\\n' >\"$f\" || { rm -f \"$f\"; exit 1; }; "
         "unset DLAUNCH_JOB_HOSTS; AZUREML_MPI_HOSTFILE=$f; export AZUREML_MPI_HOSTFILE; /bin/sh -c \"$0\"; rc=$?; "
-        "rm -f \"$f\"; exit $rc",
-        facts.fresh_id);
+        "rm -f \"$f\"; exit $rc";
   } else {
     f = node_flags;
     if (!node_list) {

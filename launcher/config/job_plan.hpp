@@ -17,9 +17,10 @@ struct JobPlan {
   Plan plan;
   std::vector<std::string> flags;  // the dlaunch flags the spec became (for --explain)
   // MPI whose command is mpirun, run here (no node list): the hostfile to
-  // write at `hostfile_path` before the command runs (AZUREML_MPI_HOSTFILE
-  // points there). Empty otherwise.
-  std::string hostfile_path;
+  // write into a new file in `hostfile_dir` ($TMPDIR, else /tmp) before the
+  // command runs, named by AZUREML_MPI_HOSTFILE unless the spec sets it.
+  // Empty otherwise.
+  std::string hostfile_dir;
   std::string hostfile;
 };
 
@@ -31,7 +32,7 @@ struct JobPlan {
 // loopback address (127.0.0.1, 127.0.0.2, ...); with one, instances map onto
 // its nodes in order, and a count that does not match is refused. An MPI
 // command that is itself a launcher (mpirun ...) runs once: here without a node
-// list (the hostfile at `hostfile_path`), else on node 0 through a head launch,
+// list (the hostfile in `hostfile_dir`), else on node 0 through a head launch,
 // its hostfile written there by the command's shell wrapper.
 Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts);
 

@@ -10,8 +10,11 @@
 #include <ctime>
 
 #include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -19,11 +22,42 @@ EventLog::~EventLog() {
   if (fd_ >= 0) close(fd_);
 }
 
+namespace {
+
+// Every string value in `v` as valid UTF-8 (the keys are dlaunch's own): a run
+// id, an argument or a host name may hold any bytes, and a line that a JSON
+// parser refuses loses the event.
+void MakeValidUtf8(boost::json::value& v) {
+  if (boost::json::string* s = v.if_string()) {
+    *s = ValidUtf8(*s);
+  } else if (boost::json::array* a = v.if_array()) {
+    for (boost::json::value& e : *a) MakeValidUtf8(e);
+  } else if (boost::json::object* o = v.if_object()) {
+    for (auto& kv : *o) MakeValidUtf8(kv.value());
+  }
+}
+
+}  // namespace
+
 Status EventLog::Open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO without a reader fails at once (ENXIO) instead
   // of hanging, and a full pipe later refuses an event instead of stopping the
   // loop that carries heartbeats and signals. A regular file ignores it.
-  int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  // O_NOFOLLOW: a symbolic link another user planted (in /tmp, say) must not
+  // make us append to a file of ours it points at. One of our own or root's
+  // (/dev/stdout) is followed: its owner could have written the file anyway.
+  constexpr int kFlags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK;
+  int fd = open(path.c_str(), kFlags | O_NOFOLLOW, 0644);
+  // A link makes that open fail with ELOOP, or with EACCES on some kernels
+  // when it dangles in a sticky directory: lstat tells which it was.
+  struct stat link {};
+  if (fd < 0 && (errno == ELOOP || errno == EACCES) && lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    if (link.st_uid != geteuid() && link.st_uid != 0)
+      return Status::InvalidArgument(fmt::format(
+          "--events {}: refused (a symbolic link owned by uid {}; only yours or root's are followed)", path,
+          link.st_uid));
+    fd = open(path.c_str(), kFlags, 0644);
+  }
   if (fd < 0) {
     const char* why = errno == ENXIO ? "a FIFO with no reader" : std::strerror(errno);
     return Status::InvalidArgument(fmt::format("--events {}: cannot open ({})", path, why));
@@ -50,7 +84,9 @@ void EventLog::Emit(std::string_view event, boost::json::object fields) {
   line["run_id"] = run_id_;
   if (node_rank_ >= 0) line["node_rank"] = node_rank_;
   for (auto& [k, v] : fields) line[k] = std::move(v);
-  std::string text = boost::json::serialize(line) + "\n";
+  boost::json::value whole = std::move(line);
+  MakeValidUtf8(whole);
+  std::string text = boost::json::serialize(whole) + "\n";
   ssize_t n;
   do {
     n = write(fd_, text.data(), text.size());

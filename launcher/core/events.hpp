@@ -4,7 +4,8 @@
 // docs/events.schema.json; docs/events.md describes each event.
 //
 // Every event has "event", "time" (UTC, RFC 3339 with microseconds), "run_id"
-// and, where known, "node_rank"; the rest is the event's.
+// and, where known, "node_rank"; the rest is the event's. Every line is valid
+// UTF-8: a byte that is not becomes U+FFFD.
 #pragma once
 
 #include <string>
@@ -26,7 +27,8 @@ class EventLog {
 
   // Opens `path` for appending (a FIFO too: it is opened without blocking on a
   // reader that is not there, and an event it cannot take at once is dropped
-  // and counted, never waited for). Fails naming --events and the path.
+  // and counted, never waited for). A symbolic link at `path` is followed only
+  // when this user or root owns it. Fails naming --events and the path.
   Status Open(const std::string& path);
   bool enabled() const { return fd_ >= 0; }
 

@@ -51,6 +51,26 @@ std::string PrintablePrefix(std::string_view s, size_t max) {
   return fmt::format("{}... ({} bytes)", Printable(s.substr(0, max)), s.size());
 }
 
+namespace {
+// The length of the well-formed UTF-8 sequence at s[i] (a lead byte >= 0x80),
+// with its code point in `cp`; 0 when it is invalid, truncated or overlong.
+size_t Utf8SequenceAt(std::string_view s, size_t i, uint32_t& cp) {
+  auto b = static_cast<unsigned char>(s[i]);
+  // The length and smallest value of the sequence this lead byte starts.
+  size_t len = b >= 0xc2 && b <= 0xdf ? 2 : (b & 0xf0) == 0xe0 ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+  cp = len == 2 ? b & 0x1fu : len == 3 ? b & 0x0fu : b & 0x07u;
+  bool ok = len > 0 && i + len <= s.size();
+  for (size_t k = 1; ok && k < len; ++k) {
+    auto c = static_cast<unsigned char>(s[i + k]);
+    ok = (c & 0xc0) == 0x80;
+    cp = (cp << 6) | (c & 0x3fu);
+  }
+  ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+       !(cp >= 0xd800 && cp <= 0xdfff);
+  return ok ? len : 0;
+}
+}  // namespace
+
 std::string SafeUtf8(std::string_view s, bool keep_newlines) {
   std::string out;
   out.reserve(s.size());
@@ -62,22 +82,30 @@ std::string SafeUtf8(std::string_view s, bool keep_newlines) {
       ++i;
       continue;
     }
-    // The length and smallest value of the sequence this lead byte starts.
-    size_t len = b >= 0xc2 && b <= 0xdf ? 2 : (b & 0xf0) == 0xe0 ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
-    uint32_t cp = len == 2 ? b & 0x1fu : len == 3 ? b & 0x0fu : b & 0x07u;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      auto c = static_cast<unsigned char>(s[i + k]);
-      ok = (c & 0xc0) == 0x80;
-      cp = (cp << 6) | (c & 0x3fu);
-    }
-    ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-         !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp < 0xa0);  // C1 controls
-    if (ok) {
+    uint32_t cp = 0;
+    size_t len = Utf8SequenceAt(s, i, cp);
+    if (len > 0 && !(cp >= 0x80 && cp < 0xa0)) {  // C1 controls drive a terminal too
       out.append(s.substr(i, len));
       i += len;
     } else {
       out += '?';
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t len = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : Utf8SequenceAt(s, i, cp);
+    if (len > 0) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xef\xbf\xbd";  // U+FFFD REPLACEMENT CHARACTER
       ++i;
     }
   }

@@ -39,6 +39,11 @@ std::string PrintablePrefix(std::string_view s, size_t max);
 // character (tab and newline kept when `keep_newlines`), becomes '?'.
 std::string SafeUtf8(std::string_view s, bool keep_newlines);
 
+// `s` as valid UTF-8, for JSON that a strict parser must take (--events): each
+// byte of an invalid, truncated or overlong sequence becomes U+FFFD; all else,
+// control characters included (JSON escapes them), stays as it is.
+std::string ValidUtf8(std::string_view s);
+
 // Levenshtein distance, for suggesting a flag.
 size_t EditDistance(std::string_view a, std::string_view b);
 

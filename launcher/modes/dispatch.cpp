@@ -5,13 +5,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/modes/head.hpp"
 #include "launcher/modes/local.hpp"
@@ -48,13 +48,15 @@ int RunJob(JobPlan& job, const envmap::EnvMap& env) {
   }
   if (!spec.code_dir.empty() && chdir(spec.code_dir.c_str()) != 0)
     return Fail(kExitUsage, fmt::format("{}: code.path {}: cannot enter ({})", job.file, spec.code_dir, std::strerror(errno)));
-  if (!job.hostfile_path.empty() && !job.plan.explain) {
-    std::ofstream f(job.hostfile_path, std::ios::trunc);
-    f << job.hostfile;
-    if (!f) return Fail(1, fmt::format("{}: cannot write", job.hostfile_path));
+  std::string hostfile;
+  if (!job.hostfile.empty() && !job.plan.explain) {
+    Result<std::string> path = WriteTempFile(job.hostfile_dir, "dlaunch-hosts-", "", job.hostfile);
+    if (!path.ok()) return Fail(1, path.status().message());
+    hostfile = *path;
+    job.plan.workers.inherited.try_emplace("AZUREML_MPI_HOSTFILE", hostfile);
   }
   int code = RunPlan(job.plan, env);
-  if (!job.hostfile_path.empty()) std::remove(job.hostfile_path.c_str());
+  if (!hostfile.empty()) unlink(hostfile.c_str());
   return code;
 }
 

@@ -4,8 +4,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <boost/json/array.hpp>
@@ -13,6 +11,7 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/private_dir.hpp"
 #include "rendezvous/codec.hpp"
 
 namespace dlaunch::launcher {
@@ -151,20 +150,13 @@ void JobHangReporter::Report(const rdzv::HangReport& report) {
   if (!dir.ok()) {
     lines.push_back(fmt::format("hang: the full stacks are not kept ({})", dir.status().message()));
   } else {
-    // The next free stacks-N.txt, so that a run directory's other stacks stay.
-    std::string path;
-    std::error_code ec;
-    for (int n = 1;; ++n) {
-      path = fmt::format("{}/stacks-{}.txt", *dir, n);
-      if (!std::filesystem::exists(path, ec)) break;
-    }
-    std::ofstream f(path, std::ios::trunc);
-    f << FullStacks(stacks);
-    for (const std::string& p : problems) f << "=== " << p << "\n";
-    f.close();
-    if (f) file = path;
-    lines.push_back(f ? fmt::format("hang: full stacks in {}", path)
-                      : fmt::format("hang: {}: cannot write ({})", path, std::strerror(errno)));
+    // The next free stacks-N.txt, made exclusively, so that a run directory's
+    // other stacks stay and nothing planted there is written through.
+    std::string text = FullStacks(stacks);
+    for (const std::string& p : problems) text += "=== " + p + "\n";
+    Result<std::string> path = WriteNumberedFile(*dir, "stacks", ".txt", text);
+    if (path.ok()) file = *path;
+    lines.push_back(path.ok() ? fmt::format("hang: full stacks in {}", *path) : "hang: " + path.status().message());
   }
   for (const std::string& line : lines) say_(line);
   auto silent = std::chrono::duration_cast<std::chrono::seconds>(report.silent).count();

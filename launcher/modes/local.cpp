@@ -17,7 +17,9 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
+#include "launcher/core/text.hpp"
 #include "launcher/modes/job_live.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
@@ -34,33 +36,53 @@ namespace {
 // torch.distributed.launch's default port for static multi-node jobs.
 constexpr int kDefaultMasterPort = 29500;
 
-// A writable, existing directory, or an error naming `flag` and the path.
-Status EnsureDirectory(const std::string& flag, const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) return Status::InvalidArgument(fmt::format("{} {}: cannot create ({})", flag, path, ec.message()));
-  if (access(path.c_str(), W_OK) != 0)
-    return Status::InvalidArgument(fmt::format("{} {}: not writable", flag, path));
-  return Status::Ok();
-}
+// Where a job's files go. `run` holds what the user reads (logs, stacks-N.txt):
+// --log-dir/RUN_ID, else a fresh directory under $TMPDIR (or /tmp). `private_dir`
+// holds what dlaunch reads back or runs (the stack hook, its dumps, the error
+// files, Azure's hostfile): a directory it has just made (0700), inside `run`
+// when that is a fresh one too, else a fresh one of its own; it goes when the
+// job ends. A shared --log-dir (a 1777 scratch directory) then gives another
+// user nothing to plant: RUN_ID and the attempt directories below it are made
+// 0700 or accepted only as ours (private_dir.hpp).
+struct RunDirs {
+  std::string run;
+  std::string private_dir;
+  bool run_is_fresh = false;  // made for this job: removed at the end unless it holds logs or stacks
+};
 
-// Where error files and logs go: --log-dir/RUN_ID, else a fresh directory under
-// $TMPDIR when it is usable, else /tmp, as Python's tempfile (torchrun) does.
-Result<std::string> MakeWorkDir(const WorkerPlan& w) {
-  if (!w.log_dir.empty()) {
-    if (Status s = EnsureDirectory("--log-dir", w.log_dir); !s.ok()) return s;
-    return fmt::format("{}/{}", w.log_dir, w.run_id);
-  }
+Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = tmpdir != nullptr && *tmpdir == '/' ? fmt::format("{}/dlaunch-XXXXXX", tmpdir) : "";
-  if (!tmpl.empty() && mkdtemp(tmpl.data()) != nullptr) return tmpl;
-  tmpl = "/tmp/dlaunch-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr)
-    return Status::Io(fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
-  return tmpl;
+  std::string tmp = tmpdir != nullptr ? tmpdir : "";
+  RunDirs d;
+  if (w.log_dir.empty()) {
+    Result<std::string> run = MakePrivateDir(tmp);
+    if (!run.ok()) return run.status();
+    d.run = *run;
+    d.run_is_fresh = true;
+    d.private_dir = d.run + "/private";
+    if (Status s = EnsureOwnDir(d.private_dir); !s.ok()) return s;
+    return d;
+  }
+  if (w.run_id.empty() || w.run_id == "." || w.run_id == ".." || w.run_id.find('/') != std::string::npos)
+    return Status::InvalidArgument(
+        fmt::format("--log-dir {}: run id '{}' cannot name a directory in it", w.log_dir, Printable(w.run_id)));
+  // The directory the user named may be shared; it is made (with the umask's
+  // mode) when missing, as before, and checked either way.
+  std::error_code ec;
+  fs::create_directories(w.log_dir, ec);
+  if (ec) return Status::InvalidArgument(fmt::format("--log-dir {}: cannot create ({})", w.log_dir, ec.message()));
+  Result<std::string> log_dir = TrustedDir(w.log_dir);
+  if (!log_dir.ok()) return Status::InvalidArgument(fmt::format("--log-dir {}", log_dir.status().message()));
+  d.run = fmt::format("{}/{}", *log_dir, w.run_id);
+  if (Status s = EnsureOwnDir(d.run); !s.ok())
+    return Status::InvalidArgument(fmt::format("--log-dir {}", s.message()));
+  Result<std::string> private_dir = MakePrivateDir(tmp);
+  if (!private_dir.ok()) return private_dir.status();
+  d.private_dir = *private_dir;
+  return d;
 }
 
-RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& work_dir) {
+RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   const WorkerPlan& w = p.workers;
   RunPlan plan;
   plan.layout.run_id = w.run_id;
@@ -69,12 +91,13 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const std::string& wor
   plan.layout.roles = w.roles;
   plan.layout.process_view = w.process_view;
   plan.flavors = w.flavors;
-  if (w.flavors.azure) plan.flavors.azure_hostfile = work_dir + "/hostfile";
+  if (w.flavors.azure) plan.flavors.azure_hostfile = dirs.private_dir + "/hostfile";
   plan.inherited = w.inherited;
   plan.exe = exe;
   plan.argv = w.argv;
   plan.local_rank_arg_at = w.local_rank_arg_at;
-  plan.work_dir = work_dir;
+  plan.work_dir = dirs.run;
+  plan.private_dir = dirs.private_dir;
   plan.write_logs = w.write_logs;
   plan.redirected = w.redirected;
   plan.console_ranks = w.console_ranks;
@@ -155,15 +178,20 @@ int RunLocal(const Plan& p) {
   Result<std::string> exe = ResolveCommand(p.workers.argv.at(0));
   if (!exe.ok())
     return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
-  Result<std::string> work_dir = MakeWorkDir(p.workers);
-  if (!work_dir.ok()) return Fail(work_dir.status().code() == Code::kInvalidArgument ? kExitUsage : 1,
-                                  work_dir.status().message());
-  RunPlan plan = RunPlanFor(p, *exe, *work_dir);
+  Result<RunDirs> dirs = MakeRunDirs(p.workers);
+  if (!dirs.ok()) return Fail(dirs.status().code() == Code::kInvalidArgument ? kExitUsage : 1, dirs.status().message());
+  // What no one reads after the job: the private directory always, the run
+  // directory when it is this job's own and holds no logs or stacks.
+  auto remove_dirs = [&dirs](bool keep_run) {
+    std::error_code ec;
+    fs::remove_all(dirs->private_dir, ec);
+    if (dirs->run_is_fresh && !keep_run) fs::remove_all(dirs->run, ec);
+  };
+  RunPlan plan = RunPlanFor(p, *exe, *dirs);
   EventLog events;
   if (!p.workers.events.empty()) {
     if (Status s = events.Open(p.workers.events); !s.ok()) {
-      std::error_code ec;
-      fs::remove_all(plan.work_dir, ec);
+      remove_dirs(false);
       return Fail(kExitUsage, s.message());
     }
   }
@@ -184,9 +212,15 @@ int RunLocal(const Plan& p) {
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
   Result<std::string> live_path = LiveSocketPath(p.workers.inherited, run_id);
-  if (Status s = watchdog.Start(plan.write_logs ? "" : plan.work_dir, live_path.ok() ? *live_path : "");
-      !s.ok())
+  // If dlaunch is killed the watchdog removes one directory: the fresh run
+  // directory when it would go anyway (the private one is inside), else the
+  // private one.
+  bool run_goes = dirs->run_is_fresh && !plan.write_logs;
+  if (Status s = watchdog.Start(run_goes ? dirs->run : dirs->private_dir, live_path.ok() ? *live_path : "");
+      !s.ok()) {
+    remove_dirs(false);
     return Fail(1, s.message());
+  }
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;
@@ -205,10 +239,8 @@ int RunLocal(const Plan& p) {
   watchdog.Stop();
   // A hang's stacks (stacks-N.txt) keep the run directory, as logs do.
   bool stacks = fs::exists(plan.work_dir + "/stacks-1.txt");
-  if (!plan.write_logs && !stacks) {
-    std::error_code ec;
-    fs::remove_all(plan.work_dir, ec);
-  } else if (p.workers.log_dir.empty()) {
+  remove_dirs(plan.write_logs || stacks);
+  if ((plan.write_logs || stacks) && dirs->run_is_fresh) {
     console.Say(fmt::format("{} in {}", plan.write_logs ? "logs are" : "stacks are", plan.work_dir));
   }
   events.Emit("job_finished", {{"exit_code", code}, {"root_cause", code == 0 ? "" : events.root_cause()}});

@@ -27,6 +27,7 @@
 
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/private_dir.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/process/job_mark.hpp"
 #include "launcher/process/stacks.hpp"
@@ -123,7 +124,6 @@ class Runner : public WorkerRun, public WorkerControl {
   Clock::time_point last_output_ = Clock::now();  // any rank's last bytes
   std::optional<Clock::time_point> reported_;     // the silence already reported: last_output_ then
   std::unique_ptr<StackCollector> stacks_;
-  int stack_files_ = 0;
   std::vector<std::string> hang_cause_;  // with hang_stop: the summary, for the end
   std::vector<std::string> kill_stacks_;  // where the workers killed after a failure were
   Streams streams_;  // every worker's, in one group
@@ -165,26 +165,33 @@ void Runner::Exited(int pid, const ExitStatus& status) {
   plan_.events->Emit("worker_exited", std::move(e));
 }
 
-std::string AttemptDir(const std::string& work_dir, int restart, int local_rank) {
-  return fmt::format("{}/attempt_{}/{}", work_dir, restart, local_rank);
+// TORCHELASTIC_ERROR_FILE: in the private directory, since dlaunch reads it back.
+std::string ErrorFile(const std::string& private_dir, int restart, int local_rank) {
+  return fmt::format("{}/error-{}-{}.json", private_dir, restart, local_rank);
 }
 
 Result<int> Runner::Start(int local_rank, int restart) {
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  std::string dir = AttemptDir(plan_.work_dir, restart, local_rank);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::Io(fmt::format("{}: cannot create ({})", dir, ec.message()));
+  // The logs' directory, each level made 0700 or accepted only as ours: under
+  // a shared --log-dir another user must not have planted it (private_dir.hpp).
+  std::string dir = fmt::format("{}/attempt_{}", plan_.work_dir, restart);
+  if (plan_.write_logs) {
+    Status made = EnsureOwnDir(dir);
+    dir += fmt::format("/{}", local_rank);
+    if (made.ok()) made = EnsureOwnDir(dir);
+    if (!made.ok()) return made;
+  }
 
   envmap::JobLayout layout = plan_.layout;
   layout.restart_count = plan_.layout.restart_count + restart;  // the generation's, plus local restarts
   envmap::Flavors flavors = plan_.flavors;
-  flavors.error_file = dir + "/error.json";
+  flavors.error_file = ErrorFile(plan_.private_dir, restart, local_rank);
+  std::error_code ec;
   fs::remove(flavors.error_file, ec);
 
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
-  if (plan_.python_hook) AddPythonHook(env, plan_.work_dir + "/py", plan_.work_dir + "/stacks");
+  if (plan_.python_hook) AddPythonHook(env, plan_.private_dir + "/py", plan_.private_dir + "/stacks");
   // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
   if (!watchdog_.job_mark().empty()) env[std::string(kJobMarkVar)] = watchdog_.job_mark();
   if (plan_.pin_gpu && !plan_.gpus.empty())
@@ -257,11 +264,12 @@ Status Runner::AddStream(int fd, int local_rank, bool is_err, const std::string&
   if (!redirected && shown) r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
   if (plan_.write_logs) {
     std::string path = fmt::format("{}/{}.log", dir, is_err ? "stderr" : "stdout");
-    r.file_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (r.file_fd < 0) {
+    Result<int> file = OpenToWrite(path, false);
+    if (!file.ok()) {
       close(fd);
-      return Status::Io(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+      return file.status();
     }
+    r.file_fd = *file;
   }
   if (is_err) r.tail = &tails_[static_cast<size_t>(local_rank)];
   r.last = &lasts_[static_cast<size_t>(local_rank)][is_err ? 1 : 0];
@@ -353,7 +361,7 @@ void Runner::PrintSummary() {
   }
   if (const WorkerRecord* root = supervisor_.root_cause()) {
     WorkerReport r = reports[static_cast<size_t>(root->local_rank)];
-    std::ifstream f(AttemptDir(plan_.work_dir, root->restart, root->local_rank) + "/error.json");
+    std::ifstream f(ErrorFile(plan_.private_dir, root->restart, root->local_rank));
     std::stringstream text;
     text << f.rdbuf();
     if (f) r.error_message = ErrorFileMessage(text.str());
@@ -381,7 +389,7 @@ void Runner::Run(std::function<void(int)> done) {
   }
 
   if (plan_.python_hook) {
-    if (Status s = WritePythonHook(plan_.work_dir + "/py", plan_.work_dir + "/stacks"); !s.ok())
+    if (Status s = WritePythonHook(plan_.private_dir + "/py", plan_.private_dir + "/stacks"); !s.ok())
       console_.Say(fmt::format("{}; Python stacks will come from gdb", s.message()));
   }
   if (Status s = supervisor_.Start(Clock::now()); !s.ok())
@@ -424,7 +432,7 @@ void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
   std::vector<StackCollector::Target> targets;
   for (const WorkerRecord& w : supervisor_.workers())
     if (w.running) targets.push_back({slots_[static_cast<size_t>(w.local_rank)].rank, w.pid});
-  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.work_dir + "/stacks", kStackLimit);
+  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.private_dir + "/stacks", kStackLimit);
   // The collector may finish inside Collect (nothing to sample): the waiters are
   // called from a handler of their own, never from inside Stacks().
   stacks_->Collect(std::move(targets), [this, alive = life_.token()](std::vector<RankStack> stacks) {
@@ -577,13 +585,11 @@ void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stac
 }
 
 std::string Runner::WriteStacks(const std::vector<RankStack>& stacks) {
-  std::string path = fmt::format("{}/stacks-{}.txt", plan_.work_dir, ++stack_files_);
-  std::ofstream f(path, std::ios::trunc);
-  f << FullStacks(stacks);
-  f.close();
-  if (!f) return fmt::format("{}: cannot write", path);
-  plan_.events->Emit("stacks", {{"file", path}});
-  return fmt::format("full stacks in {}", path);
+  // A new file: one that is there (an earlier run's, in a --log-dir) stays.
+  Result<std::string> path = WriteNumberedFile(plan_.work_dir, "stacks", ".txt", FullStacks(stacks));
+  if (!path.ok()) return path.status().message();
+  plan_.events->Emit("stacks", {{"file", *path}});
+  return fmt::format("full stacks in {}", *path);
 }
 
 // The supervisor waits for OnSampled (or its own bound), so the SIGKILL comes
@@ -618,10 +624,8 @@ void PrintNotices(const RunPlan& plan, Console& console) {
 std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io,
                                     Console& console, JobChannel* channel, std::function<void(int)> done) {
   if (!plan.flavors.azure_hostfile.empty()) {
-    std::ofstream f(plan.flavors.azure_hostfile);
-    f << envmap::AzureHostfile(plan.layout);
-    if (!f) {
-      console.Say(fmt::format("{}: cannot write", plan.flavors.azure_hostfile));
+    if (Status s = WriteFile(plan.flavors.azure_hostfile, envmap::AzureHostfile(plan.layout)); !s.ok()) {
+      console.Say(s.message());
       asio::post(io, [done = std::move(done)] { done(1); });
       return nullptr;
     }

@@ -19,6 +19,7 @@
 #include <boost/json/string.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/private_dir.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/process.hpp"
@@ -250,15 +251,11 @@ int GdbTarget(const std::vector<ProcStat>& table, const std::vector<int>& tree) 
 int StackSignal() { return SIGRTMAX - 2; }
 
 Status WritePythonHook(const std::string& hook_dir, const std::string& dumps_dir) {
-  std::error_code ec;
-  fs::create_directories(hook_dir, ec);
-  if (!ec) fs::create_directories(dumps_dir, ec);
-  if (ec) return Status::Io(fmt::format("{}: cannot create ({})", ec ? hook_dir : dumps_dir, ec.message()));
-  std::string path = hook_dir + "/sitecustomize.py";
-  std::ofstream f(path, std::ios::trunc);
-  f << kPythonHook;
-  if (!f) return Status::Io(fmt::format("{}: cannot write", path));
-  return Status::Ok();
+  // Python imports whatever it finds in hook_dir as root's code would be: only
+  // a directory of ours that nobody else can write (private_dir.hpp).
+  if (Status s = EnsureOwnDir(hook_dir); !s.ok()) return s;
+  if (Status s = EnsureOwnDir(dumps_dir); !s.ok()) return s;
+  return WriteFile(hook_dir + "/sitecustomize.py", kPythonHook);
 }
 
 void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::string& dumps_dir) {

@@ -1,8 +1,8 @@
 // Stacks of running workers, taken without stopping, killing or changing them:
 // what a hung job is doing (--hang-timeout).
 //
-// Python workers: dlaunch writes a small sitecustomize.py (kPythonHook) into the
-// run directory and puts that directory first on the workers' PYTHONPATH. In
+// Python workers: dlaunch writes a small sitecustomize.py (kPythonHook) into its
+// private directory and puts that directory first on the workers' PYTHONPATH. In
 // each Python process it registers faulthandler on one real-time signal
 // (StackSignal(), not SIGUSR1/SIGUSR2, which NCCL and submitit use), writing to
 // DUMPS/<pid>.stacks, then takes itself off sys.path and imports the
@@ -46,7 +46,9 @@ namespace dlaunch::launcher {
 // The real-time signal the hook listens on: SIGRTMAX - 2.
 int StackSignal();
 
-// Writes sitecustomize.py into `hook_dir` (created) and creates `dumps_dir`.
+// Writes sitecustomize.py into `hook_dir` and makes `dumps_dir`, each made
+// 0700 or accepted only as this user's alone (EnsureOwnDir); their parent must
+// exist. Fails naming the directory or file.
 Status WritePythonHook(const std::string& hook_dir, const std::string& dumps_dir);
 // Puts the hook into a worker's environment: `hook_dir` first on PYTHONPATH,
 // DLAUNCH_STACKS_DIR and DLAUNCH_STACKS_SIGNAL.

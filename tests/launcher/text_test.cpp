@@ -40,4 +40,16 @@ TEST_CASE("SafeUtf8 keeps valid UTF-8 and makes controls and bad bytes '?'", "[t
   CHECK(SafeUtf8("cut \xe2\x9c", false) == "cut ??");
 }
 
+TEST_CASE("ValidUtf8 keeps valid UTF-8, controls too, and makes each bad byte U+FFFD", "[text][bounds]") {
+  const std::string r = "\xef\xbf\xbd";
+  CHECK(ValidUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80") == "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  CHECK(ValidUtf8("a\x1b[2Jb\r\t\n\x7f\xc2\x9b") == "a\x1b[2Jb\r\t\n\x7f\xc2\x9b");
+  CHECK(ValidUtf8("\xff") == r);
+  CHECK(ValidUtf8("\xc0\xaf") == r + r);            // overlong '/'
+  CHECK(ValidUtf8("\xed\xa0\x80") == r + r + r);    // a surrogate
+  CHECK(ValidUtf8("\xf4\x90\x80\x80") == r + r + r + r);  // past U+10FFFF
+  CHECK(ValidUtf8("cut \xe2\x9c") == "cut " + r + r);
+  CHECK(ValidUtf8(std::string("nul\0in", 6)) == std::string("nul\0in", 6));
+}
+
 }  // namespace dlaunch::launcher

@@ -1,0 +1,68 @@
+// Directories and files that no other local user can plant, replace or write
+// through (issue 18): dlaunch's private directory (the stack hook, its dumps,
+// the workers' error files), the run directory under a --log-dir that others
+// may share (a 1777 scratch directory), and the files dlaunch writes in them.
+//
+// Every function is an outside effect on the file system and may be called
+// from any thread. "This user" is the effective uid.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+// A fresh directory of this user's, mode 0700, with an unpredictable name
+// (mkdtemp): `tmpdir`/dlaunch-XXXXXX when `tmpdir` is an absolute path where one
+// can be made, else /tmp/dlaunch-XXXXXX, as Python's tempfile (torchrun) does.
+// Fails (Io) naming /tmp and the cause.
+Result<std::string> MakePrivateDir(const std::string& tmpdir);
+
+// `path` as a directory only this user can write: made with mode 0700 when
+// nothing is there (its parent must exist), else accepted only when lstat
+// shows a directory (a symbolic link is never followed) owned by this user
+// that neither its group nor others can write. Fails (InvalidArgument)
+// "PATH: refused (owned by uid 65534, not 0)", "PATH: refused (a symbolic
+// link)", "PATH: refused (mode 0777 lets other users write; 0700 expected)",
+// or (Io) "PATH: cannot create (...)".
+Status EnsureOwnDir(const std::string& path);
+
+// The real path of `dir`, an existing directory the user named (--log-dir),
+// when no other user can replace what this user makes in it: it is owned by
+// this user or root, and if every user can write it, it has the sticky bit (as
+// /tmp: then only an entry's owner may rename or remove it). A directory its
+// group can write trusts that group; the directories above it are not checked.
+// Fails (InvalidArgument) "DIR: refused (owned by uid 65534, not 0)" or
+// "DIR: refused (mode 0777 lets every user replace ...)", or (Io) when it
+// cannot be resolved.
+Result<std::string> TrustedDir(const std::string& dir);
+
+// Opens `path` write-only (O_CLOEXEC), never through a symbolic link at its
+// last component (O_NOFOLLOW). `fresh`: creates it, failing when anything is
+// there (O_EXCL); else creates it or truncates the regular file there. Anything
+// but a regular file is refused (a FIFO without waiting for a reader). Returns
+// the descriptor (the caller closes it), or fails (Io) "PATH: cannot open
+// (...)" with errno as open(2) set it (EINVAL: not a regular file).
+Result<int> OpenToWrite(const std::string& path, bool fresh, mode_t mode = 0644);
+
+// Writes `text` into `path` (OpenToWrite, not fresh; mode 0600 when new): no
+// symbolic link is followed. Fails naming the path and the cause.
+Status WriteFile(const std::string& path, std::string_view text);
+
+// Writes `text` into the first of `dir`/`stem`-1`ext`, `stem`-2`ext`, ... that
+// does not exist yet, created exclusively (OpenToWrite fresh), so that what a
+// directory already holds stays. Returns its path, or fails naming it.
+Result<std::string> WriteNumberedFile(const std::string& dir, std::string_view stem, std::string_view ext,
+                                      std::string_view text);
+
+// Writes `text` into a new file `dir`/`prefix`XXXXXX`suffix` (mkstemps: an
+// unpredictable name, created exclusively, mode 0600) and returns its path.
+// Fails (Io) naming the template and the cause; nothing is left behind.
+Result<std::string> WriteTempFile(const std::string& dir, std::string_view prefix, std::string_view suffix,
+                                  std::string_view text);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,85 @@
+#include "launcher/core/events.hpp"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
+#include <catch2/catch.hpp>
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dlaunch-events-test-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("EventLog writes valid UTF-8 whatever bytes a run id, an argument or a host holds", "[events]") {
+  TempDir t;
+  std::string path = t.path + "/events.jsonl";
+  {
+    EventLog log;
+    REQUIRE(log.Open(path).ok());
+    log.SetRunId("job\xff");
+    log.Emit("job_started", {{"command", boost::json::array{"train.py", "--name=caf\xc3\xa9", "\xc0\xaf\x1b[2J"}},
+                             {"host", "node\xe2\x9c"}});
+  }
+  std::string text = Read(path);
+  REQUIRE(text.ends_with("\n"));
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);  // a strict parser: invalid UTF-8 is an error
+  REQUIRE_FALSE(ec);
+  const std::string r = "\xef\xbf\xbd";
+  CHECK(v.at("run_id").as_string() == "job" + r);
+  CHECK(v.at("command").at(1).as_string() == "--name=caf\xc3\xa9");
+  CHECK(v.at("command").at(2).as_string() == r + r + "\x1b[2J");  // the control character JSON-escaped, kept
+  CHECK(v.at("host").as_string() == "node" + r + r);
+  CHECK(text.find("\\u001b[2J") != std::string::npos);
+}
+
+TEST_CASE("EventLog follows a symbolic link only when it is this user's or root's", "[events]") {
+  TempDir t;
+  std::string target = t.path + "/precious";
+  std::ofstream(target) << "precious\n";
+  std::string link = t.path + "/events.jsonl";
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  {
+    EventLog own;  // ours: followed, as /dev/stdout (root's) is
+    REQUIRE(own.Open(link).ok());
+    own.Emit("job_started");
+  }
+  CHECK(Read(target).starts_with("precious\n{\"event\":\"job_started\""));
+  if (geteuid() != 0) return;  // only root can give a link to another user
+  REQUIRE(lchown(link.c_str(), 65534, 65534) == 0);
+  EventLog theirs;
+  Status s = theirs.Open(link);
+  CHECK(s.message() == "--events " + link + ": refused (a symbolic link owned by uid 65534; only yours or root's are followed)");
+  CHECK_FALSE(theirs.enabled());
+}
+
+}  // namespace dlaunch::launcher

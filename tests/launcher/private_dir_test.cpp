@@ -1,0 +1,213 @@
+#include "launcher/core/private_dir.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+namespace dlaunch::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The uid a file is given to show "another user's"; only root can chown to it.
+constexpr uid_t kOther = 65534;
+
+struct TempDir {
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "dlaunch-private-dir-test-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  std::string path;
+};
+
+struct stat Lstat(const std::string& path) {
+  struct stat st {};
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  return st;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tmp", "[private_dir]") {
+  TempDir t;
+  Result<std::string> a = MakePrivateDir(t.path);
+  REQUIRE(a.ok());
+  CHECK(a->starts_with(t.path + "/dlaunch-"));
+  struct stat st = Lstat(*a);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0700);
+  CHECK(st.st_uid == geteuid());
+  Result<std::string> b = MakePrivateDir(t.path);
+  REQUIRE(b.ok());
+  CHECK(*a != *b);
+  // Relative, empty or unusable: /tmp, as Python's tempfile does.
+  for (const std::string& tmpdir : {std::string("relative"), std::string(), t / "missing"}) {
+    Result<std::string> c = MakePrivateDir(tmpdir);
+    REQUIRE(c.ok());
+    CHECK(c->starts_with("/tmp/dlaunch-"));
+    fs::remove(*c);
+  }
+}
+
+TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one else can write",
+          "[private_dir]") {
+  TempDir t;
+  REQUIRE(EnsureOwnDir(t / "new").ok());
+  CHECK((Lstat(t / "new").st_mode & 07777) == 0700);
+  CHECK(EnsureOwnDir(t / "new").ok());  // again: ours
+  REQUIRE(mkdir((t / "open").c_str(), 0755) == 0);
+  CHECK(EnsureOwnDir(t / "open").ok());  // others may read, not write
+
+  REQUIRE(mkdir((t / "shared").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "shared").c_str(), 0777) == 0);
+  Status s = EnsureOwnDir(t / "shared");
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message() == t / "shared" + ": refused (mode 0777 lets other users write; 0700 expected)");
+  REQUIRE(chmod((t / "shared").c_str(), 0770) == 0);
+  CHECK(EnsureOwnDir(t / "shared").message() ==
+        t / "shared" + ": refused (mode 0770 lets other users write; 0700 expected)");
+
+  // A symbolic link, even to a directory of ours, is not followed.
+  REQUIRE(symlink((t / "new").c_str(), (t / "link").c_str()) == 0);
+  CHECK(EnsureOwnDir(t / "link").message() == t / "link" + ": refused (a symbolic link)");
+  Write(t / "file", "x");
+  CHECK(EnsureOwnDir(t / "file").message() == t / "file" + ": refused (not a directory)");
+  s = EnsureOwnDir(t / "missing/below");
+  CHECK(s.code() == Code::kIo);
+  CHECK(s.message() == t / "missing/below" + ": cannot create (No such file or directory)");
+
+  if (geteuid() == 0) {
+    REQUIRE(mkdir((t / "theirs").c_str(), 0700) == 0);
+    REQUIRE(chown((t / "theirs").c_str(), kOther, kOther) == 0);
+    CHECK(EnsureOwnDir(t / "theirs").message() == t / "theirs" + ": refused (owned by uid 65534, not 0)");
+  }
+}
+
+TEST_CASE("TrustedDir: ours or root's, and sticky when every user may write it", "[private_dir]") {
+  TempDir t;
+  REQUIRE(mkdir((t / "d").c_str(), 0700) == 0);
+  Result<std::string> d = TrustedDir(t / "d");
+  REQUIRE(d.ok());
+  CHECK(*d == fs::canonical(t / "d").string());
+  // A link to it is resolved: what is made below goes into the directory checked.
+  REQUIRE(symlink((t / "d").c_str(), (t / "to-d").c_str()) == 0);
+  Result<std::string> via_link = TrustedDir(t / "to-d");
+  REQUIRE(via_link.ok());
+  CHECK(*via_link == *d);
+
+  REQUIRE(chmod((t / "d").c_str(), 01777) == 0);  // as /tmp
+  CHECK(TrustedDir(t / "d").ok());
+  REQUIRE(chmod((t / "d").c_str(), 0777) == 0);
+  CHECK(TrustedDir(t / "d").status().message() ==
+        *d + ": refused (mode 0777 lets every user replace what is made in it; chmod +t, as /tmp has)");
+  REQUIRE(chmod((t / "d").c_str(), 0775) == 0);  // its group is trusted
+  CHECK(TrustedDir(t / "d").ok());
+  CHECK(TrustedDir(t / "missing").status().code() == Code::kIo);
+
+  if (geteuid() == 0) {
+    REQUIRE(chmod((t / "d").c_str(), 01777) == 0);
+    REQUIRE(chown((t / "d").c_str(), kOther, kOther) == 0);  // its owner may rename what we make, sticky or not
+    CHECK(TrustedDir(t / "d").status().message() == *d + ": refused (owned by uid 65534, not 0)");
+  }
+}
+
+TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are new", "[private_dir]") {
+  TempDir t;
+  Write(t / "target", "precious");
+  REQUIRE(symlink((t / "target").c_str(), (t / "link").c_str()) == 0);
+  for (bool fresh : {true, false}) {
+    INFO("fresh " << fresh);
+    Result<int> fd = OpenToWrite(t / "link", fresh);
+    REQUIRE_FALSE(fd.ok());
+    CHECK(fd.status().message() ==
+          t / "link" + (fresh ? ": cannot open (File exists)" : ": cannot open (a symbolic link, not followed)"));
+    CHECK(Read(t / "target") == "precious");
+  }
+  // A dangling link too: O_CREAT would otherwise make its target.
+  REQUIRE(symlink((t / "made-through").c_str(), (t / "dangling").c_str()) == 0);
+  CHECK_FALSE(OpenToWrite(t / "dangling", false).ok());
+  CHECK_FALSE(OpenToWrite(t / "dangling", true).ok());
+  CHECK_FALSE(fs::exists(t / "made-through"));
+
+  Result<int> fd = OpenToWrite(t / "new", true, 0600);
+  REQUIRE(fd.ok());
+  close(*fd);
+  CHECK((Lstat(t / "new").st_mode & 07777) == 0600);
+  errno = 0;
+  CHECK_FALSE(OpenToWrite(t / "new", true).ok());
+  CHECK(errno == EEXIST);
+
+  fd = OpenToWrite(t / "target", false);  // truncated
+  REQUIRE(fd.ok());
+  CHECK((fcntl(*fd, F_GETFL) & O_NONBLOCK) == 0);
+  close(*fd);
+  CHECK(Read(t / "target").empty());
+
+  REQUIRE(mkfifo((t / "fifo").c_str(), 0600) == 0);
+  Result<int> fifo = OpenToWrite(t / "fifo", false);  // refused at once, no reader awaited
+  CHECK_FALSE(fifo.ok());
+  int reader = open((t / "fifo").c_str(), O_RDONLY | O_NONBLOCK);  // with a reader: still not a regular file
+  REQUIRE(reader >= 0);
+  CHECK(OpenToWrite(t / "fifo", false).status().message() == t / "fifo" + ": cannot open (not a regular file)");
+  close(reader);
+}
+
+TEST_CASE("WriteNumberedFile takes the first free number and leaves what is there", "[private_dir]") {
+  TempDir t;
+  Write(t / "stacks-1.txt", "old");
+  Write(t / "precious", "precious");
+  REQUIRE(symlink((t / "precious").c_str(), (t / "stacks-2.txt").c_str()) == 0);
+  Result<std::string> p = WriteNumberedFile(t.path, "stacks", ".txt", "new");
+  REQUIRE(p.ok());
+  CHECK(*p == t / "stacks-3.txt");
+  CHECK(Read(*p) == "new");
+  CHECK(Read(t / "stacks-1.txt") == "old");
+  CHECK(Read(t / "precious") == "precious");
+  CHECK(WriteNumberedFile(t / "missing", "stacks", ".txt", "x").status().message() ==
+        t / "missing/stacks-1.txt" + ": cannot open (No such file or directory)");
+}
+
+TEST_CASE("WriteTempFile: an unpredictable new name, mode 0600", "[private_dir]") {
+  TempDir t;
+  Result<std::string> a = WriteTempFile(t.path, "dlaunch-hosts-", ".x", "localhost slots=4\n");
+  Result<std::string> b = WriteTempFile(t.path, "dlaunch-hosts-", ".x", "");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a != *b);
+  CHECK(a->starts_with(t / "dlaunch-hosts-"));
+  CHECK(a->ends_with(".x"));
+  CHECK(a->size() == (t / "dlaunch-hosts-").size() + 6 + 2);
+  CHECK(Read(*a) == "localhost slots=4\n");
+  CHECK((Lstat(*a).st_mode & 07777) == 0600);
+  Status s = WriteTempFile(t / "missing", "p-", "", "x").status();
+  CHECK(s.code() == Code::kIo);
+  CHECK(s.message().starts_with(t / "missing/p-"));
+  CHECK(s.message().ends_with(": cannot create (No such file or directory)"));
+}
+
+}  // namespace dlaunch::launcher
