@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "launcher/config/hostfile.hpp"
+#include "launcher/config/plan.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -541,6 +542,14 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     }
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  // A head launch's --role-env values, in order; the first missing index ends
+  // them (the head numbers them from 0 without gaps).
+  for (size_t k = 0;; ++k) {
+    auto it = env.find(fmt::format("{}{}", kRoleEnvVarPrefix, k));
+    if (it == env.end()) break;
+    if (Status s = AddRoleEnv(o, it->second); !s.ok())
+      return Status::InvalidArgument(fmt::format("{} (from {}{})", s.message(), kRoleEnvVarPrefix, k));
+  }
 
   if (o.help || o.version) return o;
   if (o.command.empty() && !o.explain)

@@ -125,7 +125,8 @@ struct Options {
   std::map<std::string, std::string, std::less<>> given;
 };
 
-// Parses argv (without argv[0]). `env` supplies torchrun's PET_<FLAG> defaults.
+// Parses argv (without argv[0]). `env` supplies torchrun's PET_<FLAG> defaults
+// and the DLAUNCH_ROLE_ENV_<i> values of a head launch.
 // Returns InvalidArgument with one line naming the flag and the value, e.g.
 // "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"
 // or "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)".

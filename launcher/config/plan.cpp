@@ -283,7 +283,9 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
                             name == "OMPI_COMM_WORLD_LOCAL_RANK" || name == "OMPI_COMM_WORLD_LOCAL_SIZE");
   };
   for (const auto& [name, value] : env) {
-    if ((envmap::IsLauncherPrivate(name) && !own_rank_variable(name)) || name == rendezvous::kTokenEnvVar) continue;
+    if ((envmap::IsLauncherPrivate(name) && !own_rank_variable(name)) || name == rendezvous::kTokenEnvVar ||
+        name.starts_with(kRoleEnvVarPrefix))
+      continue;
     if (hide_slurm_task && envmap::IsSlurmTaskVariable(name)) continue;
     w.inherited.emplace(name, value);
   }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,13 @@ struct RendezvousPlan {
   // The hosted coordinator's options: all but the endpoint, which the host adds.
   rendezvous::CoordinatorOptions coordinator;
 };
+
+// A head launch sends each --role-env ROLE:NAME=VALUE to its agents as the
+// variable DLAUNCH_ROLE_ENV_<i> (i = 0, 1, ...) over ssh's stdin, not on the
+// command line where every local user's `ps` would show the value. The agent
+// reads them as if they were --role-env flags after its own, and its workers
+// never inherit them.
+inline constexpr std::string_view kRoleEnvVarPrefix = "DLAUNCH_ROLE_ENV_";
 
 // The head of a job over ssh/pdsh (Mode::kHead).
 struct HeadPlan {

@@ -323,7 +323,15 @@ AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string
   boost::system::error_code ec;
   boost::asio::ip::address literal = boost::asio::ip::make_address(entry.host, ec);
   if (!ec && literal.is_loopback()) c.argv.insert(c.argv.end(), {"--local-addr", entry.host});
-  c.argv.insert(c.argv.end(), h.agent_flags.begin(), h.agent_flags.end());
+  // --role-env values go with -x's, over stdin (cli.hpp, kRoleEnvVarPrefix).
+  int role_values = 0;
+  for (size_t i = 0; i < h.agent_flags.size(); ++i) {
+    if (h.agent_flags[i] == "--role-env" && i + 1 < h.agent_flags.size()) {
+      c.env.emplace_back(fmt::format("{}{}", kRoleEnvVarPrefix, role_values++), h.agent_flags[++i]);
+      continue;
+    }
+    c.argv.push_back(h.agent_flags[i]);
+  }
   // Last, so that a forwarded --rdzv-conf cannot make an agent host a coordinator.
   c.argv.insert(c.argv.end(), {"--rdzv-conf", "is_host=0"});
   c.argv.insert(c.argv.end(), h.command.begin(), h.command.end());

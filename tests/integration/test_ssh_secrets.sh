@@ -12,6 +12,8 @@
 #      a newline inside and at the end, non-ASCII.
 #   2. The same through `dlaunch job SPEC -H A,B`, the value in the spec's
 #      environment_variables (a YAML double-quoted string).
+#   2b. The same for a TensorFlow role's environment_variables (the ps role's
+#      only; the worker task must not get it).
 #   3. --remote pdsh (when installed): pdsh forwards no stdin, so the values go
 #      inline; dlaunch says so in one line, and the workers still get them.
 #
@@ -115,6 +117,29 @@ EOF
 run_case spec job "$TMP/job.yml" -H "$ADDR_A,$ADDR_B" "${SSH_FLAGS[@]}"
 check_values spec spec
 log "case 2 (job spec environment_variables): the value arrived intact and showed in no process list"
+
+# ---------------------------------------------------------------------------
+# 2b. A TensorFlow role's environment_variables (seed 000's ps role): they reach
+# the agents as --role-env values, over stdin too. The worker task must not get
+# the ps role's value at all.
+cat >"$TMP/role.yml" <<EOF
+command: $TMP/secret_rank.sh role
+distributed:
+  tensorflow:
+    worker:
+      count: 1
+    parameter_server:
+      count: 1
+      environment_variables:
+        DLTEST_SPEC: "$yaml_value\\n"
+EOF
+run_case role job "$TMP/role.yml" -H "$ADDR_A:1,$ADDR_B:1" "${SSH_FLAGS[@]}"
+cmp -s "$TMP/want" "$TMP/got.role.spec.1" || {
+  od -c "$TMP/got.role.spec.1" | head -n 10 >&2
+  fail "case role: the ps task's value differs from the one given (od -c above)"
+}
+[[ ! -s $TMP/got.role.spec.0 ]] || fail "case role: the worker task got the ps role's value"
+log "case 2b (a TF role's environment_variables): the ps task got it intact, the worker none, and it showed in no process list"
 
 # ---------------------------------------------------------------------------
 # 3. pdsh: inline, and said so.

@@ -65,6 +65,9 @@ for r, e in sorted(envs.items()):
         bad(f"rank {r}: could not bind its own TF port: {e.get('BOUND')}")
     if (got[0] == "ps") != (e.get("MAGIC") == "newnumber"):
         bad(f"rank {r} ({got[0]}): MAGIC={e.get('MAGIC')!r}; only the ps gets --role-env ps:MAGIC=newnumber")
+    leaked = sorted(k for k in e if k.startswith("DLAUNCH_ROLE_ENV_"))
+    if leaked:
+        bad(f"rank {r}: inherited {leaked}, the head's carrier of --role-env values to its agents")
 if len(clusters) != 1:
     bad(f"the tasks disagree on the cluster: {sorted(clusters)}")
 else:

@@ -1,5 +1,7 @@
 #include "launcher/config/cli.hpp"
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 using dlaunch::envmap::EnvMap;
@@ -103,6 +105,23 @@ TEST_CASE("roles and role-env", "[cli]") {
   REQUIRE(o.roles[2].env.size() == 1);
   CHECK(o.roles[2].env[0].first == "MAGIC");
   CHECK(o.roles[2].env[0].second == "new=number");
+}
+
+TEST_CASE("an agent of a head launch takes --role-env values from DLAUNCH_ROLE_ENV_<i>", "[cli]") {
+  Options o = MustParse({"--roles", "ps:1,worker:1", "--role-env", "worker:W=flag", "--", "t"},
+                        {{"DLAUNCH_ROLE_ENV_0", "ps:A=1"},
+                         {"DLAUNCH_ROLE_ENV_1", "ps:B=x y\nz"},
+                         {"DLAUNCH_ROLE_ENV_3", "ps:C=after a gap"}});
+  REQUIRE(o.roles.size() == 2);
+  CHECK(o.roles[0].env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "x y\nz"}});
+  CHECK(o.roles[1].env == std::vector<std::pair<std::string, std::string>>{{"W", "flag"}});
+  // Never forwarded again: a head's own agents get them from the head's flags.
+  CHECK(std::find(o.agent_args.begin(), o.agent_args.end(), "ps:A=1") == o.agent_args.end());
+
+  auto bad = ParseCommandLine({"--roles", "ps:1", "--", "t"}, {{"DLAUNCH_ROLE_ENV_0", "nope:A=1"}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() ==
+        "--role-env: role 'nope' is not in --roles (give --roles first) (from DLAUNCH_ROLE_ENV_0)");
 }
 
 TEST_CASE("tag-output takes an optional =FORMAT", "[cli]") {

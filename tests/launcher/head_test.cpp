@@ -1,5 +1,7 @@
 #include "launcher/modes/head.hpp"
 
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "launcher/config/cli.hpp"
@@ -59,6 +61,22 @@ TEST_CASE("each agent gets its node rank, worker count, the rendezvous and the u
                                            "--tag-output=[{node_rank},{rank}]: ", "--max-restarts", "1",
                                            "--rdzv-conf", "heartbeat_timeout=2,is_host=1", "--env", "ompi",
                                            "--rdzv-conf", "is_host=0", "--", "python", "t.py", "--lr", "0.1"});
+}
+
+TEST_CASE("--role-env values go to the agents over stdin, not on their command line", "[head]") {
+  std::vector<HostEntry> hosts = {{"a", 1, {}}, {"b", 1, {}}};
+  HeadPlan h = Head({"-H", "a,b", "--roles", "worker:1,ps:1", "--role-env", "ps:MAGIC=s e\ncret", "--role-env",
+                     "worker:W=2", "-x", "X=1", "--", "t"},
+                    hosts);
+  AgentCommand c = AgentCommandFor(h, 1, "dl", "e:1", "r", "/");
+  CHECK(c.env == std::vector<std::pair<std::string, std::string>>{
+                     {"X", "1"}, {"DLAUNCH_ROLE_ENV_0", "ps:MAGIC=s e\ncret"}, {"DLAUNCH_ROLE_ENV_1", "worker:W=2"}});
+  for (const std::string& a : c.argv) {
+    CHECK(a != "--role-env");
+    CHECK(a.find("cret") == std::string::npos);
+  }
+  CHECK(std::find(c.argv.begin(), c.argv.end(), "worker:1,ps:1") != c.argv.end());  // --roles stays
+  CHECK(c.argv.back() == "t");
 }
 
 TEST_CASE("--nproc-per-node beats the list's slots; picked slots become CUDA_VISIBLE_DEVICES", "[head]") {
