@@ -12,21 +12,20 @@ namespace dlaunch::envmap {
 
 namespace {
 
-std::string Str(int n) { return fmt::format("{}", n); }
 
 }  // namespace
 
 EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot) {
-  const std::string world = Str(WorldSize(layout));
+  const std::string world = std::to_string(WorldSize(layout));
   const LocalShape shape = ShapeOf(layout, slot);
   return {
-      {"OMPI_COMM_WORLD_RANK", Str(slot.rank)},
+      {"OMPI_COMM_WORLD_RANK", std::to_string(slot.rank)},
       {"OMPI_COMM_WORLD_SIZE", world},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", Str(shape.local_rank)},
-      {"OMPI_COMM_WORLD_LOCAL_SIZE", Str(shape.local_world_size)},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(shape.local_rank)},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(shape.local_world_size)},
       // Open MPI defines NODE_RANK as the rank among processes on the same node,
       // i.e. the local rank; it is not the index of the node.
-      {"OMPI_COMM_WORLD_NODE_RANK", Str(shape.local_rank)},
+      {"OMPI_COMM_WORLD_NODE_RANK", std::to_string(shape.local_rank)},
       {"OMPI_UNIVERSE_SIZE", world},
   };
 }
@@ -45,12 +44,12 @@ EnvVars AzureEnv(const JobLayout& layout, const Flavors& flavors) {
 EnvVars HorovodEnv(const JobLayout& layout, const WorkerSlot& slot) {
   const LocalShape shape = ShapeOf(layout, slot);
   return {
-      {"HOROVOD_RANK", Str(slot.rank)},
-      {"HOROVOD_SIZE", Str(WorldSize(layout))},
-      {"HOROVOD_LOCAL_RANK", Str(shape.local_rank)},
-      {"HOROVOD_LOCAL_SIZE", Str(shape.local_world_size)},
-      {"HOROVOD_CROSS_RANK", Str(shape.node_rank)},
-      {"HOROVOD_CROSS_SIZE", Str(shape.nnodes)},
+      {"HOROVOD_RANK", std::to_string(slot.rank)},
+      {"HOROVOD_SIZE", std::to_string(WorldSize(layout))},
+      {"HOROVOD_LOCAL_RANK", std::to_string(shape.local_rank)},
+      {"HOROVOD_LOCAL_SIZE", std::to_string(shape.local_world_size)},
+      {"HOROVOD_CROSS_RANK", std::to_string(shape.node_rank)},
+      {"HOROVOD_CROSS_SIZE", std::to_string(shape.nnodes)},
       {"HOROVOD_HOSTNAME", layout.nodes[static_cast<size_t>(layout.node_rank)].host},
   };
 }

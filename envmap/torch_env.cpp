@@ -9,7 +9,6 @@ namespace dlaunch::envmap {
 
 namespace {
 
-std::string Str(int n) { return fmt::format("{}", n); }
 
 // Appends name=value after removing any earlier entry of the same name, so that the
 // result holds each name once and a later layer overrides an earlier one.
@@ -28,22 +27,22 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
                  const EnvMap& inherited) {
   const auto [local_rank, local_world, node_rank, nnodes] = ShapeOf(layout, slot);
   EnvVars env = {
-      {"RANK", Str(slot.rank)},
-      {"LOCAL_RANK", Str(local_rank)},
-      {"WORLD_SIZE", Str(WorldSize(layout))},
-      {"LOCAL_WORLD_SIZE", Str(local_world)},
-      {"GROUP_RANK", Str(node_rank)},
-      {"GROUP_WORLD_SIZE", Str(nnodes)},
+      {"RANK", std::to_string(slot.rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(WorldSize(layout))},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"GROUP_RANK", std::to_string(node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(nnodes)},
       // Lightning reads NODE_RANK rather than torchrun's GROUP_RANK.
-      {"NODE_RANK", Str(node_rank)},
+      {"NODE_RANK", std::to_string(node_rank)},
       {"ROLE_NAME", slot.role},
-      {"ROLE_RANK", Str(slot.role_rank)},
-      {"ROLE_WORLD_SIZE", Str(slot.role_world_size)},
+      {"ROLE_RANK", std::to_string(slot.role_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(slot.role_world_size)},
       {"MASTER_ADDR", layout.master_addr},
-      {"MASTER_PORT", Str(layout.master_port)},
+      {"MASTER_PORT", std::to_string(layout.master_port)},
       {"TORCHELASTIC_RUN_ID", layout.run_id},
-      {"TORCHELASTIC_RESTART_COUNT", Str(layout.restart_count)},
-      {"TORCHELASTIC_MAX_RESTARTS", Str(layout.max_restarts)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(layout.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(layout.max_restarts)},
       // torch compares it with str(True), so the capitalisation matters.
       {"TORCHELASTIC_USE_AGENT_STORE", layout.agent_store ? "True" : "False"},
   };
@@ -59,15 +58,15 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
 }
 
 EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors) {
-  const std::string node_rank = Str(layout.node_rank);
-  const std::string nnodes = Str(static_cast<int>(layout.nodes.size()));
+  const std::string node_rank = std::to_string(layout.node_rank);
+  const std::string nnodes = std::to_string(static_cast<int>(layout.nodes.size()));
   EnvVars env = {
       {"NODE_RANK", node_rank},
       {"GROUP_RANK", node_rank},
       {"NNODES", nnodes},
       {"GROUP_WORLD_SIZE", nnodes},
       {"MASTER_ADDR", layout.master_addr},
-      {"MASTER_PORT", Str(layout.master_port)},
+      {"MASTER_PORT", std::to_string(layout.master_port)},
   };
   Append(env, AzureEnv(layout, flavors));
   return env;

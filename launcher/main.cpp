@@ -71,5 +71,5 @@ int main(int argc, char** argv) {
 
   Result<Plan> plan = Decide(*flags, envmap::Detect(env), ReadMachine(env), env);
   if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
-  return RunPlan(*plan, env);
+  return RunInMode(*plan, env);
 }

@@ -84,7 +84,8 @@ void CoordinatorServer::Accept() {
     if (ec) return AcceptFailed(ec);
     if (accept_backoff_.count() > 0) {
       accept_backoff_ = std::chrono::milliseconds(0);
-      if (log_) log_(subject_ + ": accepting connections again");
+      if (shortage_unanswered_ && log_) log_(subject_ + ": accepting connections again");
+      shortage_unanswered_ = false;
     }
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
@@ -116,8 +117,13 @@ void CoordinatorServer::AcceptFailed(const boost::system::error_code& ec) {
   // say so once rather than for every try.
   if (accept_backoff_.count() == 0) {
     accept_backoff_ = std::chrono::milliseconds(100);
-    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
-                               ec.message(), FormatDuration(accept_backoff_)));
+    auto now = std::chrono::steady_clock::now();
+    if (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1)) {
+      shortage_said_ = now;
+      shortage_unanswered_ = true;
+      if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
+                                 ec.message(), FormatDuration(accept_backoff_)));
+    }
   } else {
     accept_backoff_ = std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
   }

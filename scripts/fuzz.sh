@@ -11,12 +11,15 @@
 #   bash scripts/fuzz.sh 300 codec                   one, for 5 minutes
 #   bash scripts/fuzz.sh codec hostlist              only these
 #   FUZZ_NO_BUILD=1 bash scripts/fuzz.sh             run what is built
+#   FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh           build, do not run
 #
 # The input that failed is kept as build-fuzz/findings/<target>/crash-* (or
 # timeout-*, oom-*, leak-*); rerun it with build-fuzz/fuzz/fuzz_<target> FILE.
 # New inputs the fuzzer finds go to build-fuzz/corpus/<target>/, not into git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/cmake-env.sh
+source scripts/cmake-env.sh
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${FUZZ_SECONDS:-60}
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then
@@ -32,9 +35,10 @@ targets=("$@")
 
 if [[ -z "${FUZZ_NO_BUILD:-}" ]]; then
   cmake -S . -B "$build_dir" -DDLAUNCH_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    -DCMAKE_BUILD_TYPE=Sanitize >/dev/null
   cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
 fi
+[[ -z "${FUZZ_BUILD_ONLY:-}" ]] || exit 0
 
 # Sanitizer findings are fatal and symbolized; leaks count as findings.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}

@@ -4,7 +4,7 @@
 # only when something is missing.
 set -euo pipefail
 
-build_pkgs=(build-essential cmake pkg-config ccache libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev libopenmpi-dev
+build_pkgs=(build-essential cmake ninja-build pkg-config ccache libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev libopenmpi-dev
             libyaml-cpp-dev)
 test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server openssh-client pdsh time
            slurm-wlm slurmctld slurmd slurm-client munge

@@ -7,7 +7,12 @@
 # Every stage runs even when an earlier one failed; the exit status is 1 if any
 # did. The tests run in parallel (ctest -j$TEST_JOBS, default 4 per core: most
 # of them sleep; tests/CMakeLists.txt says what each needs to itself), and each
-# stage's time is printed at the end.
+# step's time is printed at the end.
+#
+# With all three stages the sanitized build and the fuzzers' build compile in
+# the background (nice 10) while the normal stage's tests run: those mostly
+# wait, and a 2-core machine would otherwise sit half idle for minutes. The
+# tests must pass beside such load anyway (scripts/test-under-load.sh).
 #
 #   bash scripts/test.sh                      all three
 #   bash scripts/test.sh --quick              the release build, then the unit tests,
@@ -25,15 +30,12 @@ case "${1:-}" in
 esac
 jobs=${TEST_JOBS:-$(($(nproc) * 4))}
 bash scripts/install-deps.sh
+# shellcheck source=scripts/cmake-env.sh
+source scripts/cmake-env.sh
 
 quick_stage() {
   bash scripts/build.sh || return 1
   (cd "${BUILD_DIR:-build}" && ctest -j"$jobs" --output-on-failure --timeout 120 -L quick "$@")
-}
-
-normal_stage() {
-  bash scripts/build.sh || return 1
-  (cd "${BUILD_DIR:-build}" && ctest -j"$jobs" --output-on-failure --timeout 300 "$@")
 }
 
 # First line of a sanitizer report and the first stack frame in dlaunch's own code.
@@ -49,15 +51,25 @@ report_summary() {
 # apart too), one directory per test: tests/sanitizers/per-test-reports.sh,
 # which the sanitized build puts in front of every test, points log_path into
 # $DLAUNCH_SANITIZER_REPORTS/<test>/. So the tests run in parallel here too.
+# The sanitized tree: configured and built (the build's output goes to stdout).
+asan_build() {
+  local dir=${ASAN_BUILD_DIR:-build-asan}
+  cmake -S . -B "$dir" -DDLAUNCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Sanitize >/dev/null || return 1
+  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -E unit).
+  # By default what the tests run (tests/CMakeLists.txt): not bench/.
+  local targets=(--target dlaunch_test_programs)
+  if [[ -n "${ASAN_BUILD_TARGETS:-}" ]]; then read -r -a targets <<<"--target $ASAN_BUILD_TARGETS"; fi
+  cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
+}
+
 asan_stage() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   # (Called under `||`, where set -e is off: each step checks itself.)
-  cmake -S . -B "$dir" -DDLAUNCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
-  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -E unit).
-  local targets=()
-  if [[ -n "${ASAN_BUILD_TARGETS:-}" ]]; then read -r -a targets <<<"--target $ASAN_BUILD_TARGETS"; fi
-  cmake --build "$dir" -j"$(nproc)" "${targets[@]}" || return 1
-  local reports=$PWD/$dir/sanitizer-reports
+  if [[ -z ${ASAN_BUILT:-} ]]; then
+    asan_build || return 1
+  fi
+  local reports=$dir/sanitizer-reports
+  [[ $reports == /* ]] || reports=$PWD/$reports
   rm -rf "$reports"
   mkdir -p "$reports"
   local common="exitcode=86:log_exe_name=1:print_stacktrace=1"
@@ -97,30 +109,89 @@ asan_stage() {
   return "$failed"
 }
 
-# The compiler cache, where there is one: the three builds share most objects
-# across runs (a clean clone included: the cache is keyed by content).
-if command -v ccache >/dev/null && [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]]; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
-fi
-
 status=0
 times=()
+# record STEP RC SECONDS [NOTE]: a step's line now and in the summary at the end.
+record() {
+  local line
+  line=$(printf 'test.sh: %-12s %s in %ds%s' "$1" "$( (($2 == 0)) && echo passed || echo FAILED)" "$3" "${4:+ $4}")
+  echo "$line"
+  times+=("$line")
+  (($2 == 0)) || status=1
+}
+
+# The background builds: the sanitized tree, then the fuzzers, one after the
+# other at nice 10 in a process group of their own (stopped if this script is).
+# Each writes its output to bg/NAME.log and "RC SECONDS" to bg/NAME.done.
+bg=${BUILD_DIR:-build}/test-background
+bg_pid=
+start_background_builds() {
+  rm -rf "$bg"
+  mkdir -p "$bg"
+  set -m
+  (
+    for step in asan fuzz; do
+      t=$SECONDS
+      rc=0
+      case $step in
+        asan) nice -n 10 bash -c "$(declare -f asan_build); asan_build" >"$bg/$step.log" 2>&1 || rc=$? ;;
+        fuzz) FUZZ_BUILD_ONLY=1 nice -n 10 bash scripts/fuzz.sh >"$bg/$step.log" 2>&1 || rc=$? ;;
+      esac
+      echo "$rc $((SECONDS - t))" >"$bg/$step.done"
+    done
+  ) &
+  bg_pid=$!
+  set +m
+  trap '[[ -z $bg_pid ]] || kill -- -"$bg_pid" 2>/dev/null || true' EXIT
+}
+# Waits for background step NAME, records it, and returns its status.
+wait_background() {
+  local rc secs
+  while [[ ! -e $bg/$1.done ]] && kill -0 "$bg_pid" 2>/dev/null; do sleep 1; done
+  read -r rc secs <"$bg/$1.done" 2>/dev/null || { rc=1 secs=0; }
+  record "$1-build" "$rc" "$secs" "(in the background)"
+  ((rc == 0)) || tail -n 40 "$bg/$1.log"
+  return "$rc"
+}
+
+background=0
+if [[ ${stages[*]} == "normal asan fuzz" ]]; then background=1; fi
 for stage in "${stages[@]}"; do
   start=$SECONDS
   rc=0
   case $stage in
     quick) quick_stage "$@" || rc=$? ;;
-    normal) normal_stage "$@" || rc=$? ;;
-    asan) asan_stage "$@" || rc=$? ;;
-    fuzz) FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash scripts/fuzz.sh || rc=$? ;;
+    normal)
+      bash scripts/build.sh || rc=$?
+      record build "$rc" $((SECONDS - start))
+      ((background == 0)) || start_background_builds
+      start=$SECONDS
+      if ((rc == 0)); then
+        (cd "${BUILD_DIR:-build}" && ctest -j"$jobs" --output-on-failure --timeout 300 "$@") || rc=$?
+      fi
+      ;;
+    asan)
+      if ((background)); then
+        wait_background asan || rc=$?
+        start=$SECONDS
+        ((rc != 0)) || ASAN_BUILT=1 asan_stage "$@" || rc=$?
+      else
+        asan_stage "$@" || rc=$?
+      fi
+      ;;
+    fuzz)
+      if ((background)); then
+        wait_background fuzz || rc=$?
+        start=$SECONDS
+        ((rc != 0)) || FUZZ_NO_BUILD=1 FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash scripts/fuzz.sh || rc=$?
+      else
+        FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash scripts/fuzz.sh || rc=$?
+      fi
+      ;;
   esac
-  line=$(printf 'test.sh: stage %-6s %s in %ds' "$stage" "$( ((rc == 0)) && echo passed || echo FAILED)" \
-    $((SECONDS - start)))
-  echo "$line"
-  times+=("$line")
-  ((rc == 0)) || status=1
+  record "$stage" "$rc" $((SECONDS - start))
 done
-# Each stage's time again, together at the end of a long log.
+# Each step's time again, together at the end of a long log.
 printf '\n'
 printf '%s\n' "${times[@]}" "test.sh: $( ((status == 0)) && echo passed || echo FAILED) in ${SECONDS}s (ctest -j$jobs)"
 exit "$status"

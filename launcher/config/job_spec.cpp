@@ -35,7 +35,7 @@ constexpr std::string_view kNul{"\0", 1};
 // The nodes one --set put into the spec (the keys and maps it made, the value
 // and everything inside it), so that an error about one of them names the
 // --set rather than a line of the file.
-struct SetNodes {
+struct SetOrigin {
   std::string text;  // "a.b.c=value"
   std::vector<YAML::Node> nodes;
 };
@@ -44,12 +44,12 @@ struct SetNodes {
 // that put it there.
 class Reader {
  public:
-  Reader(std::string file, std::vector<SetNodes> sets) : file_(std::move(file)), sets_(std::move(sets)) {}
+  Reader(std::string file, std::vector<SetOrigin> sets) : file_(std::move(file)), sets_(std::move(sets)) {}
 
   // Where `at` came from: "FILE:LINE", "--set a.b=v", or "FILE" when neither is known.
   std::string Where(const YAML::Node& at) const {
     if (!at.IsDefined()) return file_;
-    for (const SetNodes& set : sets_)
+    for (const SetOrigin& set : sets_)
       for (const YAML::Node& n : set.nodes)
         if (n.is(at)) return fmt::format("--set {}", Quote(set.text));
     return at.Mark().line >= 0 ? fmt::format("{}:{}", file_, at.Mark().line + 1) : file_;
@@ -124,7 +124,7 @@ class Reader {
 
  private:
   std::string file_;
-  std::vector<SetNodes> sets_;
+  std::vector<SetOrigin> sets_;
 };
 
 // Adds `node` and everything inside it to `out`.
@@ -140,7 +140,7 @@ void CollectNodes(const YAML::Node& node, std::vector<YAML::Node>& out) {
   }
 }
 
-// The key node of `key` in `map` (for SetNodes).
+// The key node of `key` in `map` (for SetOrigin).
 void CollectKey(const YAML::Node& map, const std::string& key, std::vector<YAML::Node>& out) {
   for (const auto& kv : map)
     if (kv.first.IsScalar() && kv.first.Scalar() == key) out.push_back(kv.first);
@@ -148,7 +148,7 @@ void CollectKey(const YAML::Node& map, const std::string& key, std::vector<YAML:
 
 // --set a.b.c=value: the value is read as YAML, so numbers stay numbers. The
 // nodes it puts in go to `made`.
-Status ApplySet(YAML::Node& root, const std::string& set, SetNodes& made) {
+Status ApplySet(YAML::Node& root, const std::string& set, SetOrigin& made) {
   made.text = set;
   size_t eq = set.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -357,7 +357,7 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
   if (!root.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a job spec (a YAML mapping)", file));
   if (sets.size() > kMaxSets)
     return Status::InvalidArgument(fmt::format("--set: {} given, over the limit of {}", sets.size(), kMaxSets));
-  std::vector<SetNodes> made(sets.size());
+  std::vector<SetOrigin> made(sets.size());
   for (size_t i = 0; i < sets.size(); ++i)
     if (Status s = ApplySet(root, sets[i], made[i]); !s.ok()) return s;
   // Each part was bounded alone; so is what they make together.

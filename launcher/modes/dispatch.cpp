@@ -20,7 +20,7 @@
 
 namespace dlaunch::launcher {
 
-int RunPlan(Plan& plan, const envmap::EnvMap& env) {
+int RunInMode(Plan& plan, const envmap::EnvMap& env) {
   if (plan.mode == Mode::kHead) return plan.explain ? ExplainHead(plan.head) : RunHead(plan.head, env);
   if (plan.explain) {
     std::fputs(Explain(plan).c_str(), stdout);
@@ -55,7 +55,7 @@ int RunJob(JobPlan& job, const envmap::EnvMap& env) {
     hostfile = *path;
     job.plan.workers.inherited.try_emplace("AZUREML_MPI_HOSTFILE", hostfile);
   }
-  int code = RunPlan(job.plan, env);
+  int code = RunInMode(job.plan, env);
   if (!hostfile.empty()) unlink(hostfile.c_str());
   return code;
 }

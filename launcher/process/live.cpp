@@ -184,7 +184,8 @@ void LiveServer::Accept() {
     if (ec) return AcceptFailed(ec);
     if (accept_backoff_.count() > 0) {
       accept_backoff_ = std::chrono::milliseconds(0);
-      if (log_) log_(fmt::format("{}: accepting connections again", path_));
+      if (shortage_unanswered_ && log_) log_(fmt::format("{}: accepting connections again", path_));
+      shortage_unanswered_ = false;
     }
     // Only this user (or root) may ask, whatever the file's mode says.
     ucred cred{};
@@ -214,7 +215,12 @@ void LiveServer::AcceptFailed(const boost::system::error_code& ec) {
   // accepting again at once fails again at once, a busy loop. Wait instead.
   if (accept_backoff_.count() == 0) {
     accept_backoff_ = std::chrono::milliseconds(100);
-    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", path_, ec.message()));
+    auto now = std::chrono::steady_clock::now();
+    if (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1)) {
+      shortage_said_ = now;
+      shortage_unanswered_ = true;
+      if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", path_, ec.message()));
+    }
   } else {
     accept_backoff_ = std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
   }

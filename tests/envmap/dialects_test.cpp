@@ -12,7 +12,7 @@ namespace {
 
 // The shared three-node layout, with host names distinct from addresses and
 // Azure's default port.
-JobLayout ThreeNodes(int node_rank) {
+JobLayout ThreeNodesOnHosts(int node_rank) {
   JobLayout layout = testing::ThreeNodes(node_rank);
   for (Node& node : layout.nodes) node.host = "host-" + node.host;
   layout.master_port = 6105;
@@ -50,7 +50,7 @@ TEST_CASE("OmpiEnv per worker of a 2+3+1 job", "[envmap][ompi]") {
   };
   for (const auto& c : kCases) {
     INFO("node " << c.node_rank << " local " << c.local_rank);
-    JobLayout layout = ThreeNodes(c.node_rank);
+    JobLayout layout = ThreeNodesOnHosts(c.node_rank);
     WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
     CHECK(OmpiEnv(layout, slot) == c.want);
   }
@@ -74,7 +74,7 @@ TEST_CASE("HorovodEnv per worker of a 2+3+1 job", "[envmap][horovod]") {
   };
   for (const auto& c : kCases) {
     INFO("node " << c.node_rank << " local " << c.local_rank);
-    JobLayout layout = ThreeNodes(c.node_rank);
+    JobLayout layout = ThreeNodesOnHosts(c.node_rank);
     WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
     CHECK(HorovodEnv(layout, slot) == c.want);
   }
@@ -99,7 +99,7 @@ TEST_CASE("AzureEnv: master node forms and the hostfile", "[envmap][azure]") {
   };
   for (const auto& c : kCases) {
     INFO(c.what);
-    JobLayout layout = c.multi_node ? ThreeNodes(1) : SingleNode(4);
+    JobLayout layout = c.multi_node ? ThreeNodesOnHosts(1) : SingleNode(4);
     Flavors flavors;
     flavors.azure = true;
     flavors.azure_hostfile = c.hostfile;
@@ -108,14 +108,14 @@ TEST_CASE("AzureEnv: master node forms and the hostfile", "[envmap][azure]") {
 }
 
 TEST_CASE("AzureEnv brackets an IPv6 master in AZ_BATCH_MASTER_NODE", "[envmap][azure]") {
-  JobLayout layout = ThreeNodes(0);
+  JobLayout layout = ThreeNodesOnHosts(0);
   layout.master_addr = "fd00::1";
   EnvVars want = {{"AZ_BATCHAI_MPI_MASTER_NODE", "fd00::1"}, {"AZ_BATCH_MASTER_NODE", "[fd00::1]:6105"}};
   CHECK(AzureEnv(layout, Flavors{}) == want);
 }
 
 TEST_CASE("AzureHostfile lists every node's addr and slots in node-rank order", "[envmap][azure]") {
-  CHECK(AzureHostfile(ThreeNodes(2)) == "10.0.0.1 slots=2\n10.0.0.2 slots=3\n10.0.0.3 slots=1\n");
+  CHECK(AzureHostfile(ThreeNodesOnHosts(2)) == "10.0.0.1 slots=2\n10.0.0.2 slots=3\n10.0.0.3 slots=1\n");
   CHECK(AzureHostfile(SingleNode(8)) == "127.0.0.1 slots=8\n");
 }
 

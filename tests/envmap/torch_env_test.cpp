@@ -9,7 +9,7 @@ namespace dlaunch::envmap {
 namespace {
 
 // The shared three-node layout, with the elastic fields set.
-JobLayout ThreeNodes(int node_rank) {
+JobLayout ThreeNodesRestarted(int node_rank) {
   JobLayout layout = testing::ThreeNodes(node_rank);
   layout.run_id = "job42";
   layout.restart_count = 1;
@@ -29,7 +29,7 @@ int Count(const EnvVars& env, const std::string& name) {
 }
 
 TEST_CASE("TorchEnv sets exactly torchrun's variables, in order", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(1);
+  JobLayout layout = ThreeNodesRestarted(1);
   WorkerSlot slot = LocalSlots(layout)[2];
   Flavors flavors;
   flavors.error_file = "/tmp/dlaunch/attempt_1/2/error.json";
@@ -71,7 +71,7 @@ TEST_CASE("TorchEnv per worker of a 2+3+1 job", "[envmap][torch]") {
   };
   for (const auto& c : kCases) {
     INFO("node " << c.node_rank << " local " << c.local_rank);
-    JobLayout layout = ThreeNodes(c.node_rank);
+    JobLayout layout = ThreeNodesRestarted(c.node_rank);
     WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
     EnvVars env = TorchEnv(layout, slot, Flavors{}, {});
     CHECK(Get(env, "RANK") == c.rank);
@@ -91,7 +91,7 @@ TEST_CASE("TorchEnv per worker of a 2+3+1 job", "[envmap][torch]") {
 }
 
 TEST_CASE("TorchEnv takes the role from the slot", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(0);
+  JobLayout layout = ThreeNodesRestarted(0);
   WorkerSlot slot;
   slot.local_rank = 1;
   slot.rank = 1;
@@ -106,7 +106,7 @@ TEST_CASE("TorchEnv takes the role from the slot", "[envmap][torch]") {
 }
 
 TEST_CASE("TORCHELASTIC_USE_AGENT_STORE is Python's True or False", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(0);
+  JobLayout layout = ThreeNodesRestarted(0);
   WorkerSlot slot = LocalSlots(layout)[0];
   CHECK(Get(TorchEnv(layout, slot, Flavors{}, {}), "TORCHELASTIC_USE_AGENT_STORE") == "False");
   layout.agent_store = true;
@@ -137,7 +137,7 @@ TEST_CASE("OMP_NUM_THREADS only with several local workers and no user value", "
 }
 
 TEST_CASE("OMP_NUM_THREADS depends on this node's workers, not the job's", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(2);  // node c has one worker in a job of six
+  JobLayout layout = ThreeNodesRestarted(2);  // node c has one worker in a job of six
   CHECK(Get(TorchEnv(layout, LocalSlots(layout)[0], Flavors{}, {}), "OMP_NUM_THREADS") == "<unset>");
 }
 
@@ -153,7 +153,7 @@ TEST_CASE("NCCL async error handling is left alone when inherited", "[envmap][to
   };
   for (const auto& c : kCases) {
     INFO("inherited " << (c.inherited ? c.inherited : "nothing"));
-    JobLayout layout = ThreeNodes(0);
+    JobLayout layout = ThreeNodesRestarted(0);
     EnvMap inherited;
     if (c.inherited) inherited[c.inherited] = "0";
     EnvVars env = TorchEnv(layout, LocalSlots(layout)[0], Flavors{}, inherited);
@@ -163,7 +163,7 @@ TEST_CASE("NCCL async error handling is left alone when inherited", "[envmap][to
 }
 
 TEST_CASE("WorkerEnv without roles or flavors is TorchEnv", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(1);
+  JobLayout layout = ThreeNodesRestarted(1);
   WorkerSlot slot = LocalSlots(layout)[1];
   EnvMap inherited = {{"OMP_NUM_THREADS", "2"}};
   EnvVars env = WorkerEnv(layout, slot, Flavors{}, inherited);
@@ -175,7 +175,7 @@ TEST_CASE("WorkerEnv without roles or flavors is TorchEnv", "[envmap][torch]") {
 }
 
 TEST_CASE("WorkerEnv appends each flavor after the torch variables", "[envmap][torch]") {
-  JobLayout layout = ThreeNodes(1);
+  JobLayout layout = ThreeNodesRestarted(1);
   WorkerSlot slot = LocalSlots(layout)[2];
   Flavors flavors;
   flavors.ompi = true;
@@ -232,7 +232,7 @@ TEST_CASE("WorkerEnv adds TF_CONFIG and the role's own variables", "[envmap][tor
 
 TEST_CASE("per-node mode gives the node's launcher the node variables and no worker's", "[envmap][torch]") {
   // One launcher per node: every node of the layout runs one process.
-  JobLayout layout = ThreeNodes(2);
+  JobLayout layout = ThreeNodesRestarted(2);
   for (Node& n : layout.nodes) n.nproc = 1;
   Flavors flavors;
   flavors.per_node = true;

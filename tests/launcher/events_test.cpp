@@ -12,23 +12,13 @@
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+#include "tests/temp_dir.hpp"
+
 namespace dlaunch::launcher {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dlaunch-events-test-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 std::string Read(const std::string& path) {
   std::ifstream f(path);
@@ -40,7 +30,7 @@ std::string Read(const std::string& path) {
 }  // namespace
 
 TEST_CASE("EventLog writes valid UTF-8 whatever bytes a run id, an argument or a host holds", "[events]") {
-  TempDir t;
+  testing::TempDir t;
   std::string path = t.path + "/events.jsonl";
   {
     EventLog log;
@@ -63,7 +53,7 @@ TEST_CASE("EventLog writes valid UTF-8 whatever bytes a run id, an argument or a
 }
 
 TEST_CASE("EventLog follows a symbolic link only when it is this user's or root's", "[events]") {
-  TempDir t;
+  testing::TempDir t;
   std::string target = t.path + "/precious";
   std::ofstream(target) << "precious\n";
   std::string link = t.path + "/events.jsonl";

@@ -13,6 +13,8 @@
 #include <boost/asio/write.hpp>
 #include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
+
+#include "tests/temp_dir.hpp"
 #include <fmt/format.h>
 
 #include "launcher/config/live_options.hpp"
@@ -23,17 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "dlaunch-live-test-XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 // Answers from fixed documents; a stacks request waits until Release().
 class FakeSource : public LiveSource {
@@ -89,7 +80,7 @@ TEST_CASE("socket names: the run id made safe and cut to fit, then the pid", "[l
 }
 
 TEST_CASE("the per-user directory: XDG_RUNTIME_DIR when it is the user's, else /tmp/dlaunch-UID", "[live]") {
-  TempDir t;
+  testing::TempDir t;
   uid_t me = geteuid();
   CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me) == t.path + "/dlaunch");
   CHECK(LiveDir({}, me) == fmt::format("/tmp/dlaunch-{}", me));
@@ -99,7 +90,7 @@ TEST_CASE("the per-user directory: XDG_RUNTIME_DIR when it is the user's, else /
 }
 
 TEST_CASE("OpenLiveDir makes a 0700 directory and refuses an unsafe one", "[live][bounds]") {
-  TempDir t;
+  testing::TempDir t;
   uid_t me = geteuid();
   std::string d = t.path + "/dlaunch";
   REQUIRE(OpenLiveDir(d, me).ok());
@@ -123,7 +114,7 @@ TEST_CASE("OpenLiveDir makes a 0700 directory and refuses an unsafe one", "[live
 }
 
 TEST_CASE("the server answers one line, refuses junk, and cleans up after itself", "[live]") {
-  TempDir t;
+  testing::TempDir t;
   boost::asio::io_context io;
   FakeSource source;
   std::string path = t.path + "/job.1.sock";
@@ -157,7 +148,7 @@ TEST_CASE("the server answers one line, refuses junk, and cleans up after itself
 
 TEST_CASE("the server drops a silent client, a slow reader, and more clients than it serves", "[live][bounds]") {
   using namespace std::chrono_literals;
-  TempDir t;
+  testing::TempDir t;
   boost::asio::io_context io;
   FakeSource source;
   std::string path = t.path + "/job.1.sock";

@@ -21,14 +21,14 @@ namespace dlaunch::launcher {
 namespace {
 
 // A fresh directory whose `sub` is where the token goes; removed at the end.
-struct TempDir {
-  TempDir() {
+struct TokenDir {
+  TokenDir() {
     char tmpl[] = "/tmp/dlaunch-token-test-XXXXXX";
     REQUIRE(mkdtemp(tmpl) != nullptr);
     root = tmpl;
     dir = root + "/sub";
   }
-  ~TempDir() { std::filesystem::remove_all(root); }
+  ~TokenDir() { std::filesystem::remove_all(root); }
   std::string Path() const { return dir + "/rdzv-token"; }
   std::string root;
   std::string dir;
@@ -47,7 +47,7 @@ void Write(const std::string& path, const std::string& text, mode_t mode) {
 }  // namespace
 
 TEST_CASE("loopback token: made once, mode 0600, in a 0700 directory, then read back", "[loopback_token]") {
-  TempDir t;
+  TokenDir t;
   Result<std::string> first = LoopbackToken(t.dir, getuid());
   REQUIRE(first.ok());
   CHECK(first->size() == 64);
@@ -65,7 +65,7 @@ TEST_CASE("loopback token: made once, mode 0600, in a 0700 directory, then read 
 }
 
 TEST_CASE("loopback token: agents starting at once all get the same token", "[loopback_token]") {
-  TempDir t;
+  TokenDir t;
   constexpr int kAgents = 16;
   int fds[kAgents][2];
   for (auto& fd : fds) {
@@ -96,7 +96,7 @@ TEST_CASE("loopback token: agents starting at once all get the same token", "[lo
 }
 
 TEST_CASE("loopback token: what is refused, in one line naming it", "[loopback_token]") {
-  TempDir t;
+  TokenDir t;
   REQUIRE(mkdir(t.dir.c_str(), 0700) == 0);
   std::string path = t.Path();
   std::string token(64, 'a');

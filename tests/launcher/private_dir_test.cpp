@@ -12,6 +12,8 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+
+#include "tests/temp_dir.hpp"
 #include <fmt/format.h>
 
 namespace dlaunch::launcher {
@@ -22,19 +24,6 @@ namespace fs = std::filesystem;
 // The uid a file is given to show "another user's"; only root can chown to it.
 constexpr uid_t kOther = 65534;
 
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "dlaunch-private-dir-test-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
 
 struct stat Lstat(const std::string& path) {
   struct stat st {};
@@ -54,7 +43,7 @@ void Write(const std::string& path, const std::string& text) { std::ofstream(pat
 }  // namespace
 
 TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tmp", "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   Result<std::string> a = MakePrivateDir(t.path);
   REQUIRE(a.ok());
   CHECK(a->starts_with(t.path + "/dlaunch-"));
@@ -76,7 +65,7 @@ TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tm
 
 TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one else can write",
           "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   REQUIRE(EnsureOwnDir(t / "new").ok());
   CHECK((Lstat(t / "new").st_mode & 07777) == 0700);
   CHECK(EnsureOwnDir(t / "new").ok());  // again: ours
@@ -109,7 +98,7 @@ TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one
 }
 
 TEST_CASE("TrustedDir: ours or root's, and sticky when every user may write it", "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   REQUIRE(mkdir((t / "d").c_str(), 0700) == 0);
   Result<std::string> d = TrustedDir(t / "d");
   REQUIRE(d.ok());
@@ -137,7 +126,7 @@ TEST_CASE("TrustedDir: ours or root's, and sticky when every user may write it",
 }
 
 TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are new", "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   Write(t / "target", "precious");
   REQUIRE(symlink((t / "target").c_str(), (t / "link").c_str()) == 0);
   for (bool fresh : {true, false}) {
@@ -178,7 +167,7 @@ TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are
 }
 
 TEST_CASE("WriteNumberedFile takes the first free number and leaves what is there", "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   Write(t / "stacks-1.txt", "old");
   Write(t / "precious", "precious");
   REQUIRE(symlink((t / "precious").c_str(), (t / "stacks-2.txt").c_str()) == 0);
@@ -193,7 +182,7 @@ TEST_CASE("WriteNumberedFile takes the first free number and leaves what is ther
 }
 
 TEST_CASE("WriteTempFile: an unpredictable new name, mode 0600", "[private_dir]") {
-  TempDir t;
+  testing::TempDir t;
   Result<std::string> a = WriteTempFile(t.path, "dlaunch-hosts-", ".x", "localhost slots=4\n");
   Result<std::string> b = WriteTempFile(t.path, "dlaunch-hosts-", ".x", "");
   REQUIRE(a.ok());

@@ -1,4 +1,4 @@
-// Job-wide hangs: the coordinator judges silence from the silent_ms of every
+// HangJob-wide hangs: the coordinator judges silence from the silent_ms of every
 // running node's heartbeats, asks each node for its stacks, and reports them all
 // in one HangReport (then, with hang_stop, ends the job with 124).
 #include "rendezvous/coordinator.hpp"
@@ -26,8 +26,8 @@ CoordinatorOptions HangOpts(bool stop = false) {
 }
 
 // Two nodes of two ranks each: a is node 0 (ranks 0-1), b node 1 (ranks 2-3).
-struct Job {
-  explicit Job(CoordinatorOptions o) : h(std::move(o)) {
+struct HangJob {
+  explicit HangJob(CoordinatorOptions o) : h(std::move(o)) {
     a = h.JoinAs(MakeJoin("a", 2));
     b = h.JoinAs(MakeJoin("b", 2));
     REQUIRE(h.LastAssignment(a).node_rank == 0);
@@ -53,7 +53,7 @@ struct Job {
 }  // namespace
 
 TEST_CASE("hang: one node printing keeps the job un-hung while the other is silent", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(10s, 10s, 0ms);
   j.Beat(20s, 20s, 500ms);
   j.Beat(30s, 30s, 1s);
@@ -63,7 +63,7 @@ TEST_CASE("hang: one node printing keeps the job un-hung while the other is sile
 }
 
 TEST_CASE("hang: every node silent for the timeout -> a stacks query to every node", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(4s, 4s, 4s);
   // Time since a heartbeat is not silence: the nodes may have written since.
   j.h.TickAt(9s);
@@ -81,7 +81,7 @@ TEST_CASE("hang: every node silent for the timeout -> a stacks query to every no
 }
 
 TEST_CASE("hang: silence counts from the latest output of any node and the earliest beat", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   // b wrote at 2 s. With a's last beat at 6 s, the job is known silent from 2 s
   // to 6 s only, whatever b says later: a may have written after 6 s.
   j.Beat(6s, 6s, 4s);
@@ -97,7 +97,7 @@ TEST_CASE("hang: silence counts from the latest output of any node and the earli
 }
 
 TEST_CASE("hang: a beat cannot claim silence from before its generation", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(1s, 100h, 100h);  // the last generation's ranks, or a lie
   CHECK(j.h.suspected.empty());
   j.Beat(5s, 100h, 100h);
@@ -106,7 +106,7 @@ TEST_CASE("hang: a beat cannot claim silence from before its generation", "[coor
 }
 
 TEST_CASE("hang: every node's report -> one HangReport, and the job runs on", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(6s, 6s, 6s);
   j.h.now = j.h.t0 + 7s;
   j.h.Send(j.b, Report{1, 1, {R"({"rank":2})", R"({"rank":3})"}});
@@ -131,7 +131,7 @@ TEST_CASE("hang: every node's report -> one HangReport, and the job runs on", "[
 }
 
 TEST_CASE("hang: a node that does not answer is named at the deadline", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(6s, 6s, 6s);
   j.h.now = j.h.t0 + 7s;
   j.h.Send(j.a, Report{1, 0, {R"({"rank":0})", R"({"rank":1})"}});
@@ -153,7 +153,7 @@ TEST_CASE("hang: a node that does not answer is named at the deadline", "[coordi
 }
 
 TEST_CASE("hang: a node whose ranks finish while asked is named as finished", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.b, Done{1, 1, 0});
   CHECK(j.h.reports.empty());
@@ -164,7 +164,7 @@ TEST_CASE("hang: a node whose ranks finish while asked is named as finished", "[
 }
 
 TEST_CASE("hang: --hang-action stop ends the job with 124 after the report", "[coordinator][hang]") {
-  Job j(HangOpts(true));
+  HangJob j(HangOpts(true));
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, Report{1, 0, {R"({"rank":0})", R"({"rank":1})"}});
   j.h.Send(j.b, Report{1, 1, {R"({"rank":2})", R"({"rank":3})"}});
@@ -180,7 +180,7 @@ TEST_CASE("hang: --hang-action stop ends the job with 124 after the report", "[c
 }
 
 TEST_CASE("hang: --hang-action stop with a silent node stops at the deadline", "[coordinator][hang]") {
-  Job j(HangOpts(true));
+  HangJob j(HangOpts(true));
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, Report{1, 0, {}});
   j.h.TickAt(6s + kHangReportTimeout);
@@ -190,7 +190,7 @@ TEST_CASE("hang: --hang-action stop with a silent node stops at the deadline", "
 }
 
 TEST_CASE("hang: reported again only after new output and a new full silence", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, Report{1, 0, {}});
   j.h.Send(j.b, Report{1, 1, {}});
@@ -212,7 +212,7 @@ TEST_CASE("hang: reported again only after new output and a new full silence", "
 TEST_CASE("hang: a new generation forgets the open query", "[coordinator][hang]") {
   CoordinatorOptions o = HangOpts();
   o.max_restarts = 1;
-  Job j(o);
+  HangJob j(o);
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, WorkerFailed{1, 0, 1, 3, "exited with code 3"});
   REQUIRE(j.h.c.generation() == 2);
@@ -229,7 +229,7 @@ TEST_CASE("hang: a new generation forgets the open query", "[coordinator][hang]"
 }
 
 TEST_CASE("hang: hostile and unsolicited reports are ignored with one line each", "[coordinator][hang]") {
-  Job j(HangOpts());
+  HangJob j(HangOpts());
   j.h.Send(j.a, Report{1, 0, {"{}"}});
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, Report{99, 0, {"{}"}});
@@ -262,7 +262,7 @@ TEST_CASE("hang: hostile and unsolicited reports are ignored with one line each"
 TEST_CASE("hang: off unless hang_timeout is set", "[coordinator][hang]") {
   CoordinatorOptions o = HangOpts();
   o.hang_timeout = 0ms;
-  Job j(o);
+  HangJob j(o);
   j.Beat(100h, 100h, 100h);
   CHECK(j.h.suspected.empty());
   CHECK_FALSE(j.LastQuery(j.a));

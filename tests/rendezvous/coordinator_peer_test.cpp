@@ -19,8 +19,8 @@ namespace {
 const std::string kSubject = "rendezvous head:29400: ";
 
 // Two nodes of two ranks each: a is node 0 (ranks 0-1), b node 1 (ranks 2-3).
-struct Job {
-  explicit Job(CoordinatorOptions o = Opts(2, 2)) : h(std::move(o)) {
+struct PeerJob {
+  explicit PeerJob(CoordinatorOptions o = Opts(2, 2)) : h(std::move(o)) {
     a = h.JoinAs(MakeJoin("a", 2));
     b = h.JoinAs(MakeJoin("b", 2));
     REQUIRE(h.LastAssignment(b).node_rank == 1);
@@ -40,7 +40,7 @@ struct Job {
 TEST_CASE("peer: a worker failure's code outside 1..255 counts as 1, with one line", "[coordinator][peer]") {
   // 256 would leave every dlaunch with exit status 0 (256 & 0xff).
   for (int code : {256, -1, 1 << 30}) {
-    Job j;
+    PeerJob j;
     j.h.Send(j.b, WorkerFailed{1, 1, 2, code, "exited badly"});
     REQUIRE(j.h.ended.has_value());
     CHECK(j.h.ended->exit_code == 1);
@@ -51,7 +51,7 @@ TEST_CASE("peer: a worker failure's code outside 1..255 counts as 1, with one li
 }
 
 TEST_CASE("peer: a done code outside 0..255 counts as 1, with one line", "[coordinator][peer]") {
-  Job j;
+  PeerJob j;
   j.h.Send(j.a, Done{1, 0, 512});
   REQUIRE(j.h.ended.has_value());
   CHECK(j.h.ended->exit_code == 1);
@@ -61,7 +61,7 @@ TEST_CASE("peer: a done code outside 0..255 counts as 1, with one line", "[coord
 }
 
 TEST_CASE("peer: a failed rank that is not the node's own is not named", "[coordinator][peer]") {
-  Job j;
+  PeerJob j;
   j.h.Send(j.b, WorkerFailed{1, 1, -7, 3, "exited with code 3"});
   REQUIRE(j.h.ended.has_value());
   CHECK(j.h.ended->exit_code == 3);
@@ -73,7 +73,7 @@ TEST_CASE("peer: a failed rank that is not the node's own is not named", "[coord
 TEST_CASE("peer: lines a peer can repeat carry a kind; the job's own carry none", "[coordinator][peer]") {
   CoordinatorOptions o = Opts(2, 2);
   o.hang_timeout = 1h;  // heartbeats' silence is read only with a hang watch
-  Job j(o);
+  PeerJob j(o);
   j.h.Send(j.a, Heartbeat{-1});
   j.h.Send(j.a, WorkerFailed{7, 0, 0, 1, ""});
   j.h.Send(j.a, Done{7, 0, 0});

@@ -17,8 +17,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // Two nodes of two ranks each: a is node 0 (ranks 0-1), b node 1 (ranks 2-3).
-struct Job {
-  explicit Job(CoordinatorOptions o) : h(std::move(o)) {
+struct QueryJob {
+  explicit QueryJob(CoordinatorOptions o) : h(std::move(o)) {
     a = h.JoinAs(MakeJoin("a", 2));
     b = h.JoinAs(MakeJoin("b", 2));
     REQUIRE(h.LastAssignment(a).node_rank == 0);
@@ -47,7 +47,7 @@ CoordinatorOptions Quiet() {
 }  // namespace
 
 TEST_CASE("query: every node's items in one answer, with the caller's tag", "[coordinator][query]") {
-  Job j(Quiet());
+  QueryJob j(Quiet());
   j.Ask(7, "status");
   CHECK(j.Queries(j.a) == std::vector<Query>{{1, "status"}});
   CHECK(j.Queries(j.b) == std::vector<Query>{{1, "status"}});
@@ -71,7 +71,7 @@ TEST_CASE("query: every node's items in one answer, with the caller's tag", "[co
 }
 
 TEST_CASE("query: a node silent until the deadline is named, the others kept", "[coordinator][query]") {
-  Job j(Quiet());
+  QueryJob j(Quiet());
   j.Ask(1, "stacks", 3s);
   j.h.Send(j.a, Report{1, 0, {"s0", "s1"}});
   j.h.TickAt(3s - 1ms);
@@ -93,7 +93,7 @@ TEST_CASE("query: a node silent until the deadline is named, the others kept", "
 TEST_CASE("query: concurrent queries and a hang query keep their own ids", "[coordinator][query]") {
   CoordinatorOptions o = Quiet();
   o.hang_timeout = 5s;
-  Job j(o);
+  QueryJob j(o);
   j.Ask(100, "status", 30s);
   j.Ask(200, "stacks", 30s);
   j.h.now = j.h.t0 + 6s;
@@ -123,7 +123,7 @@ TEST_CASE("query: concurrent queries and a hang query keep their own ids", "[coo
 }
 
 TEST_CASE("query: a report for another node or with too many items is ignored", "[coordinator][query]") {
-  Job j(Quiet());
+  QueryJob j(Quiet());
   j.Ask(1, "status");
   j.h.Send(j.a, Report{1, 1, {"x"}});
   CHECK(j.h.HasLog("rendezvous head:29400: ignoring a report for query 1 from node 0 (a) (it says it is node 1)"));
@@ -133,7 +133,7 @@ TEST_CASE("query: a report for another node or with too many items is ignored", 
 }
 
 TEST_CASE("query: a finished node is not asked; a node finishing or lost is named", "[coordinator][query]") {
-  Job j(Quiet());
+  QueryJob j(Quiet());
   j.h.Send(j.a, Done{1, 0, 0});
   j.Ask(1, "status");
   CHECK(j.Queries(j.a).empty());
@@ -142,7 +142,7 @@ TEST_CASE("query: a finished node is not asked; a node finishing or lost is name
   CHECK(j.h.answered[0].nodes[0].problem == "its ranks have finished");
   CHECK(j.h.answered[0].nodes[1].answered);
 
-  Job k(Quiet());
+  QueryJob k(Quiet());
   k.Ask(2, "status");
   k.h.Send(k.a, Done{1, 0, 0});
   CHECK(k.h.answered.empty());
@@ -154,7 +154,7 @@ TEST_CASE("query: a finished node is not asked; a node finishing or lost is name
 }
 
 TEST_CASE("query: the job's end or a new generation answers the open queries", "[coordinator][query]") {
-  Job j(Quiet());
+  QueryJob j(Quiet());
   j.Ask(1, "stacks");
   j.h.Apply(j.h.c.AbortJob(1, "stop"));
   REQUIRE(j.h.answered.size() == 1);
@@ -169,7 +169,7 @@ TEST_CASE("query: the job's end or a new generation answers the open queries", "
 
   CoordinatorOptions o = Quiet();
   o.max_restarts = 1;
-  Job k(o);
+  QueryJob k(o);
   k.Ask(3, "status");
   k.h.Send(k.a, WorkerFailed{1, 0, 0, 1, ""});
   REQUIRE(k.h.answered.size() == 1);
@@ -184,7 +184,7 @@ TEST_CASE("query: while gathering, and past kMaxOpenQueries, answered at once", 
   REQUIRE(h.answered.size() == 1);
   CHECK(h.answered[0].problem == "no generation is running");
 
-  Job j(Quiet());
+  QueryJob j(Quiet());
   for (std::size_t i = 0; i < kMaxOpenQueries; ++i) j.Ask(i, "status");
   CHECK(j.h.answered.empty());
   j.Ask(99, "status");
