@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang into build-fuzz/ (or
 # $FUZZ_BUILD_DIR) and runs each for SECONDS (the first argument when it is a
 # number, else FUZZ_SECONDS, default 60; scripts/test.sh gives each 15),
-# starting from its seed corpus. A crash, a sanitizer report, an input slower than FUZZ_TIMEOUT
-# seconds, one allocation over FUZZ_MALLOC_MB or a process over FUZZ_RSS_MB fails.
+# starting from its seed corpus, FUZZ_JOBS targets (default: one per core) at a
+# time. A crash, a sanitizer report, an input slower than FUZZ_TIMEOUT seconds,
+# one allocation over FUZZ_MALLOC_MB or a process over FUZZ_RSS_MB fails.
 # Prints one line per target; exits 1 if any failed.
 #
 #   bash scripts/fuzz.sh 600                        all targets, 600 s each
@@ -44,8 +45,9 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-failed=0
-for t in "${targets[@]}"; do
+# fuzz_one TARGET: runs one target; its line goes to logs/TARGET.result.
+fuzz_one() {
+  local t=$1 bin seeds corpus findings log rc runs cov artifact what where
   bin=$build_dir/fuzz/fuzz_$t
   seeds=tests/fuzz/corpus/$t
   corpus=$build_dir/corpus/$t
@@ -63,15 +65,34 @@ for t in "${targets[@]}"; do
   artifact=$(ls "$findings" | head -1)
   if ((rc == 0)) && [[ -z "$artifact" ]]; then
     printf 'fuzz %-10s ok: %s runs in %ss, coverage %s, corpus %s\n' "$t" "${runs:-?}" "$seconds" \
-      "${cov:-?}" "$(ls "$corpus" | wc -l)"
+      "${cov:-?}" "$(ls "$corpus" | wc -l)" >"$build_dir/logs/$t.result"
   else
-    failed=1
     # The first line of the report says what it was (deadly signal, timeout,
     # out-of-memory, a sanitizer's error); the first frame in dlaunch's code says where.
     what=$(grep -m1 -E '^(==[0-9]+== ?ERROR|SUMMARY|.*runtime error|FUZZ_CHECK failed)' "$log" || true)
     where=$(grep -m1 -oE '(envmap|rendezvous|launcher)/[a-z_]+\.(cpp|hpp):[0-9]+' "$log" || true)
     printf 'fuzz %-10s FAILED (exit %s): %s at %s; input %s; log %s\n' "$t" "$rc" "${what:-see the log}" \
-      "${where:-?}" "${artifact:+$findings/$artifact}" "$log"
+      "${where:-?}" "${artifact:+$findings/$artifact}" "$log" >"$build_dir/logs/$t.result"
+  fi
+}
+
+# FUZZ_JOBS targets at a time (default one per core): each is one process.
+parallel=${FUZZ_JOBS:-$(nproc)}
+mkdir -p "$build_dir/logs"
+for t in "${targets[@]}"; do
+  rm -f "$build_dir/logs/$t.result"
+  while (($(jobs -rp | wc -l) >= parallel)); do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  if [[ -s $build_dir/logs/$t.result ]]; then
+    cat "$build_dir/logs/$t.result"
+    grep -q ' ok: ' "$build_dir/logs/$t.result" || failed=1
+  else
+    echo "fuzz $t: no result (see $build_dir/logs/$t.log)"
+    failed=1
   fi
 done
 exit "$failed"
