@@ -80,6 +80,7 @@ using Clock = std::chrono::steady_clock;
 using ConnId = std::uint64_t;
 
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's --master-port
+inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's --rdzv-endpoint port
 inline constexpr int kMaxHostLength = 255;        // a DNS name is at most 253
 inline constexpr int kMaxNprocPerNode = 65536;    // workers one Join may ask for
 // The exit code of a job stopped because it hung (launcher::kExitHang, timeout(1)).

@@ -115,17 +115,17 @@ void CoordinatorServer::AcceptFailed(const boost::system::error_code& ec) {
   // Out of fds (EMFILE) or memory: the pending connection stays queued, so
   // accepting again at once fails again at once, a busy loop. Wait instead, and
   // say so once rather than for every try.
-  if (accept_backoff_.count() == 0) {
-    accept_backoff_ = std::chrono::milliseconds(100);
-    auto now = std::chrono::steady_clock::now();
-    if (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1)) {
-      shortage_said_ = now;
-      shortage_unanswered_ = true;
-      if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
-                                 ec.message(), FormatDuration(accept_backoff_)));
-    }
-  } else {
-    accept_backoff_ = std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
+  accept_backoff_ = accept_backoff_.count() == 0
+                       ? std::chrono::milliseconds(100)
+                       : std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
+  // Said once a minute at most: a shortage that comes back within a minute of
+  // the last line is said when that minute is over, if it still lasts.
+  auto now = std::chrono::steady_clock::now();
+  if (!shortage_unanswered_ && (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1))) {
+    shortage_said_ = now;
+    shortage_unanswered_ = true;
+    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
+                               ec.message(), FormatDuration(accept_backoff_)));
   }
   accept_timer_.expires_after(accept_backoff_);
   accept_timer_.async_wait([this, alive = alive_](boost::system::error_code e) {

@@ -8,8 +8,9 @@
 if [[ -z ${CMAKE_GENERATOR:-} ]] && command -v ninja >/dev/null; then
   export CMAKE_GENERATOR=Ninja
 fi
-# The compiler cache, where there is one: the builds share objects across runs
-# and checkouts (a clean clone included: the cache is keyed by content).
+# The compiler cache, where there is one: the builds share objects across runs.
+# Across checkouts only in the same place: CMake's unity sources include the
+# real sources by absolute path (relocatable ones need CMake 4.0).
 if [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]] && command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
 fi

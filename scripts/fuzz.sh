@@ -78,6 +78,7 @@ fuzz_one() {
 
 # FUZZ_JOBS targets at a time (default one per core): each is one process.
 parallel=${FUZZ_JOBS:-$(nproc)}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_JOBS must be a positive number, not '$parallel'" >&2; exit 2; }
 mkdir -p "$build_dir/logs"
 for t in "${targets[@]}"; do
   rm -f "$build_dir/logs/$t.result"

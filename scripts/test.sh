@@ -137,9 +137,11 @@ start_background_builds() {
         asan) nice -n 10 bash -c "$(declare -f asan_build); asan_build" >"$bg/$step.log" 2>&1 || rc=$? ;;
         fuzz) FUZZ_BUILD_ONLY=1 nice -n 10 bash scripts/fuzz.sh >"$bg/$step.log" 2>&1 || rc=$? ;;
       esac
-      echo "$rc $((SECONDS - t))" >"$bg/$step.done"
+      # Written whole, then renamed: the waiter reads it as soon as it exists.
+      echo "$rc $((SECONDS - t))" >"$bg/$step.done.tmp"
+      mv "$bg/$step.done.tmp" "$bg/$step.done"
     done
-  ) &
+  ) </dev/null &
   bg_pid=$!
   set +m
   trap '[[ -z $bg_pid ]] || kill -- -"$bg_pid" 2>/dev/null || true' EXIT
@@ -182,6 +184,7 @@ for stage in "${stages[@]}"; do
     fuzz)
       if ((background)); then
         wait_background fuzz || rc=$?
+        bg_pid=  # ended: its process group id may be reused
         start=$SECONDS
         ((rc != 0)) || FUZZ_NO_BUILD=1 FUZZ_SECONDS=${FUZZ_SECONDS:-15} bash scripts/fuzz.sh || rc=$?
       else

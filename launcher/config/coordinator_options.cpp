@@ -4,14 +4,9 @@
 
 #include "launcher/config/cli.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {
-
-namespace {
-
-constexpr int kDefaultRdzvPort = 29400;  // torchrun's
-
-}  // namespace
 
 rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std::string& run_id, int min_nodes,
                                                      int max_nodes, int max_restarts, const std::string& token) {
@@ -72,7 +67,7 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   rest.push_back("coordinator");  // the launcher's parser wants a command
   Result<Options> o = ParseCommandLine(rest, env);
   if (!o.ok()) return o.status();
-  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, kDefaultRdzvPort, "--listen");
+  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, rendezvous::kDefaultRdzvPort, "--listen");
   if (!at.ok()) return at.status();
   plan.listen = *at;
   Result<std::string> token = ResolveToken(*o, env);

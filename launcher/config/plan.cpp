@@ -11,6 +11,7 @@
 #include "launcher/config/surroundings.hpp"
 #include "launcher/core/output.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {
 
@@ -19,7 +20,6 @@ namespace {
 using envmap::Source;
 
 // torch.distributed.launch's default port for static multi-node jobs.
-constexpr int kDefaultMasterPort = 29500;
 // What a head-node launch tags each line with, unless told otherwise.
 constexpr const char* kHeadTag = "[{node_rank},{rank}]: ";
 
@@ -117,7 +117,8 @@ void RecordOrigins(const Options& typed, const Options& o, const Surroundings& s
     plan.origins.push_back({"run id", plan.rendezvous.coordinator.run_id,
                             from("rdzv-id", s.applied && !s.detected.run_id.empty())});
   } else if (plan.mode == Mode::kStatic) {
-    plan.origins.push_back({"master", fmt::format("{}:{}", o.master_addr, o.master_port.value_or(kDefaultMasterPort)),
+    plan.origins.push_back({"master",
+                            fmt::format("{}:{}", o.master_addr, o.master_port.value_or(rendezvous::kDefaultMasterPort)),
                             from("master-addr", s.applied && !s.detected.master_addr.empty())});
   }
   plan.origins.push_back({"command", fmt::format("{}", fmt::join(w.argv, " ")),
@@ -233,11 +234,6 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   r.join_timeout = o.join_timeout;
   r.heartbeat_timeout = o.heartbeat_timeout;
   r.coordinator.run_id = o.rdzv_id.empty() ? "none" : o.rdzv_id;  // torchrun's default id
-
-  if (plan.explain) {
-    RecordOrigins(typed, o, *surroundings, plan);
-    return plan;
-  }
 
   // TF roles: the tasks take global ranks in the order the roles are listed, and
   // nodes take ranks in node-rank order, so each node runs its share (the
@@ -355,7 +351,8 @@ std::string Explain(const Plan& plan) {
   } else if (plan.mode == Mode::kRendezvous) {
     out += "mode: TCP rendezvous at rank 0's address, learnt through an Open MPI bootstrap\n";
   } else if (plan.mode == Mode::kStatic) {
-    out += fmt::format("mode: static multi-node, master {}:{}\n", s.master_addr, s.master_port.value_or(kDefaultMasterPort));
+    out += fmt::format("mode: static multi-node, master {}:{}\n", s.master_addr,
+                       s.master_port.value_or(rendezvous::kDefaultMasterPort));
   } else {
     out += "mode: single node\n";
   }

@@ -3,14 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "rendezvous/coordinator.hpp"
+
 namespace dlaunch::launcher {
 
 namespace {
 
 using envmap::Detected;
 using envmap::Source;
-
-constexpr int kDefaultRdzvPort = 29400;  // torchrun's
 
 // One dlaunch per Slurm task or MPI rank.
 Status ApplyTasks(const Detected& d, int nproc, Options& o, Surroundings& out) {
@@ -36,7 +36,7 @@ Status ApplyTasks(const Detected& d, int nproc, Options& o, Surroundings& out) {
   if (!o.rdzv_endpoint.empty()) return Status::Ok();
   if (!d.master_addr.empty()) {
     // Slurm's first host, or AZ_BATCH_MASTER_NODE (whose port is MASTER_PORT's).
-    o.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(kDefaultRdzvPort));
+    o.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(rendezvous::kDefaultRdzvPort));
     if (d.master_port && !o.master_port) o.master_port = d.master_port;
     return Status::Ok();
   }

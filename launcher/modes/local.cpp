@@ -26,15 +26,13 @@
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
+#include "rendezvous/coordinator.hpp"
 
 namespace fs = std::filesystem;
 
 namespace dlaunch::launcher {
 
 namespace {
-
-// torch.distributed.launch's default port for static multi-node jobs.
-constexpr int kDefaultMasterPort = 29500;
 
 // Where a job's files go. `run` holds what the user reads (logs, stacks-N.txt):
 // --log-dir/RUN_ID, else a fresh directory under $TMPDIR (or /tmp). `private_dir`
@@ -150,7 +148,7 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
     layout.master_port = r->port();
     master_hold = std::move(*r);
   } else {
-    layout.master_port = kDefaultMasterPort;
+    layout.master_port = rendezvous::kDefaultMasterPort;
   }
   if (!layout.roles.empty()) {
     for (int i = 0; i < n; ++i) {

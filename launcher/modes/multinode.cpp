@@ -23,6 +23,7 @@
 #include "launcher/modes/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/coordinator.hpp"
 #include "rendezvous/server.hpp"
 
 namespace dlaunch::launcher {
@@ -32,7 +33,6 @@ namespace rdzv = dlaunch::rendezvous;
 
 namespace {
 
-constexpr int kDefaultRdzvPort = 29400;  // torchrun's
 // How long the host keeps serving after its own exit barrier, so the other
 // agents receive their last message.
 constexpr std::chrono::seconds kHostDrain{2};
@@ -212,7 +212,7 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
     return code;
   };
   auto PrintLog = [&console](const std::string& line) { console.Say(line); };
-  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(r.endpoint, kDefaultRdzvPort, "--rdzv-endpoint");
+  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(r.endpoint, rdzv::kDefaultRdzvPort, "--rdzv-endpoint");
   if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
 
   const std::string& run_id = r.coordinator.run_id;

@@ -79,6 +79,11 @@ usage_error "--rdzv-id over 1024 bytes" "--rdzv-id: 5000 bytes is over the limit
 usage_error "--explain checks --roles" "--roles: counts add up to 2 but --nproc-per-node is 3" -- \
   --explain --nproc-per-node 3 --roles chief:1,worker:1
 usage_error "--nodes n1,n1" "--nodes: host 'n1' is listed twice (node ranks 0 and 1)" -- --explain --nodes n1,n1 "${W[@]}"
+# --explain refuses what a run would (it once returned before these checks).
+usage_error "--explain checks --local-ranks-filter" "--local-ranks-filter: local rank 5 is outside this node (0-1)" -- \
+  --explain --local-ranks-filter 5 --nproc-per-node 2 -- true
+usage_error "--explain reads --rdzv-token-file" "token file $TMP/no-such-token: No such file or directory" -- \
+  --explain --nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-token-file "$TMP/no-such-token" "${W[@]}"
 usage_error "a bare IPv6 literal with :N in -H" \
   "-H: ambiguous host '2001:db8::1:8' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)" -- \
   --explain -H 2001:db8::1:8 "${W[@]}"

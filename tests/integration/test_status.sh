@@ -314,7 +314,9 @@ PYEOF
   (((c1 - c0) <= 15)) || fail "EMFILE: dlaunch used $((c1 - c0)) ticks of CPU in 1s (a busy loop?)"
   assert_file_matches "$TMP/st6.err" "^dlaunch: $sock: cannot accept connections \(Too many open files\); retrying, backing off to 1s$" \
     "EMFILE: said once"
-  # The flap: one descriptor more, one client in (a queued one), full again.
+  # A flap: one descriptor more lets a queued client in, and the table is full
+  # again. (Sessions the crowd leaves silent time out after 2 s and make such
+  # flaps too, under load sooner; the raise makes sure there is at least one.)
   prlimit --pid "$pid" --nofile=$((nfd + 4)): || fail "prlimit --pid $pid failed"
   wait_for 10 file_has "$TMP/st6.err" "accepting connections again" || fail "EMFILE: the flap's client was never let in"
   # The next accept fails at once (clients are still queued); an absence has no

@@ -12,13 +12,13 @@
 namespace dlaunch::launcher {
 namespace {
 
-struct Want {
+struct WantHost {
   std::string host;
   std::optional<int> slots;
   std::vector<int> only = {};
 };
 
-void CheckHosts(const Result<std::vector<HostEntry>>& got, const std::vector<Want>& want) {
+void CheckHosts(const Result<std::vector<HostEntry>>& got, const std::vector<WantHost>& want) {
   INFO((got.ok() ? std::string("ok") : got.status().message()));
   REQUIRE(got.ok());
   REQUIRE(got->size() == want.size());

@@ -232,6 +232,10 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
   for (const Row& row : rows) {
     INFO(row.name);
     CHECK(Summary(MustDecide(row)) == row.want);
+    // --explain shows the plan that the run would execute, to the last field.
+    Row explained = row;
+    explained.args.insert(explained.args.begin(), "--explain");
+    CHECK(Summary(MustDecide(explained)) == row.want);
   }
 }
 
@@ -250,6 +254,14 @@ TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
     REQUIRE(o.ok());
     Result<Plan> p = Decide(*o, envmap::Detect(env), MachineFacts{"here", 2, {}, "x"}, env);
     REQUIRE_FALSE(p.ok());
+    // --explain refuses what the run would, in the same words (it once
+    // returned before the last checks: local ranks, the token file).
+    args.insert(args.begin(), "--explain");
+    Result<Options> explain = ParseCommandLine(args, env);
+    REQUIRE(explain.ok());
+    Result<Plan> explained = Decide(*explain, envmap::Detect(env), MachineFacts{"here", 2, {}, "x"}, env);
+    REQUIRE_FALSE(explained.ok());
+    CHECK(explained.status().message() == p.status().message());
     return p.status().message();
   };
   CHECK(error({}, {"--nproc-per-node", "gpu", "--", "true"}) == "--nproc-per-node: 'gpu' given but no GPU is visible");

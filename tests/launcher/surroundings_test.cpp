@@ -26,7 +26,7 @@ Options MustParse(std::vector<std::string> args) {
 }
 
 // The layout a case expects after ApplySurroundings.
-struct Want {
+struct WantApplied {
   bool applied;
   bool needs_mpi_bootstrap;
   int nodes;
@@ -43,7 +43,7 @@ struct Case {
   EnvMap env;
   std::vector<std::string> flags;
   int nproc;
-  Want want;
+  WantApplied want;
 };
 
 std::string Show(const ProcessView& v) {
