@@ -511,7 +511,10 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
       if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'", arg));
       if (arg.size() > 2) inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
     }
-    saw_flag = true;
+    // --explain asks about the run without changing it: `dlaunch --explain --
+    // CMD` shows the entrypoint form's plan (sized to the node), as `dlaunch --
+    // CMD` would run it.
+    if (std::string_view(flag->name) != "explain") saw_flag = true;
 
     std::string value;
     switch (flag->arity) {
