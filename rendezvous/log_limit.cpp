@@ -1,5 +1,7 @@
 #include "rendezvous/log_limit.hpp"
 
+#include <algorithm>
+
 namespace dlaunch::rendezvous {
 
 LogLimiter::LogLimiter(Sink sink, std::chrono::milliseconds window, std::size_t burst)
@@ -39,6 +41,24 @@ void LogLimiter::End(std::map<std::string, Window>::iterator it) {
   Window w = std::move(it->second);
   windows_.erase(it);
   if (w.held > 0 && w.held_line && sink_) sink_(w.held_line(w.held));
+}
+
+AcceptBackoff::Retry AcceptBackoff::Failed(Clock::time_point now) {
+  wait_ = wait_.count() == 0 ? std::chrono::milliseconds(100)
+                             : std::min<std::chrono::milliseconds>(wait_ * 2, std::chrono::seconds(1));
+  Retry retry{wait_};
+  if (!unanswered_ && (!said_ || now - *said_ >= std::chrono::minutes(1))) {
+    said_ = now;
+    unanswered_ = retry.say = true;
+  }
+  return retry;
+}
+
+bool AcceptBackoff::Accepted() {
+  wait_ = std::chrono::milliseconds(0);
+  bool answer = unanswered_;
+  unanswered_ = false;
+  return answer;
 }
 
 }  // namespace dlaunch::rendezvous

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace dlaunch::rendezvous {
@@ -58,6 +59,33 @@ class LogLimiter {
   std::chrono::milliseconds window_;
   std::size_t burst_;
   std::map<std::string, Window> windows_;  // keys with an open window
+};
+
+// The retry delays and the lines of an accept loop that is out of descriptors
+// (EMFILE) or memory. The failed connection stays queued, so accepting again at
+// once fails again at once: a busy loop. The loop waits 100 ms instead, doubling
+// to 1 s. It says so once per shortage and at most once a minute: a shortage
+// that lets a connection through now and then (a client leaves, a session times
+// out) would otherwise be said again at every such flap, and one that comes back
+// within the minute is said when the minute is over, if it still lasts.
+// "Accepting again" answers a shortage that was said, once. Shared by the live
+// view's server and the coordinator's; the caller passes the time.
+class AcceptBackoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Retry {
+    std::chrono::milliseconds wait;  // before the next accept
+    bool say = false;                // the line "cannot accept connections" is due
+  };
+  // accept() failed at `now`.
+  Retry Failed(Clock::time_point now);
+  // accept() succeeded: true when "accepting connections again" is due.
+  bool Accepted();
+
+ private:
+  std::chrono::milliseconds wait_{0};  // 0: accept() is not failing
+  std::optional<Clock::time_point> said_;
+  bool unanswered_ = false;  // said, and "accepting again" not yet
 };
 
 }  // namespace dlaunch::rendezvous

@@ -82,11 +82,7 @@ void CoordinatorServer::Accept() {
   acceptor_.async_accept([this, alive = alive_](boost::system::error_code ec, tcp::socket socket) {
     if (!*alive) return;
     if (ec) return AcceptFailed(ec);
-    if (accept_backoff_.count() > 0) {
-      accept_backoff_ = std::chrono::milliseconds(0);
-      if (shortage_unanswered_ && log_) log_(subject_ + ": accepting connections again");
-      shortage_unanswered_ = false;
-    }
+    if (accept_backoff_.Accepted() && log_) log_(subject_ + ": accepting connections again");
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
@@ -112,22 +108,12 @@ void CoordinatorServer::AcceptFailed(const boost::system::error_code& ec) {
   if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
   // The peer gave up between SYN and accept(): nothing wrong here.
   if (ec == asio::error::connection_aborted) return Accept();
-  // Out of fds (EMFILE) or memory: the pending connection stays queued, so
-  // accepting again at once fails again at once, a busy loop. Wait instead, and
-  // say so once rather than for every try.
-  accept_backoff_ = accept_backoff_.count() == 0
-                       ? std::chrono::milliseconds(100)
-                       : std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
-  // Said once a minute at most: a shortage that comes back within a minute of
-  // the last line is said when that minute is over, if it still lasts.
-  auto now = std::chrono::steady_clock::now();
-  if (!shortage_unanswered_ && (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1))) {
-    shortage_said_ = now;
-    shortage_unanswered_ = true;
-    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
-                               ec.message(), FormatDuration(accept_backoff_)));
-  }
-  accept_timer_.expires_after(accept_backoff_);
+  // Out of fds or memory: wait, and say so once (AcceptBackoff).
+  AcceptBackoff::Retry retry = accept_backoff_.Failed(Clock::now());
+  if (retry.say && log_)
+    log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
+                     ec.message(), FormatDuration(retry.wait)));
+  accept_timer_.expires_after(retry.wait);
   accept_timer_.async_wait([this, alive = alive_](boost::system::error_code e) {
     if (!e && *alive) Accept();
   });

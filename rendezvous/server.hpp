@@ -145,11 +145,7 @@ class CoordinatorServer {
   std::optional<std::chrono::milliseconds> expire_after_;
   std::map<std::string, Clock::time_point> idle_since_;  // jobs with no connection, since when
   boost::asio::steady_timer accept_timer_;
-  std::chrono::milliseconds accept_backoff_{0};  // 0: accept() is not failing
-  // Said once a minute at most, as LiveServer does: a shortage that lets a
-  // connection through now and then is one shortage, not one per flap.
-  std::optional<std::chrono::steady_clock::time_point> shortage_said_;
-  bool shortage_unanswered_ = false;  // "accepting again" is due
+  AcceptBackoff accept_backoff_;
   LogLimiter peer_log_;  // the lines peers cause: drops, and the jobs' limited Log lines
   std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -182,11 +182,7 @@ void LiveServer::Accept() {
   acceptor_.async_accept([this, alive = life_.token()](boost::system::error_code ec, Local::socket socket) {
     if (alive.expired()) return;
     if (ec) return AcceptFailed(ec);
-    if (accept_backoff_.count() > 0) {
-      accept_backoff_ = std::chrono::milliseconds(0);
-      if (shortage_unanswered_ && log_) log_(fmt::format("{}: accepting connections again", path_));
-      shortage_unanswered_ = false;
-    }
+    if (accept_backoff_.Accepted() && log_) log_(fmt::format("{}: accepting connections again", path_));
     // Only this user (or root) may ask, whatever the file's mode says.
     ucred cred{};
     socklen_t len = sizeof cred;
@@ -211,20 +207,11 @@ void LiveServer::Accept() {
 void LiveServer::AcceptFailed(const boost::system::error_code& ec) {
   if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
   if (ec == asio::error::connection_aborted) return Accept();
-  // Out of descriptors (EMFILE) or memory: the connection stays queued, so
-  // accepting again at once fails again at once, a busy loop. Wait instead.
-  accept_backoff_ = accept_backoff_.count() == 0
-                       ? std::chrono::milliseconds(100)
-                       : std::min<std::chrono::milliseconds>(accept_backoff_ * 2, std::chrono::seconds(1));
-  // Said once a minute at most: a shortage that comes back within a minute of
-  // the last line is said when that minute is over, if it still lasts.
-  auto now = std::chrono::steady_clock::now();
-  if (!shortage_unanswered_ && (!shortage_said_ || now - *shortage_said_ >= std::chrono::minutes(1))) {
-    shortage_said_ = now;
-    shortage_unanswered_ = true;
-    if (log_) log_(fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", path_, ec.message()));
-  }
-  accept_timer_.expires_after(accept_backoff_);
+  // Out of descriptors or memory: wait, and say so once (AcceptBackoff).
+  rendezvous::AcceptBackoff::Retry retry = accept_backoff_.Failed(std::chrono::steady_clock::now());
+  if (retry.say && log_)
+    log_(fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", path_, ec.message()));
+  accept_timer_.expires_after(retry.wait);
   accept_timer_.async_wait([this, alive = life_.token()](boost::system::error_code e) {
     if (!e && !alive.expired()) Accept();
   });

@@ -36,6 +36,7 @@
 #include "envmap/status.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/process/runner.hpp"
+#include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::launcher {
 
@@ -143,13 +144,7 @@ class LiveServer {
   LiveServerOptions options_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_timer_;
-  std::chrono::milliseconds accept_backoff_{0};
-  // A shortage of descriptors is said once a minute at most: one that lets a
-  // connection through now and then (a client leaves, a session times out)
-  // would otherwise be said again at every such flap. "Accepting again"
-  // answers a said "cannot accept", once.
-  std::optional<std::chrono::steady_clock::time_point> shortage_said_;
-  bool shortage_unanswered_ = false;
+  rendezvous::AcceptBackoff accept_backoff_;
   // Shared with the handlers of each session's pending operations: Asio's
   // composed read touches the session's buffer once more when it is cancelled.
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;

@@ -78,3 +78,37 @@ TEST_CASE("log limit: no sink writes nothing and keeps nothing", "[log_limit]") 
 }
 
 }  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("AcceptBackoff: waits 100 ms doubling to 1 s, says a shortage once, flaps included", "[log_limit]") {
+  using namespace std::chrono_literals;
+  AcceptBackoff b;
+  const AcceptBackoff::Clock::time_point t0{};
+  CHECK_FALSE(b.Accepted());  // nothing was said: no "again"
+  AcceptBackoff::Retry r = b.Failed(t0);
+  CHECK(r.wait == 100ms);
+  CHECK(r.say);
+  std::vector<std::chrono::milliseconds> waits;
+  for (int i = 0; i < 5; ++i) {
+    r = b.Failed(t0 + 1s);
+    waits.push_back(r.wait);
+    CHECK_FALSE(r.say);
+  }
+  CHECK(waits == std::vector<std::chrono::milliseconds>{200ms, 400ms, 800ms, 1000ms, 1000ms});
+  CHECK(b.Accepted());        // "accepting again", once
+  CHECK_FALSE(b.Accepted());
+  // A flap within the minute: the wait starts again at 100 ms, nothing is said.
+  r = b.Failed(t0 + 30s);
+  CHECK(r.wait == 100ms);
+  CHECK_FALSE(r.say);
+  CHECK_FALSE(b.Accepted());  // and no "again" for a shortage not said
+  // A shortage that comes back within the minute and lasts is said once the minute is over.
+  CHECK_FALSE(b.Failed(t0 + 40s).say);
+  CHECK_FALSE(b.Failed(t0 + 59s).say);
+  CHECK(b.Failed(t0 + 60s).say);
+  CHECK_FALSE(b.Failed(t0 + 61s).say);
+  CHECK(b.Accepted());
+}
+
+}  // namespace dlaunch::rendezvous
