@@ -1,7 +1,7 @@
 // The agent of one node, as a state machine with no sockets and no clock: the
 // mirror of coordinator.hpp on the other end of the connection.
 //
-// The session layer (launcher/modes/agent.hpp) owns the connection, the timer and the
+// The session layer (rendezvous/agent_session.hpp) owns the connection, the timer and the
 // local workers. It reports what happens (a connect finished or failed, a message
 // arrived, the connection closed, the workers finished, time passed) and carries
 // out the actions each call returns, in order. All methods are called from one

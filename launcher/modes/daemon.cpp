@@ -14,7 +14,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/modes/job_hang.hpp"
+#include "launcher/jobwide/job_hang.hpp"
 #include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"

@@ -20,7 +20,7 @@
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/modes/job_live.hpp"
+#include "launcher/jobwide/job_live.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"

@@ -18,9 +18,9 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/modes/agent.hpp"
-#include "launcher/modes/job_hang.hpp"
-#include "launcher/modes/job_live.hpp"
+#include "rendezvous/agent_session.hpp"
+#include "launcher/jobwide/job_hang.hpp"
+#include "launcher/jobwide/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
@@ -74,7 +74,7 @@ class NodeMode {
         server_(std::move(server)),
         drain_(loop.io()),
         agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
-               Agent::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
+               rdzv::AgentSession::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
                             [this](int code, const std::string& error) { Finish(code, error); },
                             [this](const std::string& line) { console_.Say(line); },
                             [this](int id, const std::string& what) { Query(id, what); }}),
@@ -154,7 +154,7 @@ class NodeMode {
                                       {"world_size", a.world_size},
                                       {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
     task_holds_.clear();  // the TF tasks bind their ports now
-    run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &agent_, [this](int code) { agent_.WorkersDone(code); });
+    run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &channel_, [this](int code) { agent_.WorkersDone(code); });
     live_.SetRun(run_.get());
   }
 
@@ -194,7 +194,16 @@ class NodeMode {
   asio::steady_timer drain_;
   std::chrono::steady_clock::time_point drain_deadline_;
   int code_ = 1;
-  Agent agent_;
+  rdzv::AgentSession agent_;
+  // The runner's side of the session.
+  struct Channel : JobChannel {
+    explicit Channel(rdzv::AgentSession& s) : session(s) {}
+    void Attach(std::function<void(int, const std::string&)> abort) override { session.Attach(std::move(abort)); }
+    void LocalFailure(int rank, int code, const std::string& reason) override {
+      session.LocalFailure(rank, code, reason);
+    }
+    rdzv::AgentSession& session;
+  } channel_{agent_};
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
   RunLiveSource& live_;

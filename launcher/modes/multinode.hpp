@@ -5,7 +5,7 @@
 #include "envmap/layout.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
-#include "launcher/modes/job_live.hpp"
+#include "launcher/jobwide/job_live.hpp"
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"

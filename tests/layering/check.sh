@@ -14,7 +14,8 @@ declare -A MAY=(
   [launcher/core]="envmap"
   [launcher/config]="envmap rendezvous launcher/core"
   [launcher/process]="envmap rendezvous launcher/core"
-  [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process"
+  [launcher/jobwide]="envmap rendezvous launcher/core launcher/process"
+  [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process launcher/jobwide"
 )
 # The command line's flag struct is read by config/ (Decide) and main.cpp only;
 # the modes take a Plan. A file elsewhere that includes it is refused.
@@ -32,7 +33,7 @@ check() {
   while IFS= read -r file; do
     dir=$(dirname "$file")
     case $dir in
-      launcher/core* | launcher/config* | launcher/process* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
+      launcher/core* | launcher/config* | launcher/process* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
       launcher | launcher/mpi_bootstrap) continue ;;  # main.cpp and the helper wire everything
       envmap* | rendezvous*) dir=${dir%%/*} ;;
       *) continue ;;
@@ -58,6 +59,12 @@ check() {
       fi
     done < <(sed -nE 's/^#include "((envmap|rendezvous|launcher)\/[^"]+)".*/\1/p' "$file")
   done < <(find envmap rendezvous launcher -name '*.cpp' -o -name '*.hpp' | sort)
+  # tests/ mirrors the source folders: a unit test sits under tests/ at the path
+  # of the folder it tests (tests/launcher/process/ for launcher/process/).
+  while IFS= read -r file; do
+    dir=$(dirname "${file#tests/}")
+    [[ -d $dir ]] || { echo "$file: tests/ mirrors the source folders, and there is no $dir/"; bad=1; }
+  done < <(find tests -name '*_test.cpp' 2>/dev/null | sort)
   # The event loop's rule (launcher/core/event_loop.hpp): only event_loop.cpp
   # runs an io_context; everything else arms handlers and returns.
   local hit
@@ -84,12 +91,15 @@ if [[ ${1:-} == --self-test ]]; then
   tmp=$(mktemp -d) || exit 2
   trap 'rm -rf "$tmp"' EXIT
   cp -r "$root/envmap" "$root/rendezvous" "$root/launcher" "$tmp/"
+  mkdir -p "$tmp/tests/launcher/process" "$tmp/tests/launcher/things"
+  touch "$tmp/tests/launcher/process/runner_test.cpp" "$tmp/tests/launcher/things/runner_test.cpp"
   # The planted arrows: core reaching up into process, and a process file
   # reading the flag struct.
   echo '#include "launcher/process/runner.hpp"' >>"$tmp/launcher/core/text.cpp"
   echo '#include "launcher/config/cli.hpp"' >>"$tmp/launcher/process/summary.cpp"
   # ... and a mode running the loop itself.
   echo 'void Planted(boost::asio::io_context& io) { io.run_one(); }' >>"$tmp/launcher/modes/remote.cpp"
+  # ... and a test in a folder that mirrors nothing (tests/launcher/things/ above).
   # ... and a regex over a worker's text.
   echo '#include <regex>' >>"$tmp/rendezvous/codec.cpp"
   out=$(check "$tmp")
@@ -97,15 +107,16 @@ if [[ ${1:-} == --self-test ]]; then
   expect1="launcher/core/text.cpp: includes launcher/process/runner.hpp, but launcher/core may include only: envmap"
   expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: envmap rendezvous launcher/core"
   expect3="launcher/modes/remote.cpp: runs an io_context ($(wc -l <"$tmp/launcher/modes/remote.cpp"): void Planted(boost::asio::io_context& io) { io.run_one(); }); only launcher/core/event_loop.cpp may (event_loop.hpp)"
+  expect5="tests/launcher/things/runner_test.cpp: tests/ mirrors the source folders, and there is no launcher/things/"
   expect4="rendezvous/codec.cpp: uses std::regex ($(wc -l <"$tmp/rendezvous/codec.cpp"): #include <regex>); envmap/, rendezvous/ and launcher/ scan text by hand (issue 18)"
   if ((rc != 1)) || ! grep -qxF "$expect1" <<<"$out" || ! grep -qxF "$expect2" <<<"$out" ||
-    ! grep -qxF "$expect3" <<<"$out" || ! grep -qxF "$expect4" <<<"$out"; then
+    ! grep -qxF "$expect3" <<<"$out" || ! grep -qxF "$expect4" <<<"$out" || ! grep -qxF "$expect5" <<<"$out"; then
     echo "layering self-test: the planted includes were not refused as expected (rc $rc):"
     echo "$out"
     exit 1
   fi
-  [[ $(wc -l <<<"$out") -eq 5 ]] || { echo "layering self-test: more refused than planted:"; echo "$out"; exit 1; }
-  echo "layering self-test: the planted arrows, loop runner and regex refused"
+  [[ $(wc -l <<<"$out") -eq 6 ]] || { echo "layering self-test: more refused than planted:"; echo "$out"; exit 1; }
+  echo "layering self-test: the planted arrows, loop runner, regex and misplaced test refused"
   exit 0
 fi
 check "${1:?usage: check.sh SOURCE_ROOT}"

@@ -1,4 +1,4 @@
-#include "launcher/modes/agent.hpp"
+#include "rendezvous/agent_session.hpp"
 
 #include <fcntl.h>
 
@@ -6,14 +6,13 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
-namespace dlaunch::launcher {
+namespace dlaunch::rendezvous {
 
 namespace asio = boost::asio;
-namespace rdzv = dlaunch::rendezvous;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-Agent::Agent(asio::io_context& io, rdzv::HostPort target, rdzv::AgentMachineOptions options, Hooks hooks)
+AgentSession::AgentSession(asio::io_context& io, HostPort target, AgentMachineOptions options, Hooks hooks)
     : io_(io),
       target_(std::move(target)),
       hooks_(std::move(hooks)),
@@ -21,42 +20,42 @@ Agent::Agent(asio::io_context& io, rdzv::HostPort target, rdzv::AgentMachineOpti
       resolver_(io),
       timer_(io) {}
 
-Agent::~Agent() {
+AgentSession::~AgentSession() {
   *alive_ = false;
   HangUp();
   timer_.cancel();
 }
 
-void Agent::Start() { Apply(machine_.Start(Clock::now())); }
+void AgentSession::Start() { Apply(machine_.Start(Clock::now())); }
 
-void Agent::WorkersDone(int code) {
+void AgentSession::WorkersDone(int code) {
   abort_ = nullptr;
   Apply(machine_.OnWorkersDone(code, Clock::now()));
 }
 
-void Agent::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
+void AgentSession::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
 
-void Agent::Answer(int id, std::vector<std::string> items) { Apply(machine_.Answer(id, std::move(items))); }
+void AgentSession::Answer(int id, std::vector<std::string> items) { Apply(machine_.Answer(id, std::move(items))); }
 
-void Agent::LocalFailure(int rank, int code, const std::string& reason) {
+void AgentSession::LocalFailure(int rank, int code, const std::string& reason) {
   Apply(machine_.OnWorkerFailed(rank, code, reason));
 }
 
-void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
-  for (rdzv::AgentAction& action : actions) {
-    if (std::holds_alternative<rdzv::DoConnect>(action)) {
+void AgentSession::Apply(std::vector<AgentAction> actions) {
+  for (AgentAction& action : actions) {
+    if (std::holds_alternative<DoConnect>(action)) {
       Connect();
-    } else if (auto* send = std::get_if<rdzv::DoSend>(&action)) {
+    } else if (auto* send = std::get_if<DoSend>(&action)) {
       if (conn_) conn_->Send(send->message);
-    } else if (std::holds_alternative<rdzv::DoHangUp>(action)) {
+    } else if (std::holds_alternative<DoHangUp>(action)) {
       HangUp();
-    } else if (auto* run = std::get_if<rdzv::DoRunWorkers>(&action)) {
+    } else if (auto* run = std::get_if<DoRunWorkers>(&action)) {
       hooks_.run(run->assignment);
-    } else if (auto* stop = std::get_if<rdzv::DoStopWorkers>(&action)) {
+    } else if (auto* stop = std::get_if<DoStopWorkers>(&action)) {
       if (abort_) abort_(stop->code, stop->reason);
-    } else if (auto* notice = std::get_if<rdzv::DoNotice>(&action)) {
+    } else if (auto* notice = std::get_if<DoNotice>(&action)) {
       hooks_.notice(notice->line);
-    } else if (auto* query = std::get_if<rdzv::DoQuery>(&action)) {
+    } else if (auto* query = std::get_if<DoQuery>(&action)) {
       // Answered later, from the hook's own handler: a posted answer never runs
       // inside this loop over actions.
       if (hooks_.query) {
@@ -67,7 +66,7 @@ void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
           if (*alive) Answer(id, {});
         });
       }
-    } else if (auto* finish = std::get_if<rdzv::DoFinish>(&action)) {
+    } else if (auto* finish = std::get_if<DoFinish>(&action)) {
       timer_.cancel();
       hooks_.finish(finish->code, finish->error);
       return;  // the owner may be tearing everything down
@@ -76,7 +75,7 @@ void Agent::Apply(std::vector<rdzv::AgentAction> actions) {
   ArmTimer();
 }
 
-void Agent::ArmTimer() {
+void AgentSession::ArmTimer() {
   std::optional<Clock::time_point> deadline = machine_.NextDeadline();
   if (!deadline) {
     timer_.cancel();
@@ -89,7 +88,7 @@ void Agent::ArmTimer() {
   });
 }
 
-void Agent::Connect() {
+void AgentSession::Connect() {
   HangUp();
   std::uint64_t attempt = ++attempt_;
   auto failed = [this, attempt, alive = alive_](const std::string& why) {
@@ -105,9 +104,9 @@ void Agent::Connect() {
                           if (ec) return failed(ec.message());
                           auto socket = std::move(*connecting_);
                           connecting_.reset();
-                          conn_ = std::make_shared<rdzv::Connection>(std::move(socket));
+                          conn_ = std::make_shared<Connection>(std::move(socket));
                           conn_->Start(
-                              [this, attempt, alive](rdzv::Message m) {
+                              [this, attempt, alive](Message m) {
                                 if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
                               },
                               [this, attempt, alive](const Status& why) {
@@ -136,7 +135,7 @@ void Agent::Connect() {
                           });
 }
 
-void Agent::HangUp() {
+void AgentSession::HangUp() {
   ++attempt_;  // whatever the old attempt still reports is stale now
   resolver_.cancel();
   if (connecting_) {
@@ -150,4 +149,4 @@ void Agent::HangUp() {
   }
 }
 
-}  // namespace dlaunch::launcher
+}  // namespace dlaunch::rendezvous

@@ -1,4 +1,4 @@
-#include "launcher/modes/job_hang.hpp"
+#include "launcher/jobwide/job_hang.hpp"
 
 #include <algorithm>
 #include <cerrno>

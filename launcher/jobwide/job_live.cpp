@@ -1,4 +1,4 @@
-#include "launcher/modes/job_live.hpp"
+#include "launcher/jobwide/job_live.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "launcher/modes/job_hang.hpp"
+#include "launcher/jobwide/job_hang.hpp"
 #include "launcher/process/stacks.hpp"
 
 namespace dlaunch::launcher {

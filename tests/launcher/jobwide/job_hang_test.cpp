@@ -1,6 +1,6 @@
 // A hang of a multi-node job: a node's stacks as Report items that always fit
 // the wire, and the host's summary over every node's ranks.
-#include "launcher/modes/job_hang.hpp"
+#include "launcher/jobwide/job_hang.hpp"
 
 #include <filesystem>
 #include <fstream>

@@ -1,7 +1,7 @@
 // The live view of a whole job: every node's status rows merged from an
 // on-demand query's answer (rendezvous input: checked, never trusted), and the
 // client preferring the host's job-wide reply to a node's own.
-#include "launcher/modes/job_live.hpp"
+#include "launcher/jobwide/job_live.hpp"
 
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
