@@ -1,11 +1,13 @@
 // A fresh directory for one unit test (mkdtemp under $TMPDIR, or /tmp), removed
 // with everything in it when the test ends. Shared by the unit tests that touch
-// files, so that each does not grow its own.
+// files, so that each does not grow its own; and ReadFile, which they share.
 #pragma once
 
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -34,5 +36,13 @@ class TempDir {
 
   std::string path;
 };
+
+// The whole file, or "" when it cannot be read.
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 }  // namespace dlaunch::testing

@@ -21,7 +21,7 @@ namespace dlaunch::launcher {
 namespace {
 
 // The helper prints one short line; more than this is not it.
-constexpr size_t kMaxLineBytes = 4096;
+constexpr size_t kMaxBootstrapLine = 4096;
 
 bool ParseInt(std::string_view s, int& out) {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -93,7 +93,7 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
   std::string line;
   auto deadline = std::chrono::steady_clock::now() + limit;
   bool timed_out = false;
-  while (line.find('\n') == std::string::npos && line.size() < kMaxLineBytes) {
+  while (line.find('\n') == std::string::npos && line.size() < kMaxBootstrapLine) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;

@@ -21,7 +21,7 @@ Options MustParse(std::vector<std::string> args, const EnvMap& env = {}) {
   return *r;
 }
 
-std::string Error(std::vector<std::string> args, const EnvMap& env = {}) {
+std::string CliError(std::vector<std::string> args, const EnvMap& env = {}) {
   auto r = ParseCommandLine(args, env);
   REQUIRE_FALSE(r.ok());
   return r.status().message();
@@ -76,7 +76,7 @@ TEST_CASE("PET_ variables are flag defaults, and flags win over them", "[cli]") 
   CHECK(o.nproc == 3);
   CHECK(o.standalone);
   CHECK(MustParse({"--nproc_per_node=5", "t.py"}, env).nproc == 5);
-  CHECK(Error({"t.py"}, {{"PET_NPROC_PER_NODE", "x"}}) ==
+  CHECK(CliError({"t.py"}, {{"PET_NPROC_PER_NODE", "x"}}) ==
         "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got 'x' (from PET_NPROC_PER_NODE)");
 }
 
@@ -87,7 +87,7 @@ TEST_CASE("python handling and legacy switches", "[cli]") {
   CHECK(o.legacy_launch);
   CHECK(o.run_path);
   CHECK(MustParse({"-m", "pkg.train"}).module);
-  CHECK(Error({"-m", "--no-python", "x"}) == "--module: cannot be combined with --no-python");
+  CHECK(CliError({"-m", "--no-python", "x"}) == "--module: cannot be combined with --no-python");
 }
 
 TEST_CASE("short flags take attached or separate values", "[cli]") {
@@ -179,7 +179,7 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
   };
   for (const Case& c : cases) {
     INFO(c.args[0]);
-    CHECK(Error(c.args) == c.message);
+    CHECK(CliError(c.args) == c.message);
   }
 }
 
@@ -235,7 +235,7 @@ TEST_CASE("counts, sizes and durations are bounded", "[cli][bounds]") {
   };
   for (const Case& c : cases) {
     INFO(c.args[0] << " " << c.args[1]);
-    CHECK(Error(c.args) == c.message);
+    CHECK(CliError(c.args) == c.message);
   }
   // The limits themselves are allowed; a tiny positive timeout stays positive.
   CHECK(MustParse({"--nproc-per-node", "65536", "t.py"}).nproc == 65536);
@@ -246,31 +246,31 @@ TEST_CASE("counts, sizes and durations are bounded", "[cli][bounds]") {
 }
 
 TEST_CASE("rendezvous identity and configuration are checked up front", "[cli][bounds]") {
-  CHECK(Error({"--rdzv-token", "", "t.py"}) == "--rdzv-token: empty token");
-  CHECK(Error({"--rdzv-token=", "t.py"}) == "--rdzv-token: empty token");
-  CHECK(Error({"t.py"}, {{"PET_RDZV_TOKEN", ""}}) == "--rdzv-token: empty token (from PET_RDZV_TOKEN)");
-  CHECK(Error({"--rdzv-id", std::string(1025, 'x'), "t.py"}) == "--rdzv-id: 1025 bytes is over the limit of 1024");
+  CHECK(CliError({"--rdzv-token", "", "t.py"}) == "--rdzv-token: empty token");
+  CHECK(CliError({"--rdzv-token=", "t.py"}) == "--rdzv-token: empty token");
+  CHECK(CliError({"t.py"}, {{"PET_RDZV_TOKEN", ""}}) == "--rdzv-token: empty token (from PET_RDZV_TOKEN)");
+  CHECK(CliError({"--rdzv-id", std::string(1025, 'x'), "t.py"}) == "--rdzv-id: 1025 bytes is over the limit of 1024");
   CHECK(MustParse({"--rdzv-id", std::string(1024, 'x'), "t.py"}).rdzv_id.size() == 1024);
-  CHECK(Error({"--rdzv-conf", "join_timout=5", "t.py"}) == "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
-  CHECK(Error({"--rdzv-conf", "is_hots=1", "t.py"}) == "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
-  CHECK(Error({"--rdzv-conf", "zzzzzzzz=1", "t.py"}) ==
+  CHECK(CliError({"--rdzv-conf", "join_timout=5", "t.py"}) == "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
+  CHECK(CliError({"--rdzv-conf", "is_hots=1", "t.py"}) == "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
+  CHECK(CliError({"--rdzv-conf", "zzzzzzzz=1", "t.py"}) ==
         "--rdzv-conf: unknown key 'zzzzzzzz' (dlaunch reads is_host, join_timeout, last_call_timeout, heartbeat_timeout)");
   // torchrun's own c10d and etcd keys are still accepted, and ignored.
   MustParse({"--rdzv-conf", "read_timeout=9,timeout=9,close_timeout=1,keep_alive_interval=5,use_libuv=1", "t.py"});
 }
 
 TEST_CASE("--roles against --nproc-per-node is checked by the parser, so --explain refuses too", "[cli][bounds]") {
-  CHECK(Error({"--roles", "chief:1,worker:1", "--nproc-per-node", "3", "--explain"}) ==
+  CHECK(CliError({"--roles", "chief:1,worker:1", "--nproc-per-node", "3", "--explain"}) ==
         "--roles: counts add up to 2 but --nproc-per-node is 3");
-  CHECK(Error({"--nproc-per-node", "3", "--roles", "chief:1,worker:1", "t.py"}) ==
+  CHECK(CliError({"--nproc-per-node", "3", "--roles", "chief:1,worker:1", "t.py"}) ==
         "--roles: counts add up to 2 but --nproc-per-node is 3");
   MustParse({"--nproc-per-node", "2", "--roles", "chief:1,worker:1", "--explain"});
   MustParse({"--nproc-per-node", "auto", "--roles", "chief:1,worker:1", "t.py"});
 }
 
 TEST_CASE("--nodes names each host once, as -H and hostfiles do", "[cli][bounds]") {
-  CHECK(Error({"--nodes", "n1,n2,n1", "t.py"}) == "--nodes: host 'n1' is listed twice (node ranks 0 and 2)");
-  CHECK(Error({"--nodes", "[::1],::1", "t.py"}) == "--nodes: host '::1' is listed twice (node ranks 0 and 1)");
+  CHECK(CliError({"--nodes", "n1,n2,n1", "t.py"}) == "--nodes: host 'n1' is listed twice (node ranks 0 and 2)");
+  CHECK(CliError({"--nodes", "[::1],::1", "t.py"}) == "--nodes: host '::1' is listed twice (node ranks 0 and 1)");
   CHECK(MustParse({"--nodes", "[fe80::1],n2", "t.py"}).nodes == std::vector<std::string>{"fe80::1", "n2"});
 }
 

@@ -30,7 +30,7 @@ void CheckHosts(const Result<std::vector<HostEntry>>& got, const std::vector<Wan
   }
 }
 
-std::string Error(const Result<std::vector<HostEntry>>& got) {
+std::string HostfileError(const Result<std::vector<HostEntry>>& got) {
   REQUIRE_FALSE(got.ok());
   return got.status().message();
 }
@@ -58,16 +58,16 @@ TEST_CASE("a bad hostfile line is named by file and line", "[hostfile]") {
   };
   for (const Case& c : cases) {
     INFO(c.text);
-    CHECK(Error(ParseHostfile(c.text, "hosts.txt")) == c.error);
+    CHECK(HostfileError(ParseHostfile(c.text, "hosts.txt")) == c.error);
   }
 }
 
 TEST_CASE("mpirun's -H list", "[hostfile]") {
   CheckHosts(ParseHostList("n1:4,n2:4", "-H"), {{"n1", 4}, {"n2", 4}});
   CheckHosts(ParseHostList("n1,n2", "-H"), {{"n1", std::nullopt}, {"n2", std::nullopt}});
-  CHECK(Error(ParseHostList("n1:4,,n2", "-H")) == "-H: expected HOST[:SLOTS],..., got 'n1:4,,n2'");
-  CHECK(Error(ParseHostList("n1:0", "-H")) == "-H: expected HOST:SLOTS, got 'n1:0'");
-  CHECK(Error(ParseHostList("n1,n1:2", "-H")) == "-H 'n1:2': host 'n1' is listed twice (first at -H 'n1')");
+  CHECK(HostfileError(ParseHostList("n1:4,,n2", "-H")) == "-H: expected HOST[:SLOTS],..., got 'n1:4,,n2'");
+  CHECK(HostfileError(ParseHostList("n1:0", "-H")) == "-H: expected HOST:SLOTS, got 'n1:0'");
+  CHECK(HostfileError(ParseHostList("n1,n1:2", "-H")) == "-H 'n1:2': host 'n1' is listed twice (first at -H 'n1')");
 }
 
 TEST_CASE("DeepSpeed's --include and --exclude pick hosts and slots", "[hostfile]") {
@@ -79,12 +79,12 @@ TEST_CASE("DeepSpeed's --include and --exclude pick hosts and slots", "[hostfile
   // Excluding every slot of a host leaves the host out.
   CheckHosts(FilterHosts(hosts(), "", "w1:0,1,2,3"), {{"w0", 4}, {"w2", 4}});
 
-  CHECK(Error(FilterHosts(hosts(), "w9", "")) == "--include: host 'w9' is not in the node list");
-  CHECK(Error(FilterHosts(hosts(), "w0:4", "")) == "--include: host 'w0' has slots 0-3, not 4");
-  CHECK(Error(FilterHosts(hosts(), "w0:x", "")) == "--include: expected HOST[:SLOT,SLOT][@HOST...], got 'w0:x'");
-  CHECK(Error(FilterHosts(hosts(), "w0", "w1")) == "--include and --exclude: give one of them, not both");
-  CHECK(Error(FilterHosts(hosts(), "", "w0@w1@w2")) == "--exclude w0@w1@w2: no host is left");
-  CHECK(Error(FilterHosts(*ParseHostList("a,b", "-H"), "a:0", "")) == "--include: host 'a' has no slot count to pick from");
+  CHECK(HostfileError(FilterHosts(hosts(), "w9", "")) == "--include: host 'w9' is not in the node list");
+  CHECK(HostfileError(FilterHosts(hosts(), "w0:4", "")) == "--include: host 'w0' has slots 0-3, not 4");
+  CHECK(HostfileError(FilterHosts(hosts(), "w0:x", "")) == "--include: expected HOST[:SLOT,SLOT][@HOST...], got 'w0:x'");
+  CHECK(HostfileError(FilterHosts(hosts(), "w0", "w1")) == "--include and --exclude: give one of them, not both");
+  CHECK(HostfileError(FilterHosts(hosts(), "", "w0@w1@w2")) == "--exclude w0@w1@w2: no host is left");
+  CHECK(HostfileError(FilterHosts(*ParseHostList("a,b", "-H"), "a:0", "")) == "--include: host 'a' has no slot count to pick from");
 }
 
 TEST_CASE("workers per node: picked slots, else --nproc-per-node, else the list's slots", "[hostfile]") {
@@ -104,32 +104,32 @@ TEST_CASE("IPv6 literals: bracketed in -H and hostfiles, bare in hostfile lines"
              {{"fe80::1", 2}, {"::1", std::nullopt}, {"2001:db8::1:8", std::nullopt}, {"fe80::2", 4}, {"::2", 3},
               {"fe80::3%eth0", std::nullopt}});
   CheckHosts(ParseHostList("[fe80::1]:4,[::1],n1:2", "-H"), {{"fe80::1", 4}, {"::1", std::nullopt}, {"n1", 2}});
-  CHECK(Error(ParseHostList("2001:db8::1:8", "-H")) ==
+  CHECK(HostfileError(ParseHostList("2001:db8::1:8", "-H")) ==
         "-H: ambiguous host '2001:db8::1:8' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
-  CHECK(Error(ParseHostList("n1,::1", "-H")) ==
+  CHECK(HostfileError(ParseHostList("n1,::1", "-H")) ==
         "-H: ambiguous host '::1' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
-  CHECK(Error(ParseHostList("[fe80::1", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[fe80::1'");
-  CHECK(Error(ParseHostList("[n1]:2", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[n1]:2'");
-  CHECK(Error(ParseHostList("[::1]x", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[::1]x'");
-  CHECK(Error(ParseHostfile("a:b:c slots=1\n", "h")) == "hostfile h:1: expected HOST[:SLOTS] or an IPv6 address, got 'a:b:c'");
-  CHECK(Error(ParseHostfile("[::1]\n::1 slots=2\n", "h")) == "hostfile h:2: host '::1' is listed twice (first at hostfile h:1)");
+  CHECK(HostfileError(ParseHostList("[fe80::1", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[fe80::1'");
+  CHECK(HostfileError(ParseHostList("[n1]:2", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[n1]:2'");
+  CHECK(HostfileError(ParseHostList("[::1]x", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[::1]x'");
+  CHECK(HostfileError(ParseHostfile("a:b:c slots=1\n", "h")) == "hostfile h:1: expected HOST[:SLOTS] or an IPv6 address, got 'a:b:c'");
+  CHECK(HostfileError(ParseHostfile("[::1]\n::1 slots=2\n", "h")) == "hostfile h:2: host '::1' is listed twice (first at hostfile h:1)");
   // --include and --exclude take bracketed literals too.
   CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "[fe80::1]:1,2", ""), {{"fe80::1", 4, {1, 2}}});
   CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "", "[fe80::1]"), {{"n2", 4}});
 }
 
 TEST_CASE("node lists are bounded: slots and host counts", "[hostfile][bounds]") {
-  CHECK(Error(ParseHostList("n1:2000000000", "-H")) == "-H: 'n1:2000000000' is over the limit of 65536 workers per node");
-  CHECK(Error(ParseHostfile("n1 slots=65537\n", "h")) == "hostfile h:1: 'slots=65537' is over the limit of 65536 workers per node");
-  CHECK(Error(ParseHostfile("n1:70000\n", "h")) == "hostfile h:1: 'n1:70000' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostList("n1:2000000000", "-H")) == "-H: 'n1:2000000000' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostfile("n1 slots=65537\n", "h")) == "hostfile h:1: 'slots=65537' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostfile("n1:70000\n", "h")) == "hostfile h:1: 'n1:70000' is over the limit of 65536 workers per node");
   CheckHosts(ParseHostList("n1:65536", "-H"), {{"n1", 65536}});
   std::string many;
   for (int i = 0; i <= 1048576; ++i) many += fmt::format("n{},", i);
   many.pop_back();
-  CHECK(Error(ParseHostList(many, "-H")) == "-H: more than 1048576 hosts");
+  CHECK(HostfileError(ParseHostList(many, "-H")) == "-H: more than 1048576 hosts");
   std::string lines;
   for (int i = 0; i <= 1048576; ++i) lines += fmt::format("n{}\n", i);
-  CHECK(Error(ParseHostfile(lines, "big")) == "hostfile big:1048577: more than 1048576 hosts");
+  CHECK(HostfileError(ParseHostfile(lines, "big")) == "hostfile big:1048577: more than 1048576 hosts");
 }
 
 TEST_CASE("--include and --exclude merge repeated hosts", "[hostfile][bounds]") {
@@ -141,12 +141,12 @@ TEST_CASE("--include and --exclude merge repeated hosts", "[hostfile][bounds]") 
 }
 
 TEST_CASE("file content in messages is escaped", "[hostfile][bounds]") {
-  CHECK(Error(ParseHostfile(std::string("\x7f" "ELF\x02\x01\x01 slots=1\n"), "bin")) ==
+  CHECK(HostfileError(ParseHostfile(std::string("\x7f" "ELF\x02\x01\x01 slots=1\n"), "bin")) ==
         "hostfile bin:1: expected a host name, got '\\x7fELF\\x02\\x01\\x01'");
-  CHECK(Error(ParseHostfile(std::string("n0 \x1b[31mred\n"), "h")) == "hostfile h:1: expected 'slots=N', got '\\x1b[31mred'");
-  CHECK(Error(ParseHostfile(std::string("n\0 slots=1\n", 11), "h")) == "hostfile h:1: expected a host name, got 'n\\x00'");
-  CHECK(Error(ParseHostfile("-oProxyCommand=x slots=1\n", "h")) == "hostfile h:1: expected a host name, got '-oProxyCommand=x'");
-  CHECK(Error(ParseHostList("n\x01:2", "-H")) == "-H: expected a host name, got 'n\\x01:2'");
+  CHECK(HostfileError(ParseHostfile(std::string("n0 \x1b[31mred\n"), "h")) == "hostfile h:1: expected 'slots=N', got '\\x1b[31mred'");
+  CHECK(HostfileError(ParseHostfile(std::string("n\0 slots=1\n", 11), "h")) == "hostfile h:1: expected a host name, got 'n\\x00'");
+  CHECK(HostfileError(ParseHostfile("-oProxyCommand=x slots=1\n", "h")) == "hostfile h:1: expected a host name, got '-oProxyCommand=x'");
+  CHECK(HostfileError(ParseHostList("n\x01:2", "-H")) == "-H: expected a host name, got 'n\\x01:2'");
 }
 
 }  // namespace dlaunch::launcher

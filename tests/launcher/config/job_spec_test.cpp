@@ -16,7 +16,7 @@ JobSpec Must(const std::string& yaml, std::vector<std::string> sets = {}) {
   return *s;
 }
 
-std::string Error(const std::string& yaml, std::vector<std::string> sets = {}) {
+std::string SpecError(const std::string& yaml, std::vector<std::string> sets = {}) {
   Result<JobSpec> s = ParseJobSpec(yaml, "/jobs/job.yml", sets);
   REQUIRE_FALSE(s.ok());
   return s.status().message();
@@ -147,21 +147,21 @@ TEST_CASE("job spec --set overrides before the checks", "[job]") {
   CHECK(s.instances == 2);
   CHECK(s.processes == std::optional<int>(2));
   CHECK(s.env == envmap::EnvVars{{"LR", "0.1"}});
-  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"nokey"}) == "--set: expected KEY.PATH=VALUE, got 'nokey'");
-  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) == "--set command.x=1: 'command' is not a mapping");
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"nokey"}) == "--set: expected KEY.PATH=VALUE, got 'nokey'");
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) == "--set command.x=1: 'command' is not a mapping");
 }
 
 TEST_CASE("job spec errors about what a --set put there name the --set, not a line", "[job]") {
   constexpr const char* kSpec = "command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n";
-  CHECK(Error(kSpec, {"distributed.mpi.worker.count=x"}) ==
+  CHECK(SpecError(kSpec, {"distributed.mpi.worker.count=x"}) ==
         "--set distributed.mpi.worker.count=x: distributed.mpi.worker.count: expected a number from 1 to 65536, got 'x'");
-  CHECK(Error(kSpec, {"distributed.mpi.workr.count=3"}) ==
+  CHECK(SpecError(kSpec, {"distributed.mpi.workr.count=3"}) ==
         "--set distributed.mpi.workr.count=3: unknown key 'distributed.mpi.workr' (did you mean 'distributed.mpi.worker'?)");
-  CHECK(Error(kSpec, {"distributed.mpi.worker={count: 2, slots_pr: 2}"}) ==
+  CHECK(SpecError(kSpec, {"distributed.mpi.worker={count: 2, slots_pr: 2}"}) ==
         "--set distributed.mpi.worker={count: 2, slots_pr: 2}: unknown key 'distributed.mpi.worker.slots_pr' (did you "
         "mean 'distributed.mpi.worker.slots_per'?)");
   // The file's own lines are still named when the --set is not at fault.
-  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n      slot_per: 1\n",
+  CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n      slot_per: 1\n",
               {"distributed.mpi.worker.count=3"}) ==
         "/jobs/job.yml:6: unknown key 'distributed.mpi.worker.slot_per' (did you mean 'distributed.mpi.worker.slots_per'?)");
 }
@@ -178,24 +178,24 @@ TEST_CASE("job spec: where the instance count came from, for a node list that do
 }
 
 TEST_CASE("job spec errors name the file and the line", "[job]") {
-  CHECK(Error("command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n") ==
+  CHECK(SpecError("command: x\ndistributed:\n  pytorch:\n    workr:\n      count: 2\n") ==
         "/jobs/job.yml:4: unknown key 'distributed.pytorch.workr' (did you mean 'distributed.pytorch.worker'?)");
-  CHECK(Error("comand: x\n") == "/jobs/job.yml:1: unknown key 'comand' (did you mean 'command'?)");
-  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 0\n") ==
+  CHECK(SpecError("comand: x\n") == "/jobs/job.yml:1: unknown key 'comand' (did you mean 'command'?)");
+  CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 0\n") ==
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '0'");
-  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: [1]\n") ==
+  CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: [1]\n") ==
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number");
-  CHECK(Error("command: x\ndistribution:\n  type: mxnet\n") ==
+  CHECK(SpecError("command: x\ndistribution:\n  type: mxnet\n") ==
         "/jobs/job.yml:3: distribution.type: expected mpi, pytorch or tensorflow, got 'mxnet'");
-  CHECK(Error("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 2\ncompute:\n  instance_count: 3\n") ==
+  CHECK(SpecError("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 2\ncompute:\n  instance_count: 3\n") ==
         "/jobs/job.yml:3: distribution: 2 worker(s) and 0 parameter server(s) make 2 tasks, one per instance, but the "
         "instance count is 3");
-  CHECK(Error("distribution:\n  type: mpi\n") == "/jobs/job.yml: command: missing");
-  CHECK(Error("command: x\n") ==
+  CHECK(SpecError("distribution:\n  type: mpi\n") == "/jobs/job.yml: command: missing");
+  CHECK(SpecError("command: x\n") ==
         "/jobs/job.yml: needs distributed: (mpi, pytorch or tensorflow) or distribution: (type: ...)");
-  CHECK(Error("command: [x\n").starts_with("/jobs/job.yml:"));
-  CHECK(Error("- a\n- b\n") == "/jobs/job.yml: expected a job spec (a YAML mapping)");
-  CHECK(Error("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 99999999999999999999\n") ==
+  CHECK(SpecError("command: [x\n").starts_with("/jobs/job.yml:"));
+  CHECK(SpecError("- a\n- b\n") == "/jobs/job.yml: expected a job spec (a YAML mapping)");
+  CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 99999999999999999999\n") ==
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '99999999999999999999'");
 }
 
@@ -213,11 +213,11 @@ TEST_CASE("job spec: an alias bomb in the file or in a --set is refused in one l
   constexpr const char* kSpec = "command: x\ndistribution: {type: mpi}\n";
   // The --set text is quoted only in part: 64 bytes, then its size.
   std::string set = "tags=" + bomb;
-  CHECK(Error(kSpec, {set}) ==
+  CHECK(SpecError(kSpec, {set}) ==
         fmt::format("--set {}... ({} bytes): expands to more than 100000 YAML nodes (aliases count each time they are "
                     "used)",
                     set.substr(0, 64), set.size()));
-  CHECK(Error(std::string(kSpec) + "tags: " + bomb + "\n") ==
+  CHECK(SpecError(std::string(kSpec) + "tags: " + bomb + "\n") ==
         "/jobs/job.yml: expands to more than 100000 YAML nodes (aliases count each time they are used)");
   // Each --set is small, together they are not.
   std::vector<std::string> sets;
@@ -225,35 +225,35 @@ TEST_CASE("job spec: an alias bomb in the file or in a --set is refused in one l
   for (int j = 0; j < 6000; ++j) half += ", *a";
   half += "]";
   for (int i = 0; i < 2; ++i) sets.push_back(fmt::format("tags.t{}={}", i, half));
-  CHECK(Error(kSpec, sets) ==
+  CHECK(SpecError(kSpec, sets) ==
         "/jobs/job.yml with its --set values: expands to more than 100000 YAML nodes (aliases count each time they "
         "are used)");
-  CHECK(Error(kSpec, std::vector<std::string>(1001, "tags.a=1")) == "--set: 1001 given, over the limit of 1000");
+  CHECK(SpecError(kSpec, std::vector<std::string>(1001, "tags.a=1")) == "--set: 1001 given, over the limit of 1000");
 }
 
 TEST_CASE("job spec: a 20,000-deep --set is refused quoting a short prefix", "[job][bounds]") {
   constexpr const char* kSpec = "command: x\ndistribution: {type: mpi}\n";
   std::string deep_value = "tags=" + std::string(20000, '[') + std::string(20000, ']');
-  CHECK(Error(kSpec, {deep_value}) ==
+  CHECK(SpecError(kSpec, {deep_value}) ==
         fmt::format("--set {}... (40005 bytes): nested deeper than 64 levels", deep_value.substr(0, 64)));
   std::string deep_path;
   for (int i = 0; i < 20000; ++i) deep_path += "a.";
   deep_path += "b=1";
-  CHECK(Error(kSpec, {deep_path}) ==
+  CHECK(SpecError(kSpec, {deep_path}) ==
         fmt::format("--set {}... (40003 bytes): a key path of 20001 levels, over the limit of 64", deep_path.substr(0, 64)));
   // A long key from the file is cut too (an explicit key: YAML allows no plain one this long).
   std::string key(5000, 'k');
-  CHECK(Error(std::string(kSpec) + "? " + key + "\n: 1\n") == fmt::format("/jobs/job.yml:3: unknown key '{}... (5000 bytes)'", key.substr(0, 64)));
+  CHECK(SpecError(std::string(kSpec) + "? " + key + "\n: 1\n") == fmt::format("/jobs/job.yml:3: unknown key '{}... (5000 bytes)'", key.substr(0, 64)));
 }
 
 TEST_CASE("job spec: a NUL in the command or a variable is refused naming the field", "[job][bounds]") {
-  CHECK(Error("command: \"echo 'a\\0b'\"\ndistribution: {type: mpi}\n") ==
+  CHECK(SpecError("command: \"echo 'a\\0b'\"\ndistribution: {type: mpi}\n") ==
         "/jobs/job.yml:1: command: contains a NUL byte, which no command or path can hold");
-  CHECK(Error("command: x\ndistribution: {type: mpi}\nenvironment_variables:\n  A: \"x\\0y\"\n") ==
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\nenvironment_variables:\n  A: \"x\\0y\"\n") ==
         "/jobs/job.yml:4: environment_variables.A: contains a NUL byte, which no environment variable can hold");
-  CHECK(Error("command: x\ndistribution: {type: mpi}\ncode: \"a\\0b\"\n") ==
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\ncode: \"a\\0b\"\n") ==
         "/jobs/job.yml:3: code: contains a NUL byte, which no command or path can hold");
-  CHECK(Error("command: x\ndistribution: {type: mpi}\n", {"command=\"a\\0b\""}) ==
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"command=\"a\\0b\""}) ==
         "--set command=\"a\\0b\": command: contains a NUL byte, which no command or path can hold");
 }
 

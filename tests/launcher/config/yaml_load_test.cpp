@@ -23,7 +23,7 @@ std::string AliasBomb(int levels) {
   return out + "}";
 }
 
-std::string Error(const std::string& text, bool lines = true) {
+std::string YamlError(const std::string& text, bool lines = true) {
   Result<YAML::Node> r = LoadYaml(text, "spec.yml", lines);
   REQUIRE_FALSE(r.ok());
   return r.status().message();
@@ -35,7 +35,7 @@ TEST_CASE("LoadYaml refuses an alias bomb at once, counting every alias", "[yaml
   std::string bomb = AliasBomb(9);
   CHECK(bomb.size() < 600);
   auto start = std::chrono::steady_clock::now();
-  CHECK(Error(bomb) == "spec.yml: expands to more than 100000 YAML nodes (aliases count each time they are used)");
+  CHECK(YamlError(bomb) == "spec.yml: expands to more than 100000 YAML nodes (aliases count each time they are used)");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
   // Small enough bombs are ordinary documents: 9^4 leaves.
   CHECK(LoadYaml(AliasBomb(4), "spec.yml", true).ok());
@@ -54,28 +54,28 @@ TEST_CASE("LoadYaml counts to the node limit exactly", "[yaml][bounds]") {
     return out + "]";
   };
   CHECK(LoadYaml(nodes(kMaxYamlNodes), "v", false).ok());
-  CHECK(Error(nodes(kMaxYamlNodes + 1)) ==
+  CHECK(YamlError(nodes(kMaxYamlNodes + 1)) ==
         "spec.yml: expands to more than 100000 YAML nodes (aliases count each time they are used)");
 }
 
 TEST_CASE("LoadYaml refuses a cycle and deep nesting without recursing", "[yaml][bounds]") {
   // yaml-cpp registers an anchor before its contents: the alias is the node itself.
-  CHECK(Error("&a [*a]") == "spec.yml: nested deeper than 64 levels");
-  CHECK(Error("&a {k: *a}") == "spec.yml: nested deeper than 64 levels");
-  CHECK(Error(std::string(65, '[') + std::string(65, ']')) == "spec.yml: nested deeper than 64 levels");
+  CHECK(YamlError("&a [*a]") == "spec.yml: nested deeper than 64 levels");
+  CHECK(YamlError("&a {k: *a}") == "spec.yml: nested deeper than 64 levels");
+  CHECK(YamlError(std::string(65, '[') + std::string(65, ']')) == "spec.yml: nested deeper than 64 levels");
   CHECK(LoadYaml(std::string(64, '[') + std::string(64, ']'), "v", false).ok());
   // Far deeper: yaml-cpp's own guard stops the parse first, with the same line.
-  CHECK(Error(std::string(20000, '[') + std::string(20000, ']'), false) == "spec.yml: nested deeper than 64 levels");
+  CHECK(YamlError(std::string(20000, '[') + std::string(20000, ']'), false) == "spec.yml: nested deeper than 64 levels");
 }
 
 TEST_CASE("LoadYaml refuses a text over the byte limit before parsing it", "[yaml][bounds]") {
   std::string big = "x: '" + std::string(kMaxYamlBytes, 'a') + "'";
-  CHECK(Error(big) == fmt::format("spec.yml: {} bytes, over the limit of 262144", big.size()));
+  CHECK(YamlError(big) == fmt::format("spec.yml: {} bytes, over the limit of 262144", big.size()));
 }
 
 TEST_CASE("LoadYaml names the line of a parse error when asked", "[yaml]") {
-  CHECK(Error("a: 1\nb: [x\n").starts_with("spec.yml:3: "));
-  CHECK(Error("a: 1\nb: [x\n", false).starts_with("spec.yml: "));
+  CHECK(YamlError("a: 1\nb: [x\n").starts_with("spec.yml:3: "));
+  CHECK(YamlError("a: 1\nb: [x\n", false).starts_with("spec.yml: "));
   Result<YAML::Node> ok = LoadYaml("a: &x 1\nb: *x\n", "spec.yml", true);
   REQUIRE(ok.ok());
   CHECK((*ok)["b"].as<int>() == 1);

@@ -20,12 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 
-std::string Read(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using dlaunch::testing::ReadFile;
 
 }  // namespace
 
@@ -39,7 +34,7 @@ TEST_CASE("EventLog writes valid UTF-8 whatever bytes a run id, an argument or a
     log.Emit("job_started", {{"command", boost::json::array{"train.py", "--name=caf\xc3\xa9", "\xc0\xaf\x1b[2J"}},
                              {"host", "node\xe2\x9c"}});
   }
-  std::string text = Read(path);
+  std::string text = ReadFile(path);
   REQUIRE(text.ends_with("\n"));
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);  // a strict parser: invalid UTF-8 is an error
@@ -63,7 +58,7 @@ TEST_CASE("EventLog follows a symbolic link only when it is this user's or root'
     REQUIRE(own.Open(link).ok());
     own.Emit("job_started");
   }
-  CHECK(Read(target).starts_with("precious\n{\"event\":\"job_started\""));
+  CHECK(ReadFile(target).starts_with("precious\n{\"event\":\"job_started\""));
   if (geteuid() != 0) return;  // only root can give a link to another user
   REQUIRE(lchown(link.c_str(), 65534, 65534) == 0);
   EventLog theirs;

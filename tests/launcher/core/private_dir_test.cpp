@@ -31,12 +31,7 @@ struct stat Lstat(const std::string& path) {
   return st;
 }
 
-std::string Read(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using dlaunch::testing::ReadFile;
 
 void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -135,7 +130,7 @@ TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are
     REQUIRE_FALSE(fd.ok());
     CHECK(fd.status().message() ==
           t / "link" + (fresh ? ": cannot open (File exists)" : ": cannot open (a symbolic link, not followed)"));
-    CHECK(Read(t / "target") == "precious");
+    CHECK(ReadFile(t / "target") == "precious");
   }
   // A dangling link too: O_CREAT would otherwise make its target.
   REQUIRE(symlink((t / "made-through").c_str(), (t / "dangling").c_str()) == 0);
@@ -155,7 +150,7 @@ TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are
   REQUIRE(fd.ok());
   CHECK((fcntl(*fd, F_GETFL) & O_NONBLOCK) == 0);
   close(*fd);
-  CHECK(Read(t / "target").empty());
+  CHECK(ReadFile(t / "target").empty());
 
   REQUIRE(mkfifo((t / "fifo").c_str(), 0600) == 0);
   Result<int> fifo = OpenToWrite(t / "fifo", false);  // refused at once, no reader awaited
@@ -174,9 +169,9 @@ TEST_CASE("WriteNumberedFile takes the first free number and leaves what is ther
   Result<std::string> p = WriteNumberedFile(t.path, "stacks", ".txt", "new");
   REQUIRE(p.ok());
   CHECK(*p == t / "stacks-3.txt");
-  CHECK(Read(*p) == "new");
-  CHECK(Read(t / "stacks-1.txt") == "old");
-  CHECK(Read(t / "precious") == "precious");
+  CHECK(ReadFile(*p) == "new");
+  CHECK(ReadFile(t / "stacks-1.txt") == "old");
+  CHECK(ReadFile(t / "precious") == "precious");
   CHECK(WriteNumberedFile(t / "missing", "stacks", ".txt", "x").status().message() ==
         t / "missing/stacks-1.txt" + ": cannot open (No such file or directory)");
 }
@@ -191,7 +186,7 @@ TEST_CASE("WriteTempFile: an unpredictable new name, mode 0600", "[private_dir]"
   CHECK(a->starts_with(t / "dlaunch-hosts-"));
   CHECK(a->ends_with(".x"));
   CHECK(a->size() == (t / "dlaunch-hosts-").size() + 6 + 2);
-  CHECK(Read(*a) == "localhost slots=4\n");
+  CHECK(ReadFile(*a) == "localhost slots=4\n");
   CHECK((Lstat(*a).st_mode & 07777) == 0600);
   Status s = WriteTempFile(t / "missing", "p-", "", "x").status();
   CHECK(s.code() == Code::kIo);
