@@ -447,13 +447,31 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
     if (f.arity == Arity::kSwitch && (it->second.empty() || it->second == "0")) continue;
     Status s = f.set(o, it->second);
     if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
-    if (IsLayoutFlag(f.name)) o.layout_given = true;
     o.given[std::string(f.name)] = var;
   }
   return Status::Ok();
 }
 
 }  // namespace
+
+bool FixesLayout(const Options& o) {
+  for (const auto& [name, from] : o.given)
+    if (IsLayoutFlag(name)) return true;
+  return false;
+}
+
+std::vector<std::string> AgentFlags(const Options& o) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : o.typed) {
+    const Flag* flag = FindFlag(name);
+    if (flag == nullptr || !ForAgents(name)) continue;
+    std::string canonical = fmt::format("--{}", name);
+    if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;
+    out.push_back(canonical);
+    if (flag->arity == Arity::kValue) out.push_back(value);
+  }
+  return out;
+}
 
 std::vector<std::string> FlagNames() {
   std::vector<std::string> names;
@@ -535,14 +553,8 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
         break;
     }
     if (Status s = flag->set(o, value); !s.ok()) return s;
-    if (IsLayoutFlag(flag->name)) o.layout_given = true;
     o.given[std::string(flag->name)] = fmt::format("--{}", flag->name);
-    if (ForAgents(flag->name)) {
-      std::string canonical = fmt::format("--{}", flag->name);
-      if (flag->arity == Arity::kOptionalValue && !value.empty()) canonical += "=" + value;
-      o.agent_args.push_back(canonical);
-      if (flag->arity == Arity::kValue) o.agent_args.push_back(value);
-    }
+    o.typed.emplace_back(flag->name, value);
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   // A head launch's --role-env values, in order; the first missing index ends

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "envmap/layout.hpp"
@@ -61,21 +62,13 @@ struct Options {
   std::vector<std::string> ssh_options;     // --ssh-option K=V (repeatable): ssh -o K=V
   std::vector<std::string> exports;         // -x NAME[=VALUE] (repeatable), as mpirun's
   std::string remote_dlaunch;               // --remote-dlaunch PATH (default: this binary's path)
-  // The flags, as given, that the head passes on to every agent (ForAgents).
-  std::vector<std::string> agent_args;
 
   // per-process: the workers are the command (torchrun). per-node: the command is
   // itself a per-node launcher (torch.distributed.launch, accelerate, Lightning),
   // started once per node with NODE_RANK, NNODES, MASTER_ADDR and MASTER_PORT.
   std::string launch_mode = "per-process";
 
-  // A flag or PET_ variable fixed the layout (--nnodes, --node-rank, --master-addr,
-  // --master-port, --nodes, --hostfile, -H, --standalone): the surroundings
-  // (Slurm, mpirun, Azure ML, TF_CONFIG) are not consulted.
-  bool layout_given = false;
   bool explain = false;  // print what was detected and the layout; launch nothing
-  // Set from the surroundings: one dlaunch per worker (mpirun -np N, srun -n N).
-  std::optional<envmap::ProcessView> process_view;
 
   int max_restarts = 0;
   std::string role = "default";
@@ -123,7 +116,19 @@ struct Options {
   // Where each flag given came from: its long name -> "--name" (typed) or
   // "PET_NAME" (torchrun's environment default). Flags not here took their default.
   std::map<std::string, std::string, std::less<>> given;
+  // Every flag typed, in order: its long name and its value ("" for a switch).
+  std::vector<std::pair<std::string, std::string>> typed;
 };
+
+// Options records only what was typed; these are read off it.
+//
+// A flag or PET_ variable fixed the layout (--nnodes, --node-rank, --master-addr,
+// --master-port, --nodes, --hostfile, -H, --standalone): the surroundings
+// (Slurm, mpirun, Azure ML, TF_CONFIG) are not consulted.
+bool FixesLayout(const Options& o);
+// The flags, as typed, that a head passes on to every agent (ForAgents), in
+// canonical spelling: "--max-restarts", "3", "--tag-output=FMT".
+std::vector<std::string> AgentFlags(const Options& o);
 
 // Parses argv (without argv[0]). `env` supplies torchrun's PET_<FLAG> defaults
 // and the DLAUNCH_ROLE_ENV_<i> values of a head launch.

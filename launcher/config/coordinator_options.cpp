@@ -8,8 +8,9 @@
 
 namespace dlaunch::launcher {
 
-rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std::string& run_id, int min_nodes,
-                                                     int max_nodes, int max_restarts, const std::string& token) {
+rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::optional<int> master_port,
+                                                     const std::string& run_id, int min_nodes, int max_nodes,
+                                                     int max_restarts, const std::string& token) {
   rendezvous::CoordinatorOptions c;
   c.run_id = run_id;
   c.min_nodes = min_nodes;
@@ -19,7 +20,7 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std
   c.last_call_timeout = o.last_call_timeout;
   c.heartbeat_timeout = o.heartbeat_timeout;
   c.token = token;
-  c.master_port = o.master_port.value_or(0);
+  c.master_port = master_port.value_or(0);
   c.hang_timeout = o.hang_timeout;
   c.hang_stop = o.hang_stop;
   return c;
@@ -72,7 +73,7 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   plan.listen = *at;
   Result<std::string> token = ResolveToken(*o, env);
   if (!token.ok()) return token.status();
-  plan.jobs = CoordinatorOptionsFor(*o, "", 1, 1, 0, *token);
+  plan.jobs = CoordinatorOptionsFor(*o, o->master_port, "", 1, 1, 0, *token);
   plan.jobs.endpoint = at->ToString();
   return plan;
 }

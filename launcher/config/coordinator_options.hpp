@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,12 @@ namespace dlaunch::launcher {
 
 struct Options;
 
-// The job's size and restarts as given; the timeouts, the hang watch, the token
-// and the master port from `o`. The result still needs rendezvous::Validate.
-rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, const std::string& run_id, int min_nodes,
-                                                     int max_nodes, int max_restarts, const std::string& token);
+// The job's size, restarts, master port (nullopt: each node offers one) and
+// token as given; the timeouts and the hang watch from `o`. The result still
+// needs rendezvous::Validate.
+rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::optional<int> master_port,
+                                                     const std::string& run_id, int min_nodes, int max_nodes,
+                                                     int max_restarts, const std::string& token);
 
 // The rendezvous secret: --rdzv-token, else DLAUNCH_RDZV_TOKEN, else
 // --rdzv-token-file; "" when none is set. Fails naming the bad source.

@@ -147,9 +147,10 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   if (!plan.ok()) return plan.status();
   job.plan = std::move(*plan);
   if (!mpi_command || node_list) {
-    if (job.plan.mode != Mode::kHead)
+    const auto* head = std::get_if<HeadPlan>(&job.plan.run);
+    if (head == nullptr)
       return Status::InvalidArgument(fmt::format("{}: the instances need a node list (-H, --hostfile) or none", job.file));
-    int listed = static_cast<int>(job.plan.head.hosts.size());
+    int listed = static_cast<int>(head->hosts.size());
     if (listed != (mpi_command ? 1 : s.instances))
       return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
                                                  s.instances_at, s.instances, listed));

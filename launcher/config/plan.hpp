@@ -2,7 +2,9 @@
 // (Options), what the surroundings say (envmap::Detect, read once at the edge)
 // and facts about this machine into a Plan, and records where each value came
 // from for --explain. Nothing after Decide reads the command line's Options: the
-// modes (launcher/modes/) take a Plan.
+// modes (launcher/modes/) take a Plan, const: one variant per mode, each holding
+// what that mode's parts take and nothing else. --explain prints the Plan a run
+// would execute, so every check a run makes on its flags is made here.
 //
 // Pure: no fork, no sockets. It reads files only where the user named one (the
 // hostfile, the token file).
@@ -13,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "envmap/detect.hpp"
@@ -20,6 +23,7 @@
 #include "envmap/status.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/config/hostfile.hpp"
+#include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {
@@ -59,7 +63,10 @@ struct WorkerPlan {
   // --legacy-launch: where --local-rank=N goes in argv: right after the script,
   // as torch.distributed.launch puts it; at the end after `--`.
   size_t local_rank_arg_at = 0;
+  // The job's id as the workers see it (TORCHELASTIC_RUN_ID): --rdzv-id or the
+  // surroundings', else a fresh one; in a rendezvous, the coordinator's ("none").
   std::string run_id;
+  std::string log_name;  // the run's directory under --log-dir: --rdzv-id, else a fresh id
   int max_restarts = 0;
   std::string role = "default";
   std::vector<envmap::RoleSpec> roles;
@@ -94,7 +101,7 @@ struct StaticPlan {
 
 // A node agent of the TCP rendezvous (Mode::kRendezvous).
 struct RendezvousPlan {
-  std::string endpoint;            // HOST:PORT; empty while from_mpi is pending
+  std::optional<rendezvous::HostPort> endpoint;  // nullopt while from_mpi is pending
   bool from_mpi = false;           // the endpoint is rank 0's, learnt through MPI (main)
   std::optional<bool> is_host;     // nullopt: host when the endpoint is an address of ours
   std::string token;
@@ -142,16 +149,28 @@ struct HeadPlan {
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
 };
 
+// Mode::kSingleNode and kStatic: this node's workers, the layout from the flags.
+struct NodePlan {
+  WorkerPlan workers;
+  StaticPlan layout;
+};
+
+// Mode::kRendezvous: this node's workers, the layout from the coordinator.
+struct AgentPlan {
+  WorkerPlan workers;
+  RendezvousPlan rendezvous;
+};
+
 struct Plan {
-  Mode mode = Mode::kSingleNode;
   bool explain = false;
   envmap::Detected detected;  // what the surroundings said, used or not
   bool layout_from_flags = false;
-  WorkerPlan workers;
-  StaticPlan layout;          // kSingleNode, kStatic
-  RendezvousPlan rendezvous;  // kRendezvous
-  HeadPlan head;              // kHead
   std::vector<Origin> origins;
+  std::variant<NodePlan, AgentPlan, HeadPlan> run;
+
+  Mode mode() const;
+  // This node's workers; null for a head, which runs none.
+  const WorkerPlan* workers() const;
 };
 
 // `detected` is envmap::Detect's answer; its error matters only when no flag
@@ -166,8 +185,13 @@ Result<std::vector<HostEntry>> NodeList(const Options& flags);
 // The head's plan for `hosts` (Decide reads them from the flags' node list).
 Result<HeadPlan> HeadPlanFor(const Options& flags, const envmap::EnvMap& env, std::vector<HostEntry> hosts);
 
-// After the Open MPI bootstrap: rank 0's endpoint, hosted by rank 0.
-void SetMpiEndpoint(Plan& plan, const std::string& endpoint);
+// After the Open MPI bootstrap: the same agent, at rank 0's endpoint, hosted by
+// rank 0. Fails naming the helper's answer when it is no HOST:PORT.
+Result<AgentPlan> WithMpiEndpoint(const AgentPlan& plan, const std::string& endpoint);
+
+// The same plan, its workers inheriting NAME=VALUE unless they already do
+// (`dlaunch job`'s hostfile, written just before the run).
+Plan WithInherited(const Plan& plan, const std::string& name, const std::string& value);
 
 // The --explain report of a plan (not a head's): the source, its evidence, the
 // mode, the layout, the command, and where each value came from.

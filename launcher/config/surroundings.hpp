@@ -14,6 +14,7 @@
 //   kubeflow        PET_<FLAG> variables are already the flags' defaults.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,19 +23,32 @@
 
 namespace dlaunch::launcher {
 
+// The job's shape: the flags' values, or where no flag fixed the layout, what
+// the surroundings said.
+struct Shape {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;
+  bool node_rank_known = false;  // a flag, or the surroundings, gave it
+  std::string master_addr;
+  std::optional<int> master_port;
+  std::string rdzv_endpoint;  // HOST:PORT as given or made; empty: none
+  std::string rdzv_id;
+  // One dlaunch per worker (mpirun -np N, srun -n N): that worker's place.
+  std::optional<envmap::ProcessView> process_view;
+};
+
 struct Surroundings {
   envmap::Detected detected;
-  bool applied = false;             // the options were changed
+  Shape shape;
+  bool applied = false;             // the surroundings changed the shape
   bool needs_mpi_bootstrap = false; // the endpoint must come from rank 0 through MPI
 };
 
-// Folds `d` into `o` unless o.layout_given. `nproc` is the resolved number of
-// workers per dlaunch. Fails when the surroundings cannot give a layout, e.g.
-// a per-process job whose workers would be told conflicting shapes.
-Result<Surroundings> ApplySurroundings(const envmap::Detected& d, int nproc, Options& o);
-
-// The --explain report: the source, its evidence, and the layout dlaunch would
-// launch, one fact per line.
-std::string Explain(const Surroundings& s, const Options& o, int nproc, const std::vector<std::string>& argv);
+// The shape of `o`, with `d` folded in unless FixesLayout(o). `nproc` is the
+// resolved number of workers per dlaunch. Fails when the surroundings cannot
+// give a layout, e.g. a per-process job whose workers would be told conflicting
+// shapes.
+Result<Surroundings> ApplySurroundings(const envmap::Detected& d, int nproc, const Options& o);
 
 }  // namespace dlaunch::launcher

@@ -17,24 +17,36 @@
 #include "launcher/modes/local.hpp"
 #include "launcher/modes/mpi_bootstrap.hpp"
 #include "launcher/modes/remote.hpp"
+#include "launcher/process/process.hpp"
 
 namespace dlaunch::launcher {
 
-int RunInMode(Plan& plan, const envmap::EnvMap& env) {
-  if (plan.mode == Mode::kHead) return plan.explain ? ExplainHead(plan.head) : RunHead(plan.head, env);
+int RunInMode(const Plan& plan, const envmap::EnvMap& env) {
+  if (const auto* head = std::get_if<HeadPlan>(&plan.run)) return plan.explain ? ExplainHead(*head) : RunHead(*head, env);
+  // The command's path, found here so that --explain refuses a command the run
+  // could not start, with the run's exit code (126 or 127).
+  const WorkerPlan& w = *plan.workers();
+  Result<std::string> exe = w.argv.empty() && plan.explain ? Result<std::string>("") : ResolveCommand(w.argv.at(0));
+  if (!exe.ok())
+    return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
   if (plan.explain) {
     std::fputs(Explain(plan).c_str(), stdout);
     return 0;
   }
-  if (plan.rendezvous.from_mpi) {
-    Result<std::string> endpoint = EndpointThroughMpi(plan.rendezvous);
+  const auto* agent = std::get_if<AgentPlan>(&plan.run);
+  if (agent != nullptr && agent->rendezvous.from_mpi) {
+    Result<std::string> endpoint = EndpointThroughMpi(agent->rendezvous);
     if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
-    SetMpiEndpoint(plan, *endpoint);
+    Result<AgentPlan> joined = WithMpiEndpoint(*agent, *endpoint);
+    if (!joined.ok()) return Fail(kExitUsage, joined.status().message());
+    Plan with_endpoint = plan;
+    with_endpoint.run = std::move(*joined);
+    return RunLocal(with_endpoint, *exe);
   }
-  return RunLocal(plan);
+  return RunLocal(plan, *exe);
 }
 
-int RunJob(JobPlan& job, const envmap::EnvMap& env) {
+int RunJob(const JobPlan& job, const envmap::EnvMap& env) {
   const JobSpec& spec = job.spec;
   if (!spec.not_applied.empty())
     WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}: not applied here (the platform's): {}\n", job.file,
@@ -53,9 +65,8 @@ int RunJob(JobPlan& job, const envmap::EnvMap& env) {
     Result<std::string> path = WriteTempFile(job.hostfile_dir, "dlaunch-hosts-", "", job.hostfile);
     if (!path.ok()) return Fail(1, path.status().message());
     hostfile = *path;
-    job.plan.workers.inherited.try_emplace("AZUREML_MPI_HOSTFILE", hostfile);
   }
-  int code = RunInMode(job.plan, env);
+  int code = RunInMode(hostfile.empty() ? job.plan : WithInherited(job.plan, "AZUREML_MPI_HOSTFILE", hostfile), env);
   if (!hostfile.empty()) unlink(hostfile.c_str());
   return code;
 }

@@ -9,13 +9,13 @@
 namespace dlaunch::launcher {
 
 // Runs `plan` in its mode (or prints it, with --explain) and returns the exit
-// code: the job's, 2 for bad input (the message already on stderr). May fill in
-// the endpoint agreed through Open MPI (SetMpiEndpoint) first.
-int RunInMode(Plan& plan, const envmap::EnvMap& env);
+// code: the job's, 2 for bad input (the message already on stderr). An agent
+// whose endpoint comes through Open MPI runs the plan WithMpiEndpoint makes.
+int RunInMode(const Plan& plan, const envmap::EnvMap& env);
 
 // `dlaunch job`: names the spec's fields not applied here (once, on stderr),
 // prints the flags the spec became with --explain, enters code.path, writes the
 // hostfile an mpirun command reads (removed at the end), then RunInMode.
-int RunJob(JobPlan& job, const envmap::EnvMap& env);
+int RunJob(const JobPlan& job, const envmap::EnvMap& env);
 
 }  // namespace dlaunch::launcher

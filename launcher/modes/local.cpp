@@ -61,9 +61,6 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
     if (Status s = EnsureOwnDir(d.private_dir); !s.ok()) return s;
     return d;
   }
-  if (w.run_id.empty() || w.run_id == "." || w.run_id == ".." || w.run_id.find('/') != std::string::npos)
-    return Status::InvalidArgument(
-        fmt::format("--log-dir {}: run id '{}' cannot name a directory in it", w.log_dir, Printable(w.run_id)));
   // The directory the user named may be shared; it is made (with the umask's
   // mode) when missing, as before, and checked either way.
   std::error_code ec;
@@ -71,7 +68,7 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   if (ec) return Status::InvalidArgument(fmt::format("--log-dir {}: cannot create ({})", w.log_dir, ec.message()));
   Result<std::string> log_dir = TrustedDir(w.log_dir);
   if (!log_dir.ok()) return Status::InvalidArgument(fmt::format("--log-dir {}", log_dir.status().message()));
-  d.run = fmt::format("{}/{}", *log_dir, w.run_id);
+  d.run = fmt::format("{}/{}", *log_dir, w.log_name);  // Decide checked that it names one directory
   if (Status s = EnsureOwnDir(d.run); !s.ok())
     return Status::InvalidArgument(fmt::format("--log-dir {}", s.message()));
   Result<std::string> private_dir = MakePrivateDir(tmp);
@@ -81,7 +78,7 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
 }
 
 RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
-  const WorkerPlan& w = p.workers;
+  const WorkerPlan& w = *p.workers();
   RunPlan plan;
   plan.layout.run_id = w.run_id;
   plan.layout.max_restarts = w.max_restarts;
@@ -103,7 +100,10 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   plan.cpus = CpuPlacement(w.bind_to, w.nproc);
   plan.gpus = w.gpus;
   plan.pin_gpu = w.pin_gpu;
-  plan.supervisor = SupervisorOptions{w.nproc, w.max_restarts, w.shutdown_timeout};
+  // In a rendezvous the coordinator drives restarts across nodes; locally each
+  // generation runs once.
+  bool agent = std::holds_alternative<AgentPlan>(p.run);
+  plan.supervisor = SupervisorOptions{w.nproc, agent ? 0 : w.max_restarts, w.shutdown_timeout};
   if (w.hang_timeout.count() > 0) plan.supervisor.sample_before_kill = kSampleBeforeKill;
   plan.stop_signals = w.stop_signals;
   plan.hang_timeout = w.hang_timeout;
@@ -172,11 +172,9 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
 
 }  // namespace
 
-int RunLocal(const Plan& p) {
-  Result<std::string> exe = ResolveCommand(p.workers.argv.at(0));
-  if (!exe.ok())
-    return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
-  Result<RunDirs> dirs = MakeRunDirs(p.workers);
+int RunLocal(const Plan& p, const std::string& exe) {
+  const WorkerPlan& w = *p.workers();
+  Result<RunDirs> dirs = MakeRunDirs(w);
   if (!dirs.ok()) return Fail(dirs.status().code() == Code::kInvalidArgument ? kExitUsage : 1, dirs.status().message());
   // What no one reads after the job: the private directory always, the run
   // directory when it is this job's own and holds no logs or stacks.
@@ -185,22 +183,23 @@ int RunLocal(const Plan& p) {
     fs::remove_all(dirs->private_dir, ec);
     if (dirs->run_is_fresh && !keep_run) fs::remove_all(dirs->run, ec);
   };
-  RunPlan plan = RunPlanFor(p, *exe, *dirs);
+  RunPlan plan = RunPlanFor(p, exe, *dirs);
   EventLog events;
-  if (!p.workers.events.empty()) {
-    if (Status s = events.Open(p.workers.events); !s.ok()) {
+  if (!w.events.empty()) {
+    if (Status s = events.Open(w.events); !s.ok()) {
       remove_dirs(false);
       return Fail(kExitUsage, s.message());
     }
   }
   plan.events = &events;
-  const std::string& run_id = p.mode == Mode::kRendezvous ? p.rendezvous.coordinator.run_id : plan.layout.run_id;
+  const std::string& run_id = w.run_id;
   events.SetRunId(run_id);
-  if (p.mode != Mode::kRendezvous) events.SetNodeRank(p.layout.node_rank);
+  const auto* node = std::get_if<NodePlan>(&p.run);
+  if (node != nullptr) events.SetNodeRank(node->layout.node_rank);
   boost::json::array argv;
   for (const std::string& a : plan.argv) argv.emplace_back(a);
-  events.Emit("job_started", {{"mode", ModeName(p.mode)},
-                              {"nproc", p.workers.nproc},
+  events.Emit("job_started", {{"mode", ModeName(p.mode())},
+                              {"nproc", w.nproc},
                               {"command", std::move(argv)},
                               {"pid", static_cast<int>(getpid())}});
 
@@ -209,7 +208,7 @@ int RunLocal(const Plan& p) {
   // that it is not adopted itself (Watchdog::Start).
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
-  Result<std::string> live_path = LiveSocketPath(p.workers.inherited, run_id);
+  Result<std::string> live_path = LiveSocketPath(w.inherited, run_id);
   // If dlaunch is killed the watchdog removes one directory: the fresh run
   // directory when it would go anyway (the private one is inside), else the
   // private one.
@@ -227,11 +226,11 @@ int RunLocal(const Plan& p) {
   // the watchdog learns of them while the job runs, and they end with it.
   Adopted adopted(watchdog);
   adopted.Start(loop.io());
-  RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, p.workers.nproc});
+  RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, w.nproc});
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
   std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);
-  int code = p.mode == Mode::kRendezvous ? RunMultiNode(p.rendezvous, plan, watchdog, loop, console, live, view)
-                                         : RunStatic(p.layout, plan, watchdog, loop, console, live);
+  int code = node != nullptr ? RunStatic(node->layout, plan, watchdog, loop, console, live)
+                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, watchdog, loop, console, live, view);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();

@@ -4,12 +4,15 @@
 // watchdog, becomes the subreaper of the workers' orphans, and runs the job.
 #pragma once
 
+#include <string>
+
 #include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
 
-// Runs `plan` (Mode::kSingleNode, kStatic or kRendezvous) and returns the exit
-// code: the job's, 2 for bad input, 126/127 for a command that cannot run.
-int RunLocal(const Plan& plan);
+// Runs `plan` (a NodePlan or an AgentPlan whose endpoint is known) with the
+// command at `exe` (ResolveCommand's) and returns the exit code: the job's, 2
+// for bad input.
+int RunLocal(const Plan& plan, const std::string& exe);
 
 }  // namespace dlaunch::launcher

@@ -63,13 +63,13 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
-  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, RunPlan& plan, Watchdog& watchdog,
+  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, RunLiveSource& live, SwitchLiveSource& view)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
-        plan_(plan),
+        base_(plan),
         watchdog_(watchdog),
         server_(std::move(server)),
         drain_(loop.io()),
@@ -81,7 +81,7 @@ class NodeMode {
         task_holds_(std::move(task_holds)),
         live_(live),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
-              [this] { return Result<std::string>(plan_.work_dir); }) {
+              [this] { return Result<std::string>(base_.work_dir); }) {
     // The host's socket shows the whole job: every node, asked through the coordinator.
     if (server_) {
       job_live_ = std::make_unique<JobLiveSource>(*server_, LiveJob{plan.layout.run_id, UtcNow(), plan.argv, 0});
@@ -92,7 +92,7 @@ class NodeMode {
   void Start() {
     if (server_) {
       server_->OnNodeLost([this](const rdzv::NodeLost& lost) {
-        plan_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
+        base_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
       });
       server_->OnHang({[this](const std::string&, const rdzv::HangSuspected& s) { hang_.Suspected(s); },
                        [this](const std::string&, const rdzv::HangReport& r) { hang_.Report(r); }});
@@ -129,7 +129,9 @@ class NodeMode {
   void Run(const rdzv::Assignment& a) {
     live_.SetRun(nullptr);
     run_.reset();  // the last generation's run has finished
-    envmap::JobLayout& layout = plan_.layout;
+    // Each generation runs a plan of its own: the base with the coordinator's layout.
+    auto generation = std::make_unique<RunPlan>(base_);
+    envmap::JobLayout& layout = generation->layout;
     if (static_cast<int>(a.nodes.size()) == a.nnodes) {
       layout.nodes = a.nodes;
     } else {
@@ -147,20 +149,22 @@ class NodeMode {
     layout.restart_count = a.restart_count;
     if (Status s = envmap::Validate(layout); !s.ok())
       return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, s.message()));
-    plan_.events->SetNodeRank(a.node_rank);
-    plan_.events->Emit("rendezvous", {{"generation", a.generation},
+    base_.events->SetNodeRank(a.node_rank);
+    base_.events->Emit("rendezvous", {{"generation", a.generation},
                                       {"restart", a.restart_count},
                                       {"nodes", a.nnodes},
                                       {"world_size", a.world_size},
                                       {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
     task_holds_.clear();  // the TF tasks bind their ports now
-    run_ = StartJob(plan_, watchdog_, loop_.io(), console_, &channel_, [this](int code) { agent_.WorkersDone(code); });
+    generation_ = std::move(generation);
+    run_ = StartJob(*generation_, watchdog_, loop_.io(), console_, &channel_,
+                    [this](int code) { agent_.WorkersDone(code); });
     live_.SetRun(run_.get());
   }
 
   void Finish(int code, const std::string& error) {
     if (!error.empty()) console_.Say(error);
-    if (!error.empty()) plan_.events->SetRootCause(error);
+    if (!error.empty()) base_.events->SetRootCause(error);
     code_ = code;
     if (!server_) return loop_.Exit(code);
     // Serve until the coordinator has ended the job and told every agent.
@@ -187,7 +191,8 @@ class NodeMode {
   EventLoop& loop_;
   Console& console_;
   std::string endpoint_;
-  RunPlan& plan_;
+  const RunPlan& base_;
+  std::unique_ptr<RunPlan> generation_;  // the plan run_ runs: outlives it
   Watchdog& watchdog_;
   std::unique_ptr<rdzv::CoordinatorServer> server_;
   std::unique_ptr<JobLiveSource> job_live_;  // with server_: the live view of the whole job
@@ -213,7 +218,7 @@ class NodeMode {
 
 }  // namespace
 
-int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
+int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view) {
   asio::io_context& io = loop.io();
   auto Fail = [&console](int code, const std::string& message) {
@@ -221,11 +226,8 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
     return code;
   };
   auto PrintLog = [&console](const std::string& line) { console.Say(line); };
-  Result<rdzv::HostPort> endpoint = rdzv::ParseHostPort(r.endpoint, rdzv::kDefaultRdzvPort, "--rdzv-endpoint");
-  if (!endpoint.ok()) return Fail(kExitUsage, endpoint.status().message());
-
+  const std::optional<rdzv::HostPort>& endpoint = r.endpoint;  // Decide parsed it; WithMpiEndpoint for MPI
   const std::string& run_id = r.coordinator.run_id;
-  plan.layout.run_id = run_id;
   std::string token = r.token, token_from;
   if (token.empty() && IsLoopbackHost(io, endpoint->host)) {
     // Every local user reaches loopback: this user's own token keeps the others out.
@@ -298,10 +300,8 @@ int RunMultiNode(const RendezvousPlan& r, RunPlan& plan, Watchdog& watchdog, Eve
   aopts.hang_timeout = plan.hang_timeout;
   aopts.hang_stop = plan.hang_stop;
 
-  // The coordinator drives restarts across nodes; locally each generation runs once.
-  plan.supervisor.max_restarts = 0;
   PrintNotices(plan, console);
-  NodeMode mode(loop, console, r.endpoint, plan, watchdog, std::move(server), *endpoint, std::move(aopts),
+  NodeMode mode(loop, console, endpoint->ToString(), plan, watchdog, std::move(server), *endpoint, std::move(aopts),
                 std::move(task_holds), live, view);
   mode.Start();
   int code = loop.Run();

@@ -14,12 +14,12 @@ namespace dlaunch::launcher {
 
 // Runs this node's part of the job and returns its exit code: 0 only when every
 // rank on every node finished with 0. `plan` is complete but for its layout,
-// which comes from the coordinator. Bad rendezvous flags print one line and
+// which comes from the coordinator: each generation runs a copy with its own. Bad rendezvous flags print one line and
 // return 2; a join that fails prints the coordinator's reason and returns 1.
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
 // `live` (must outlive the call) serves each generation's run while it runs;
 // when this node hosts the coordinator, `view` serves the whole job meanwhile.
-int RunMultiNode(const RendezvousPlan& rendezvous, RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
+int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
                  Console& console, RunLiveSource& live, SwitchLiveSource& view);
 
 }  // namespace dlaunch::launcher

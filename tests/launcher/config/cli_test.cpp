@@ -116,7 +116,8 @@ TEST_CASE("an agent of a head launch takes --role-env values from DLAUNCH_ROLE_E
   CHECK(o.roles[0].env == std::vector<std::pair<std::string, std::string>>{{"A", "1"}, {"B", "x y\nz"}});
   CHECK(o.roles[1].env == std::vector<std::pair<std::string, std::string>>{{"W", "flag"}});
   // Never forwarded again: a head's own agents get them from the head's flags.
-  CHECK(std::find(o.agent_args.begin(), o.agent_args.end(), "ps:A=1") == o.agent_args.end());
+  std::vector<std::string> forwarded = AgentFlags(o);
+  CHECK(std::find(forwarded.begin(), forwarded.end(), "ps:A=1") == forwarded.end());
 
   auto bad = ParseCommandLine({"--roles", "ps:1", "--", "t"}, {{"DLAUNCH_ROLE_ENV_0", "nope:A=1"}});
   REQUIRE_FALSE(bad.ok());
@@ -286,9 +287,9 @@ TEST_CASE("each flag is either passed on to a head launch's agents or the head's
   CHECK_FALSE(HeadOnly("no-such-flag"));
 }
 
-TEST_CASE("agent_args carries exactly the flags an agent needs, as typed", "[cli]") {
+TEST_CASE("AgentFlags carries exactly the flags an agent needs, as typed", "[cli]") {
   Options o = MustParse({"-H", "a,b", "--nproc-per-node", "2", "--max-restarts=3", "--tee", "1", "--no-tag",
                          "--rdzv-conf", "join_timeout=5", "--", "true"});
-  CHECK(o.agent_args ==
+  CHECK(AgentFlags(o) ==
         std::vector<std::string>{"--max-restarts", "3", "--tee", "1", "--rdzv-conf", "join_timeout=5"});
 }

@@ -17,9 +17,9 @@ using envmap::EnvMap;
 
 // Every decided value, one fact per line, so that a row states the whole plan.
 std::string Summary(const Plan& p) {
-  std::string out = fmt::format("mode {}\n", ModeName(p.mode));
-  if (p.mode == Mode::kHead) {
-    const HeadPlan& h = p.head;
+  std::string out = fmt::format("mode {}\n", ModeName(p.mode()));
+  if (const auto* head = std::get_if<HeadPlan>(&p.run)) {
+    const HeadPlan& h = *head;
     std::vector<std::string> hosts;
     for (const HostEntry& e : h.hosts) hosts.push_back(e.host);
     out += fmt::format("hosts {} workers {} remote {}\n", fmt::join(hosts, ","), fmt::join(h.workers, ","), h.remote);
@@ -27,7 +27,7 @@ std::string Summary(const Plan& p) {
     out += fmt::format("coordinator nodes {}:{} restarts {}\n", h.coordinator.min_nodes, h.coordinator.max_nodes,
                        h.coordinator.max_restarts);
   } else {
-    const WorkerPlan& w = p.workers;
+    const WorkerPlan& w = *p.workers();
     out += fmt::format("workers {} argv {}{}\n", w.nproc, fmt::join(w.argv, " "), w.flavors.per_node ? " per-node" : "");
     if (w.process_view)
       out += fmt::format("process view local {}/{} node {}/{}\n", w.process_view->local_rank,
@@ -35,14 +35,14 @@ std::string Summary(const Plan& p) {
     std::vector<std::string> inherited;
     for (const auto& [k, v] : w.inherited) inherited.push_back(k);
     out += fmt::format("inherits {}\n", fmt::join(inherited, ","));
-    if (p.mode == Mode::kRendezvous) {
-      const RendezvousPlan& r = p.rendezvous;
+    if (const auto* agent = std::get_if<AgentPlan>(&p.run)) {
+      const RendezvousPlan& r = agent->rendezvous;
       out += fmt::format("endpoint {} host {} nodes {}:{} rank {} run {} token {}\n",
-                         r.from_mpi ? "(through MPI)" : r.endpoint,
+                         r.from_mpi ? "(through MPI)" : r.endpoint->ToString(),
                          r.is_host ? (*r.is_host ? "yes" : "no") : "if ours", r.min_nodes, r.max_nodes,
                          r.requested_node_rank, r.coordinator.run_id, r.token.empty() ? "none" : "set");
     } else {
-      const StaticPlan& s = p.layout;
+      const StaticPlan& s = std::get<NodePlan>(p.run).layout;
       out += fmt::format("nodes {} rank {} master {}:{}\n", s.nnodes, s.node_rank, s.master_addr,
                          s.master_port ? fmt::format("{}", *s.master_port) : "(picked)");
     }
@@ -241,11 +241,15 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
 
 TEST_CASE("Decide: the plan after the Open MPI bootstrap hosts on rank 0 only", "[plan]") {
   Plan p = MustDecide({"", kMpi, {"--", "true"}, ""});
-  REQUIRE(p.rendezvous.from_mpi);
-  SetMpiEndpoint(p, "n0:4000");
-  CHECK(p.rendezvous.endpoint == "n0:4000");
-  CHECK(p.rendezvous.is_host == std::optional<bool>(false));
-  CHECK_FALSE(p.rendezvous.from_mpi);
+  const AgentPlan& before = std::get<AgentPlan>(p.run);
+  REQUIRE(before.rendezvous.from_mpi);
+  Result<AgentPlan> after = WithMpiEndpoint(before, "n0:4000");
+  REQUIRE(after.ok());
+  CHECK(after->rendezvous.endpoint->ToString() == "n0:4000");
+  CHECK(after->rendezvous.is_host == std::optional<bool>(false));
+  CHECK_FALSE(after->rendezvous.from_mpi);
+  CHECK(before.rendezvous.from_mpi);  // the plan Decide made stays as it was
+  CHECK(WithMpiEndpoint(before, "n0:x").status().message().find("n0:x") != std::string::npos);
 }
 
 TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
@@ -289,13 +293,13 @@ namespace {
 
 TEST_CASE("Decide: TF roles across nodes, each node its share in node-rank order", "[plan]") {
   Plan even = MustDecide({"", {}, {"--nnodes", "2", "--rdzv-endpoint", "h:1", "--roles", "chief:1,worker:3", "--", "t"}, ""});
-  CHECK(even.workers.nproc == 2);
-  CHECK(even.workers.roles.size() == 2);
+  CHECK(even.workers()->nproc == 2);
+  CHECK(even.workers()->roles.size() == 2);
   Plan given = MustDecide(
       {"", {}, {"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", "h:1", "--roles", "worker:1,ps:2", "--", "t"}, ""});
-  CHECK(given.workers.nproc == 1);
+  CHECK(given.workers()->nproc == 1);
   Plan one = MustDecide({"", {}, {"--roles", "chief:1,worker:2,ps:1", "--", "t"}, ""});
-  CHECK(one.workers.nproc == 4);
+  CHECK(one.workers()->nproc == 4);
 }
 
 }  // namespace

@@ -110,17 +110,18 @@ TEST_CASE("the surroundings become the options a user would have typed", "[surro
     Result<Surroundings> s = ApplySurroundings(*d, c.nproc, o);
     INFO(s.status().message());
     REQUIRE(s.ok());
+    const Shape& shape = s->shape;
     CHECK(s->applied == c.want.applied);
     CHECK(s->needs_mpi_bootstrap == c.want.needs_mpi_bootstrap);
-    CHECK(o.min_nodes == c.want.nodes);
-    CHECK(o.max_nodes == c.want.nodes);
-    CHECK(o.node_rank == c.want.node_rank);
-    CHECK(o.rdzv_endpoint == c.want.rdzv_endpoint);
-    CHECK(o.rdzv_id == c.want.rdzv_id);
-    CHECK(o.process_view.has_value() == c.want.view.has_value());
-    if (o.process_view && c.want.view) CHECK(Show(*o.process_view) == Show(*c.want.view));
-    CHECK(o.master_addr == c.want.master_addr);
-    CHECK(o.master_port == c.want.master_port);
+    CHECK(shape.min_nodes == c.want.nodes);
+    CHECK(shape.max_nodes == c.want.nodes);
+    CHECK(shape.node_rank == c.want.node_rank);
+    CHECK(shape.rdzv_endpoint == c.want.rdzv_endpoint);
+    CHECK(shape.rdzv_id == c.want.rdzv_id);
+    CHECK(shape.process_view.has_value() == c.want.view.has_value());
+    if (shape.process_view && c.want.view) CHECK(Show(*shape.process_view) == Show(*c.want.view));
+    CHECK(shape.master_addr == c.want.master_addr);
+    CHECK(shape.master_port == c.want.master_port);
   }
 }
 

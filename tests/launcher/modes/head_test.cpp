@@ -29,7 +29,7 @@ Mode ModeOf(std::vector<std::string> args) {
   Result<Plan> p = Decide(Parse(std::move(args)), envmap::Detected{}, MachineFacts{}, {});
   INFO((p.ok() ? "" : p.status().message()));
   REQUIRE(p.ok());
-  return p->mode;
+  return p->mode();
 }
 
 }  // namespace
