@@ -55,6 +55,10 @@ struct Origin {
   std::string from;
 };
 
+// The plans below hold no defaults of their own: Decide fills every field, from
+// Options, whose initialisers are the one home of each flag's default
+// (launcher/config/cli.hpp).
+//
 // This node's workers: everything the runner needs but the run directory and
 // the resolved executable, which main finds at the edge.
 struct WorkerPlan {
@@ -68,7 +72,7 @@ struct WorkerPlan {
   std::string run_id;
   std::string log_name;  // the run's directory under --log-dir: --rdzv-id, else a fresh id
   int max_restarts = 0;
-  std::string role = "default";
+  std::string role;
   std::vector<envmap::RoleSpec> roles;
   std::optional<envmap::ProcessView> process_view;
   envmap::Flavors flavors;  // azure_hostfile and error_file are filled in at the edge
@@ -79,21 +83,21 @@ struct WorkerPlan {
   std::vector<int> redirected;    // per local rank (torchrun's Std)
   std::vector<int> console_ranks;  // empty: every local rank
   std::optional<std::string> tag_format;
-  std::string bind_to = "none";
+  std::string bind_to;
   std::vector<std::string> gpus;
   bool pin_gpu = false;
-  std::chrono::milliseconds shutdown_timeout{30000};
+  std::chrono::milliseconds shutdown_timeout{};
   std::vector<int> stop_signals;
-  std::chrono::milliseconds hang_timeout{1800000};  // 0: no hang watch
+  std::chrono::milliseconds hang_timeout{};  // 0: no hang watch
   bool hang_stop = false;
-  bool python_hook = true;
+  bool python_hook = false;
 };
 
 // The static form's layout (Mode::kSingleNode and kStatic).
 struct StaticPlan {
   int nnodes = 1;
   int node_rank = 0;
-  std::string master_addr = "127.0.0.1";
+  std::string master_addr;
   std::optional<int> master_port;  // nullopt: a free port on one node, else 29500
   std::string local_addr;
   bool hosts_master = true;
@@ -112,8 +116,8 @@ struct RendezvousPlan {
   std::string local_addr;
   std::string host_name;
   std::optional<int> master_port;
-  std::chrono::milliseconds join_timeout{600000};
-  std::chrono::milliseconds heartbeat_timeout{15000};
+  std::chrono::milliseconds join_timeout{};
+  std::chrono::milliseconds heartbeat_timeout{};
   // The hosted coordinator's options: all but the endpoint, which the host adds.
   rendezvous::CoordinatorOptions coordinator;
 };
@@ -131,7 +135,7 @@ struct HeadPlan {
   std::vector<std::string> workers;  // per host, the agent's --nproc-per-node: "8", or "auto" for it to resolve
   std::vector<std::pair<std::string, std::string>> exports;  // -x, resolved here
   std::vector<std::string> exports_unset;                    // -x NAME not set here
-  std::string remote = "ssh";
+  std::string remote;  // ssh or pdsh
   std::optional<int> ssh_port;
   std::string ssh_identity;
   std::vector<std::string> ssh_options;
@@ -144,7 +148,7 @@ struct HeadPlan {
   std::vector<std::string> agent_flags;
   std::vector<std::string> command;  // "--" and the command, or the torchrun form as typed
   std::vector<int> stop_signals;
-  std::chrono::milliseconds shutdown_timeout{30000};
+  std::chrono::milliseconds shutdown_timeout{};
   std::string events;  // --events FILE: the head's own events (job_started, job_finished)
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
 };
