@@ -44,7 +44,10 @@ int StartDaemon(bool ignore_term) {
     setsid();
     pid_t daemon = fork();
     if (daemon == 0) {
-      if (ignore_term) signal(SIGTERM, SIG_IGN);
+      // SIG_DFL otherwise: this fork still has Catch's handler until it execs,
+      // and a SIGTERM from KillAll before the exec then printed a "FAILED"
+      // report of this test from the daemon, although the test passed.
+      signal(SIGTERM, ignore_term ? SIG_IGN : SIG_DFL);
       // The daemon says its pid once it ignores SIGTERM (kept across exec): a
       // pid sent by the middle process came before that, and a SIGTERM sent at
       // once then killed it (issue 19).
