@@ -494,83 +494,58 @@ int StdFor(const std::string& spec, int local_rank) {
   return found;
 }
 
-Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env) {
-  Options o;
-  if (Status s = ApplyPetDefaults(o, env); !s.ok()) return s;
+namespace {
 
-  size_t i = 0;
-  bool saw_flag = false;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      o.after_dashdash = true;
-      ++i;
+// Reads the flag at args[i] (and its value, advancing i past it) into `o`.
+// Returns the flag, or fails naming it.
+Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Options& o) {
+  const std::string& arg = args[i];
+  const Flag* flag = nullptr;
+  std::string shown;  // the flag as the user wrote it, for messages
+  std::optional<std::string> inline_value;
+  if (arg[1] == '-') {
+    std::string name = arg.substr(2);
+    size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      inline_value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    shown = "--" + name;
+    for (char& c : name) if (c == '_') c = '-';
+    flag = FindFlag(name);
+    if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
+  } else {
+    flag = arg.size() >= 2 ? FindShort(arg[1]) : nullptr;
+    shown = arg.substr(0, 2);
+    if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'", arg));
+    if (arg.size() > 2) inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
+  }
+  std::string value;
+  switch (flag->arity) {
+    case Arity::kSwitch:
+      if (inline_value) return Status::InvalidArgument(fmt::format("--{}: takes no value, got '{}'", flag->name, *inline_value));
       break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // the command starts here
-
-    const Flag* flag = nullptr;
-    std::string shown;  // the flag as the user wrote it, for messages
-    std::optional<std::string> inline_value;
-    if (arg[1] == '-') {
-      std::string name = arg.substr(2);
-      size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        inline_value = name.substr(eq + 1);
-        name.resize(eq);
+    case Arity::kOptionalValue:
+      value = inline_value.value_or("");
+      break;
+    case Arity::kValue:
+      if (inline_value) {
+        value = *inline_value;
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        return Status::InvalidArgument(fmt::format("--{}: expects a value", flag->name));
       }
-      shown = "--" + name;
-      for (char& c : name) if (c == '_') c = '-';
-      flag = FindFlag(name);
-      if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
-    } else {
-      flag = arg.size() >= 2 ? FindShort(arg[1]) : nullptr;
-      shown = arg.substr(0, 2);
-      if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'", arg));
-      if (arg.size() > 2) inline_value = arg.substr(arg[2] == '=' ? 3 : 2);
-    }
-    // --explain asks about the run without changing it: `dlaunch --explain --
-    // CMD` shows the entrypoint form's plan (sized to the node), as `dlaunch --
-    // CMD` would run it.
-    if (std::string_view(flag->name) != "explain") saw_flag = true;
-
-    std::string value;
-    switch (flag->arity) {
-      case Arity::kSwitch:
-        if (inline_value) return Status::InvalidArgument(fmt::format("--{}: takes no value, got '{}'", flag->name, *inline_value));
-        break;
-      case Arity::kOptionalValue:
-        value = inline_value.value_or("");
-        break;
-      case Arity::kValue:
-        if (inline_value) {
-          value = *inline_value;
-        } else if (i + 1 < args.size()) {
-          value = args[++i];
-        } else {
-          return Status::InvalidArgument(fmt::format("--{}: expects a value", flag->name));
-        }
-        break;
-    }
-    if (Status s = flag->set(o, value); !s.ok()) return s;
-    o.given[std::string(flag->name)] = fmt::format("--{}", flag->name);
-    o.typed.emplace_back(flag->name, value);
+      break;
   }
-  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  // A head launch's --role-env values, in order; the first missing index ends
-  // them (the head numbers them from 0 without gaps).
-  for (size_t k = 0;; ++k) {
-    auto it = env.find(fmt::format("{}{}", kRoleEnvVarPrefix, k));
-    if (it == env.end()) break;
-    if (Status s = AddRoleEnv(o, it->second); !s.ok())
-      return Status::InvalidArgument(fmt::format("{} (from {}{})", s.message(), kRoleEnvVarPrefix, k));
-  }
+  if (Status s = flag->set(o, value); !s.ok()) return s;
+  o.given[std::string(flag->name)] = fmt::format("--{}", flag->name);
+  o.typed.emplace_back(flag->name, value);
+  return flag;
+}
 
-  if (o.help || o.version) return o;
-  if (o.command.empty() && !o.explain)
-    return Status::InvalidArgument("no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])");
-  // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
-  if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
+// The checks that need the whole command line: combinations of flags.
+Status CheckCombinations(const Options& o) {
   if (o.legacy_launch && o.no_python && !o.use_env)
     return Status::InvalidArgument("--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)");
   if (o.module && o.no_python)
@@ -614,6 +589,48 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
     return Status::InvalidArgument(fmt::format("--nproc-per-node: {} nodes of {} workers make {}, over the limit of {} in a job",
                                                o.max_nodes, o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes,
                                                std::numeric_limits<int32_t>::max()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env) {
+  Options o;
+  if (Status s = ApplyPetDefaults(o, env); !s.ok()) return s;
+
+  size_t i = 0;
+  bool saw_flag = false;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      o.after_dashdash = true;
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the command starts here
+    Result<const Flag*> flag = ReadFlag(args, i, o);
+    if (!flag.ok()) return flag.status();
+    // --explain asks about the run without changing it: `dlaunch --explain --
+    // CMD` shows the entrypoint form's plan (sized to the node), as `dlaunch --
+    // CMD` would run it.
+    if (std::string_view((*flag)->name) != "explain") saw_flag = true;
+  }
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  // A head launch's --role-env values, in order; the first missing index ends
+  // them (the head numbers them from 0 without gaps).
+  for (size_t k = 0;; ++k) {
+    auto it = env.find(fmt::format("{}{}", kRoleEnvVarPrefix, k));
+    if (it == env.end()) break;
+    if (Status s = AddRoleEnv(o, it->second); !s.ok())
+      return Status::InvalidArgument(fmt::format("{} (from {}{})", s.message(), kRoleEnvVarPrefix, k));
+  }
+
+  if (o.help || o.version) return o;
+  if (o.command.empty() && !o.explain)
+    return Status::InvalidArgument("no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])");
+  // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
+  if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
+  if (Status s = CheckCombinations(o); !s.ok()) return s;
   return o;
 }
 

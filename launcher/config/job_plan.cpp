@@ -37,21 +37,29 @@ std::string JobUsage() {
          "nodes in order. FLAGS are any dlaunch flags (--events, --hang-timeout, --tag-output, ...).\n";
 }
 
-Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts) {
-  JobPlan job;
-  std::vector<std::string> sets, extra, node_flags;
+namespace {
+
+// The words after `dlaunch job`, sorted: the spec, its --set edits, the node
+// list's flags, and every other flag, for Decide.
+struct JobArgs {
+  std::string file;
+  std::vector<std::string> sets, node_flags, extra;
+};
+
+Result<JobArgs> SplitJobArgs(const std::vector<std::string>& args) {
+  JobArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (job.file.empty() && !a.starts_with("-")) {
-      job.file = a;
+    if (out.file.empty() && !a.starts_with("-")) {
+      out.file = a;
     } else if (a == "--set" || a.starts_with("--set=")) {
       if (a == "--set" && i + 1 >= args.size()) return Status::InvalidArgument("--set: expects KEY.PATH=VALUE");
-      sets.push_back(a == "--set" ? args[++i] : a.substr(6));
+      out.sets.push_back(a == "--set" ? args[++i] : a.substr(6));
     } else if (a == "-H" || a == "--host" || a == "--hostfile" || a == "--nodes") {
       if (i + 1 >= args.size()) return Status::InvalidArgument(fmt::format("{}: expects a value", a));
-      node_flags.insert(node_flags.end(), {a, args[++i]});
+      out.node_flags.insert(out.node_flags.end(), {a, args[++i]});
     } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") || a.starts_with("--nodes=")) {
-      node_flags.push_back(a);
+      out.node_flags.push_back(a);
     } else {
       std::string name = a.substr(0, a.find('='));
       if (name.starts_with("--")) std::replace(name.begin() + 2, name.end(), '_', '-');
@@ -59,14 +67,85 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
         if (name == spec_flag)
           return Status::InvalidArgument(
               fmt::format("{}: the job spec decides it (change the spec, or use --set KEY.PATH=VALUE)", a.substr(0, a.find('='))));
-      extra.push_back(a);
+      out.extra.push_back(a);
     }
   }
-  bool node_list = !node_flags.empty();
-  if (job.file.empty()) return Status::InvalidArgument("job: no spec file given (" + JobUsage().substr(7, 60) + "...)");
+  if (out.file.empty()) return Status::InvalidArgument("job: no spec file given (" + JobUsage().substr(7, 60) + "...)");
+  return out;
+}
+
+// An MPI command across listed nodes runs once, on node 0, as on the platform:
+// a head launch of node 0 alone. The nodes and their slots travel in
+// DLAUNCH_JOB_HOSTS ("h1 slots=2,h2 slots=2"; a host name has no comma) and
+// become a hostfile there, named by AZUREML_MPI_HOSTFILE and removed when the
+// command ends. Sets the flags and returns the command that wraps the spec's.
+Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance,
+                                  const envmap::EnvMap& env, std::vector<std::string>& f) {
+  std::vector<std::string> list = node_flags;
+  list.insert(list.end(), {"--", "true"});
+  Result<Options> o = ParseCommandLine(list, env);
+  if (!o.ok()) return o.status();
+  Result<std::vector<HostEntry>> hosts = NodeList(*o);
+  if (!hosts.ok()) return hosts.status();
+  if (static_cast<int>(hosts->size()) != s.instances)
+    return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
+                                               s.instances_at, s.instances, hosts->size()));
+  std::vector<std::string> slots;
+  for (const HostEntry& h : *hosts) slots.push_back(fmt::format("{} slots={}", h.host, per_instance));
+  const std::string& node0 = hosts->front().host;
+  f = {"-H", fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
+       "--nproc-per-node", "1", "--no-tag", "-x", "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
+  for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
+  // mktemp: a name that `ps` shows must not be one another user can plant a
+  // symbolic link at before the shell writes through it.
+  return std::string(
+      "f=$(mktemp \"${TMPDIR:-/tmp}/dlaunch-hosts-XXXXXX\") || exit 1; "
+      "printf '%s\\n' \"$DLAUNCH_JOB_HOSTS\" | tr , '\\n' >\"$f\" || { rm -f \"$f\"; exit 1; }; "
+      "unset DLAUNCH_JOB_HOSTS; AZUREML_MPI_HOSTFILE=$f; export AZUREML_MPI_HOSTFILE; /bin/sh -c \"$0\"; rc=$?; "
+      "rm -f \"$f\"; exit $rc");
+}
+
+// Every other job: one agent per instance, on the listed nodes or on loopback
+// addresses of this machine.
+std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance) {
+  std::vector<std::string> f = node_flags;
+  if (node_flags.empty()) {
+    std::vector<std::string> hosts;
+    for (int i = 0; i < s.instances; ++i) hosts.push_back(fmt::format("{}:{}", LoopbackHost(i), per_instance));
+    f = {"-H", Join(hosts, ",")};
+  }
+  f.insert(f.end(), {"--nproc-per-node", std::to_string(per_instance)});
+  for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
+  if (s.kind == JobKind::kMpi) f.insert(f.end(), {"--env", "ompi,azure"});
+  if (s.kind == JobKind::kPyTorch && !s.processes) {
+    // A per-node launcher (torch.distributed.launch) in each instance, told
+    // NODE_RANK, MASTER_ADDR and MASTER_PORT: 6105 unless the spec sets it.
+    std::string port = "6105";
+    for (const auto& [k, v] : s.env)
+      if (k == "MASTER_PORT") port = v;
+    f.insert(f.end(), {"--launch-mode", "per-node", "--master-port", port});
+  }
+  if (!s.roles.empty()) {
+    std::vector<std::string> roles;
+    for (const envmap::RoleSpec& r : s.roles) roles.push_back(fmt::format("{}:{}", r.name, r.count));
+    f.insert(f.end(), {"--roles", Join(roles, ",")});
+    for (const envmap::RoleSpec& r : s.roles)
+      for (const auto& [k, v] : r.env) f.insert(f.end(), {"--role-env", fmt::format("{}:{}={}", r.name, k, v)});
+  }
+  return f;
+}
+
+}  // namespace
+
+Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts) {
+  Result<JobArgs> split = SplitJobArgs(args);
+  if (!split.ok()) return split.status();
+  JobPlan job;
+  job.file = split->file;
+  bool node_list = !split->node_flags.empty();
   Result<std::string> text = ReadHostfile(job.file, "job spec");  // a bounded read of a regular file, naming it
   if (!text.ok()) return text.status();
-  Result<JobSpec> spec = ParseJobSpec(*text, job.file, sets);
+  Result<JobSpec> spec = ParseJobSpec(*text, job.file, split->sets);
   if (!spec.ok()) return spec.status();
   job.spec = *spec;
   const JobSpec& s = job.spec;
@@ -85,59 +164,13 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     env.erase("AZUREML_MPI_HOSTFILE");
     for (const auto& [k, v] : s.env) env[k] = v;
   } else if (mpi_command) {
-    // Once, on node 0, as on the platform: a head launch of node 0 alone. The
-    // nodes and their slots travel in DLAUNCH_JOB_HOSTS ("h1 slots=2,h2 slots=2";
-    // a host name has no comma) and become a hostfile there, named by
-    // AZUREML_MPI_HOSTFILE and removed when the command ends.
-    std::vector<std::string> list = node_flags;
-    list.insert(list.end(), {"--", "true"});
-    Result<Options> o = ParseCommandLine(list, env);
-    if (!o.ok()) return o.status();
-    Result<std::vector<HostEntry>> hosts = NodeList(*o);
-    if (!hosts.ok()) return hosts.status();
-    if (static_cast<int>(hosts->size()) != s.instances)
-      return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                                 s.instances_at, s.instances, hosts->size()));
-    std::vector<std::string> slots;
-    for (const HostEntry& h : *hosts) slots.push_back(fmt::format("{} slots={}", h.host, per_instance));
-    const std::string& node0 = hosts->front().host;
-    f = {"-H", fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
-         "--nproc-per-node", "1", "--no-tag", "-x", "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
-    for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
-    // mktemp: a name that `ps` shows must not be one another user can plant a
-    // symbolic link at before the shell writes through it.
-    command =
-        "f=$(mktemp \"${TMPDIR:-/tmp}/dlaunch-hosts-XXXXXX\") || exit 1; "
-        "printf '%s\\n' \"$DLAUNCH_JOB_HOSTS\" | tr , '\\n' >\"$f\" || { rm -f \"$f\"; exit 1; }; "
-        "unset DLAUNCH_JOB_HOSTS; AZUREML_MPI_HOSTFILE=$f; export AZUREML_MPI_HOSTFILE; /bin/sh -c \"$0\"; rc=$?; "
-        "rm -f \"$f\"; exit $rc";
+    Result<std::string> wrapped = MpiOnNodeZero(s, split->node_flags, per_instance, env, f);
+    if (!wrapped.ok()) return wrapped.status();
+    command = *wrapped;
   } else {
-    f = node_flags;
-    if (!node_list) {
-      std::vector<std::string> hosts;
-      for (int i = 0; i < s.instances; ++i) hosts.push_back(fmt::format("{}:{}", LoopbackHost(i), per_instance));
-      f = {"-H", Join(hosts, ",")};
-    }
-    f.insert(f.end(), {"--nproc-per-node", std::to_string(per_instance)});
-    for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
-    if (s.kind == JobKind::kMpi) f.insert(f.end(), {"--env", "ompi,azure"});
-    if (s.kind == JobKind::kPyTorch && !s.processes) {
-      // A per-node launcher (torch.distributed.launch) in each instance, told
-      // NODE_RANK, MASTER_ADDR and MASTER_PORT: 6105 unless the spec sets it.
-      std::string port = "6105";
-      for (const auto& [k, v] : s.env)
-        if (k == "MASTER_PORT") port = v;
-      f.insert(f.end(), {"--launch-mode", "per-node", "--master-port", port});
-    }
-    if (!s.roles.empty()) {
-      std::vector<std::string> roles;
-      for (const envmap::RoleSpec& r : s.roles) roles.push_back(fmt::format("{}:{}", r.name, r.count));
-      f.insert(f.end(), {"--roles", Join(roles, ",")});
-      for (const envmap::RoleSpec& r : s.roles)
-        for (const auto& [k, v] : r.env) f.insert(f.end(), {"--role-env", fmt::format("{}:{}={}", r.name, k, v)});
-    }
+    f = FlagsPerInstance(s, split->node_flags, per_instance);
   }
-  f.insert(f.end(), extra.begin(), extra.end());
+  f.insert(f.end(), split->extra.begin(), split->extra.end());
   f.insert(f.end(), {"--", "/bin/sh", "-c", command});
   if (command != s.command) f.push_back(s.command);  // $0 of the wrapper on node 0
 
