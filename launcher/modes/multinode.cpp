@@ -218,91 +218,116 @@ class NodeMode {
 
 }  // namespace
 
+namespace {
+
+// The rendezvous secret and, for messages, where it came from: the plan's, else
+// on loopback this user's own (every local user reaches loopback), else none.
+struct AgentToken {
+  std::string token;
+  std::string from;
+};
+
+Result<AgentToken> TokenFor(asio::io_context& io, const RendezvousPlan& r, Console& console) {
+  const rdzv::HostPort& endpoint = *r.endpoint;
+  if (!r.token.empty()) return AgentToken{r.token, ""};
+  if (IsLoopbackHost(io, endpoint.host)) {
+    Result<std::string> own = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
+    if (!own.ok())
+      return Status::InvalidArgument(fmt::format("rendezvous {}: no token given, and this user's loopback token cannot "
+                                                 "be used ({}); set {} or --rdzv-token-file",
+                                                 endpoint.ToString(), own.status().message(), rdzv::kTokenEnvVar));
+    return AgentToken{*own, fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile)};
+  }
+  console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
+                          endpoint.ToString(), rdzv::kTokenEnvVar));
+  return AgentToken{};
+}
+
+// Hosts the coordinator when the endpoint is ours. With several agents on one
+// machine (loopback tests) each would qualify; the first to bind hosts it, and
+// the others get null. Fails only where this node must host (is_host=1).
+Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io, const RendezvousPlan& r,
+                                                             const std::string& token, Console& console) {
+  std::unique_ptr<rdzv::CoordinatorServer> none;
+  if (!r.is_host.value_or(IsLocalAddress(io, r.endpoint->host))) return none;
+  rdzv::CoordinatorOptions copts = r.coordinator;
+  copts.endpoint = r.endpoint->ToString();
+  copts.token = token;
+  if (Status s = rdzv::Validate(copts); !s.ok()) return s;
+  auto started = rdzv::CoordinatorServer::Start(io, *r.endpoint, "--rdzv-endpoint", rdzv::CoordinatorServer::OneJob(copts),
+                                                [&console](const std::string& line) { console.Say(line); });
+  if (started.ok()) return std::move(*started);
+  if (r.is_host.value_or(false)) return started.status();
+  return none;
+}
+
+// What this node's agent says when it joins, and the ports it holds for that:
+// MASTER_PORT in case it becomes rank 0, and a port per TF task, which every
+// node's TF_CONFIG lists.
+struct Join {
+  rdzv::AgentMachineOptions options;
+  PortReservation master_hold;
+  std::vector<PortReservation> task_holds;
+};
+
+Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken token, bool hosting) {
+  Join out;
+  Result<PortReservation> master_hold = r.master_port ? Result<PortReservation>(PortReservation())
+                                                      : PortReservation::AnyFree();
+  if (!master_hold.ok()) return master_hold.status();
+  out.master_hold = std::move(*master_hold);
+  rdzv::AgentMachineOptions& o = out.options;
+  o.endpoint = r.endpoint->ToString();
+  o.token = std::move(token.token);
+  o.token_from = std::move(token.from);
+  o.join.run_id = r.coordinator.run_id;
+  o.min_nodes = r.min_nodes;
+  o.max_nodes = r.max_nodes;
+  o.max_restarts = r.coordinator.max_restarts;
+  o.join.host = r.host_name;
+  if (!r.local_addr.empty()) o.join.addrs.push_back(r.local_addr);
+  o.join.nproc = plan.supervisor.nproc;
+  o.join.gpus = static_cast<int>(plan.gpus.size());
+  o.join.requested_node_rank = r.requested_node_rank;
+  o.join.master_port_hint = out.master_hold.port();
+  // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
+  // coordinator sends this node's row alone.
+  o.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
+  if (!plan.layout.roles.empty()) {
+    for (int i = 0; i < plan.supervisor.nproc; ++i) {
+      Result<PortReservation> port = PortReservation::AnyFree();
+      if (!port.ok()) return port.status();
+      o.join.task_ports.push_back(port->port());
+      out.task_holds.push_back(std::move(*port));
+    }
+  }
+  o.join_timeout = r.join_timeout;
+  o.heartbeat_timeout = r.heartbeat_timeout;
+  o.heartbeat_interval = r.heartbeat_timeout / 3;
+  o.quiet_abort = hosting;
+  o.hang_timeout = plan.hang_timeout;
+  o.hang_stop = plan.hang_stop;
+  return out;
+}
+
+}  // namespace
+
 int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view) {
-  asio::io_context& io = loop.io();
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
     return code;
   };
-  auto PrintLog = [&console](const std::string& line) { console.Say(line); };
-  const std::optional<rdzv::HostPort>& endpoint = r.endpoint;  // Decide parsed it; WithMpiEndpoint for MPI
-  const std::string& run_id = r.coordinator.run_id;
-  std::string token = r.token, token_from;
-  if (token.empty() && IsLoopbackHost(io, endpoint->host)) {
-    // Every local user reaches loopback: this user's own token keeps the others out.
-    Result<std::string> own = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
-    if (!own.ok())
-      return Fail(kExitUsage, fmt::format("rendezvous {}: no token given, and this user's loopback token cannot be "
-                                          "used ({}); set {} or --rdzv-token-file",
-                                          endpoint->ToString(), own.status().message(), rdzv::kTokenEnvVar));
-    token = *own;
-    token_from = fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile);
-  } else if (token.empty()) {
-    console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
-                            endpoint->ToString(), rdzv::kTokenEnvVar));
-  }
-
-  // Host the coordinator when the endpoint is ours. With several agents on one
-  // machine (loopback tests) each would qualify; the first to bind hosts it.
-  std::unique_ptr<rdzv::CoordinatorServer> server;
-  bool want_host = r.is_host.value_or(IsLocalAddress(io, endpoint->host));
-  if (want_host) {
-    rdzv::CoordinatorOptions copts = r.coordinator;
-    copts.endpoint = endpoint->ToString();
-    copts.token = token;
-    if (Status s = rdzv::Validate(copts); !s.ok()) return Fail(kExitUsage, s.message());
-    auto started = rdzv::CoordinatorServer::Start(io, *endpoint, "--rdzv-endpoint",
-                                                  rdzv::CoordinatorServer::OneJob(copts), PrintLog);
-    if (started.ok()) {
-      server = std::move(*started);
-    } else if (r.is_host.value_or(false)) {
-      return Fail(kExitUsage, started.status().message());
-    }
-  }
-
-  // A port free here, offered as MASTER_PORT in case this node becomes rank 0.
-  Result<PortReservation> master_hold = r.master_port ? Result<PortReservation>(PortReservation())
-                                                      : PortReservation::AnyFree();
-  if (!master_hold.ok()) return Fail(1, master_hold.status().message());
-
-  rdzv::AgentMachineOptions aopts;
-  aopts.endpoint = endpoint->ToString();
-  aopts.token = token;
-  aopts.token_from = token_from;
-  aopts.join.run_id = run_id;
-  aopts.min_nodes = r.min_nodes;
-  aopts.max_nodes = r.max_nodes;
-  aopts.max_restarts = r.coordinator.max_restarts;
-  aopts.join.host = r.host_name;
-  if (!r.local_addr.empty()) aopts.join.addrs.push_back(r.local_addr);
-  aopts.join.nproc = plan.supervisor.nproc;
-  aopts.join.gpus = static_cast<int>(plan.gpus.size());
-  aopts.join.requested_node_rank = r.requested_node_rank;
-  aopts.join.master_port_hint = master_hold->port();
-  // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
-  // coordinator sends this node's row alone.
-  aopts.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
-  // TF tasks: a port free here for each, which every node's TF_CONFIG lists.
-  std::vector<PortReservation> task_holds;
-  if (!plan.layout.roles.empty()) {
-    for (int i = 0; i < plan.supervisor.nproc; ++i) {
-      Result<PortReservation> port = PortReservation::AnyFree();
-      if (!port.ok()) return Fail(1, port.status().message());
-      aopts.join.task_ports.push_back(port->port());
-      task_holds.push_back(std::move(*port));
-    }
-  }
-  aopts.join_timeout = r.join_timeout;
-  aopts.heartbeat_timeout = r.heartbeat_timeout;
-  aopts.heartbeat_interval = r.heartbeat_timeout / 3;
-  aopts.quiet_abort = server != nullptr;
-  aopts.hang_timeout = plan.hang_timeout;
-  aopts.hang_stop = plan.hang_stop;
+  Result<AgentToken> token = TokenFor(loop.io(), r, console);
+  if (!token.ok()) return Fail(kExitUsage, token.status().message());
+  Result<std::unique_ptr<rdzv::CoordinatorServer>> server = HostIfOurs(loop.io(), r, token->token, console);
+  if (!server.ok()) return Fail(kExitUsage, server.status().message());
+  Result<Join> join = JoinFor(r, plan, std::move(*token), *server != nullptr);
+  if (!join.ok()) return Fail(1, join.status().message());
 
   PrintNotices(plan, console);
-  NodeMode mode(loop, console, endpoint->ToString(), plan, watchdog, std::move(server), *endpoint, std::move(aopts),
-                std::move(task_holds), live, view);
+  NodeMode mode(loop, console, r.endpoint->ToString(), plan, watchdog, std::move(*server), *r.endpoint,
+                std::move(join->options), std::move(join->task_holds), live, view);
   mode.Start();
   int code = loop.Run();
   live.SetRun(nullptr);  // the run and the job view go with `mode`
