@@ -4,6 +4,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -23,15 +26,45 @@ namespace dlaunch::launcher {
 
 namespace rdzv = dlaunch::rendezvous;
 
+namespace {
+
+constexpr const char* kDaemonUsage =
+    "usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
+    "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
+    "\n"
+    "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
+    "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
+    "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
+    "no agent connected for join_timeout (default 600s) is forgotten.";
+
+// Each job's hangs are logged with its run id; their stacks go to one
+// directory, made at the first report, and kept. `say` must outlive `server`.
+void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const std::string&)>& say) {
+  auto stacks_dir = std::make_shared<std::string>();
+  auto dir = [stacks_dir]() -> Result<std::string> {
+    if (stacks_dir->empty()) {
+      Result<std::string> made = NewStacksDir();
+      if (!made.ok()) return made;
+      *stacks_dir = *made;
+    }
+    return *stacks_dir;
+  };
+  auto job_say = [&say](const std::string& run_id) {
+    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
+  };
+  server.OnHang({[=](const std::string& run_id, const rdzv::HangSuspected& s) {
+                   JobHangReporter(job_say(run_id), nullptr, dir).Suspected(s);
+                 },
+                 [=](const std::string& run_id, const rdzv::HangReport& r) {
+                   JobHangReporter(job_say(run_id), nullptr, dir).Report(r);
+                 }});
+}
+
+}  // namespace
+
 int RunCoordinatorDaemon(const DaemonPlan& plan) {
   if (plan.help) {
-    std::puts("usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
-              "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
-              "\n"
-              "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
-              "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
-              "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
-              "no agent connected for join_timeout (default 600s) is forgotten.");
+    std::puts(kDaemonUsage);
     return 0;
   }
   const rdzv::HostPort& at = plan.listen;
@@ -62,32 +95,13 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   };
   // The log goes through the console: a stalled stderr must not stop the coordinator.
   Console console(io, STDOUT_FILENO, STDERR_FILENO);
-  auto say = [&console](const std::string& line) {
+  std::function<void(const std::string&)> say = [&console](const std::string& line) {
     // Lines quote what peers sent (host names, failure reasons): never raw to a terminal.
     console.Write(ConsoleStream::kErr, "dlaunch coordinator: " + SafeUtf8(line, false) + "\n");
   };
   auto server = rdzv::CoordinatorServer::Start(io, at, "--listen", factory, say);
   if (!server.ok()) return Fail(kExitUsage, server.status().message(), kDaemonName);
-  // Each job's hangs are logged with its run id; their stacks go to one
-  // directory, made at the first report, and kept.
-  std::string stacks_dir;
-  auto dir = [&stacks_dir]() -> Result<std::string> {
-    if (stacks_dir.empty()) {
-      Result<std::string> made = NewStacksDir();
-      if (!made.ok()) return made;
-      stacks_dir = *made;
-    }
-    return stacks_dir;
-  };
-  auto job_say = [&say](const std::string& run_id) {
-    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
-  };
-  (*server)->OnHang({[&](const std::string& run_id, const rdzv::HangSuspected& s) {
-                       JobHangReporter(job_say(run_id), nullptr, dir).Suspected(s);
-                     },
-                     [&](const std::string& run_id, const rdzv::HangReport& r) {
-                       JobHangReporter(job_say(run_id), nullptr, dir).Report(r);
-                     }});
+  LogHangs(**server, say);
   // A job whose agents all went away before it ran would otherwise stay for ever.
   (*server)->ExpireAbandonedJobs(plan.jobs.join_timeout);
   say(fmt::format("listening on {}", endpoint));
