@@ -118,16 +118,7 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
   auto* assignment = std::get_if<Assignment>(&message);
   switch (state_) {
     case State::kHandshake:
-      if (auto* challenge = std::get_if<Challenge>(&message)) {
-        OnChallenge(*challenge, now);
-      } else if (refused) {
-        Finish(1, fmt::format("{}: refused ({})", Subject(), refused->reason));
-      } else if (abort) {
-        Finish(1, abort->reason);
-      } else {
-        Finish(1, fmt::format("{}: the peer at {} is not a dlaunch coordinator (it sent {} before a challenge)",
-                              Subject(), options_.endpoint, TypeName(message)));
-      }
+      OnHandshakeMessage(message, now);
       break;
     case State::kJoining:
       if (assignment) {
@@ -187,6 +178,19 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
       break;  // nothing is expected: a late message on a connection being dropped
   }
   return Flush();
+}
+
+void AgentMachine::OnHandshakeMessage(const Message& message, Clock::time_point now) {
+  if (auto* challenge = std::get_if<Challenge>(&message)) {
+    OnChallenge(*challenge, now);
+  } else if (auto* refused = std::get_if<Refused>(&message)) {
+    Finish(1, fmt::format("{}: refused ({})", Subject(), refused->reason));
+  } else if (auto* abort = std::get_if<Abort>(&message)) {
+    Finish(1, abort->reason);
+  } else {
+    Finish(1, fmt::format("{}: the peer at {} is not a dlaunch coordinator (it sent {} before a challenge)", Subject(),
+                          options_.endpoint, TypeName(message)));
+  }
 }
 
 void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now) {

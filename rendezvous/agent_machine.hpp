@@ -167,6 +167,7 @@ class AgentMachine {
   // The connection is unusable before the join: retry after a pause, or give up
   // with `why` once join_timeout has passed.
   void Retry(const std::string& why, Clock::time_point now);
+  void OnHandshakeMessage(const Message& message, Clock::time_point now);
   void OnChallenge(const Challenge& challenge, Clock::time_point now);
   // The coordinator is gone while joined.
   void Lost(const std::string& why);

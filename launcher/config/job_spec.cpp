@@ -350,6 +350,31 @@ int JobSpec::WorldSize() const {
   return kind == JobKind::kTensorFlow ? instances : instances * processes.value_or(1);
 }
 
+namespace {
+
+// code: PATH, or code: {path: PATH} (local_path, the older name): the
+// directory the command runs in, relative to the spec's own.
+Status ReadCode(const Reader& r, const YAML::Node& code, const std::string& file, JobSpec& spec) {
+  if (code.IsScalar()) {
+    Result<std::string> path = r.Text(code, "code");
+    if (!path.ok()) return path.status();
+    spec.code_dir = *path;
+  } else {
+    if (Status s = r.Keys(code, "code", {"path", "local_path"}); !s.ok()) return s;
+    YAML::Node p = code["path"] ? code["path"] : code["local_path"];
+    Result<std::string> path = p ? r.Text(p, "code.path") : Result<std::string>(std::string());
+    if (!path.ok()) return path.status();
+    spec.code_dir = *path;
+  }
+  if (!spec.code_dir.empty()) {
+    std::filesystem::path base = std::filesystem::path(file).parent_path();
+    spec.code_dir = (base / spec.code_dir).lexically_normal().string();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, const std::vector<std::string>& sets) {
   Result<YAML::Node> loaded = LoadYaml(text, file, true);
   if (!loaded.ok()) return loaded.status();
@@ -381,21 +406,7 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
       return r.Error(root["command"], "command: empty");
 
     if (YAML::Node code = root["code"]) {
-      if (code.IsScalar()) {
-        Result<std::string> path = r.Text(code, "code");
-        if (!path.ok()) return path.status();
-        spec.code_dir = *path;
-      } else {
-        if (Status s = r.Keys(code, "code", {"path", "local_path"}); !s.ok()) return s;
-        YAML::Node p = code["path"] ? code["path"] : code["local_path"];
-        Result<std::string> path = p ? r.Text(p, "code.path") : Result<std::string>(std::string());
-        if (!path.ok()) return path.status();
-        spec.code_dir = *path;
-      }
-      if (!spec.code_dir.empty()) {
-        std::filesystem::path base = std::filesystem::path(file).parent_path();
-        spec.code_dir = (base / spec.code_dir).lexically_normal().string();
-      }
+      if (Status st = ReadCode(r, code, file, spec); !st.ok()) return st;
     }
     if (YAML::Node env = root["environment_variables"]) {
       Result<envmap::EnvVars> vars = r.Variables(env, "environment_variables");
