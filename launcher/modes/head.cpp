@@ -134,26 +134,8 @@ class Head {
 
 Status Head::StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
                        const std::string& stdin_data) {
-  Result<Pipe> in = MakePipe();
-  if (!in.ok()) return in.status();
-  Result<Pipe> out = MakePipe();
-  if (!out.ok()) return out.status();
-  Result<Pipe> err = MakePipe();
-  if (!err.ok()) return err.status();
-  SpawnSpec spec = base;
-  spec.stdin_fd = in->read_fd;
-  spec.stdout_fd = out->write_fd;
-  spec.stderr_fd = err->write_fd;
-  Result<int> pid = SpawnWorker(spec);
-  close(in->read_fd);
-  close(out->write_fd);
-  close(err->write_fd);
-  if (!pid.ok()) {
-    close(in->write_fd);
-    close(out->read_fd);
-    close(err->read_fd);
-    return pid.status();
-  }
+  Result<PipedChild> child = SpawnPiped(base, true);
+  if (!child.ok()) return child.status();
   // The token and the -x values may pass the pipe's size, and ssh reads them
   // only once it has connected: written from the loop, and the pipe closes
   // once they are (or the node is gone).
@@ -161,15 +143,15 @@ Status Head::StartNode(const std::string& name, const std::string& launcher, con
     asio::posix::stream_descriptor pipe;
     std::string data;
   };
-  auto feed = std::make_shared<Feed>(Feed{asio::posix::stream_descriptor(io_, in->write_fd), stdin_data});
+  auto feed = std::make_shared<Feed>(Feed{asio::posix::stream_descriptor(io_, child->stdin_fd), stdin_data});
   asio::async_write(feed->pipe, asio::buffer(feed->data), [feed](boost::system::error_code, size_t) {});
-  watchdog_.Add(*pid);
+  watchdog_.Add(child->pid);
   size_t i = nodes_.size();
   Node& node = nodes_.emplace_back();
   node.name = name;
   node.launcher = launcher;
-  node.pid = *pid;
-  for (auto [fd, is_err] : {std::pair{out->read_fd, false}, std::pair{err->read_fd, true}}) {
+  node.pid = child->pid;
+  for (auto [fd, is_err] : {std::pair{child->stdout_fd, false}, std::pair{child->stderr_fd, true}}) {
     // The agents tag their workers' lines; the head only keeps lines whole, so
     // two nodes' output never interleaves mid-line.
     StreamRoute r;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <initializer_list>
 #include <system_error>
 
 #include <boost/process/args.hpp>
@@ -80,6 +81,38 @@ Result<Pipe> MakePipe() {
   // caps it at /proc/sys/fs/pipe-max-size, and a refusal is harmless.
   fcntl(fds[0], F_SETPIPE_SZ, kPipeBytes);
   return Pipe{fds[0], fds[1]};
+}
+
+namespace {
+
+void CloseFds(std::initializer_list<int> fds) {
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+}
+
+}  // namespace
+
+Result<PipedChild> SpawnPiped(SpawnSpec spec, bool with_stdin) {
+  Pipe in, out, err;
+  for (Pipe* p : {&in, &out, &err}) {
+    if (p == &in && !with_stdin) continue;
+    Result<Pipe> made = MakePipe();
+    if (!made.ok()) {
+      CloseFds({in.read_fd, in.write_fd, out.read_fd, out.write_fd});
+      return made.status();
+    }
+    *p = *made;
+  }
+  spec.stdin_fd = in.read_fd;
+  spec.stdout_fd = out.write_fd;
+  spec.stderr_fd = err.write_fd;
+  Result<int> pid = SpawnWorker(spec);
+  CloseFds({in.read_fd, out.write_fd, err.write_fd});  // the child's ends
+  if (!pid.ok()) {
+    CloseFds({in.write_fd, out.read_fd, err.read_fd});
+    return pid.status();
+  }
+  return PipedChild{*pid, in.write_fd, out.read_fd, err.read_fd};
 }
 
 Result<std::string> ResolveCommand(const std::string& name) {

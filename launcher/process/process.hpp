@@ -32,6 +32,19 @@ Result<int> SpawnWorker(const SpawnSpec& spec);
 struct Pipe { int read_fd = -1; int write_fd = -1; };
 Result<Pipe> MakePipe();
 
+// A child started by SpawnPiped: its pid and the parent's ends of its pipes,
+// which the caller owns (-1 where there is none).
+struct PipedChild {
+  int pid = -1;
+  int stdin_fd = -1;   // the write end, with `with_stdin`
+  int stdout_fd = -1;  // the read end
+  int stderr_fd = -1;  // the read end
+};
+// SpawnWorker with the child's stdout and stderr, and its stdin when
+// `with_stdin`, on new pipes (the spec's own descriptors for them are replaced).
+// On failure nothing is left open. The same rule as SpawnWorker: main thread only.
+Result<PipedChild> SpawnPiped(SpawnSpec spec, bool with_stdin);
+
 // Finds `name` the way execvp would (PATH, or as a path when it has a '/').
 // Returns NotFound "NAME: command not found" or InvalidArgument "NAME: not executable".
 Result<std::string> ResolveCommand(const std::string& name);

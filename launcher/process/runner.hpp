@@ -1,5 +1,8 @@
-// Runs one node's workers to the end: the Asio event loop that connects real
-// processes, pipes and signals to the Supervisor policy.
+// Runs one node's workers to the end. StartJob wires the parts to the event
+// loop's signals and timers: the worker group (worker_group.hpp: spawn, reap,
+// restart, output, under the Supervisor policy), the hang watch
+// (hang_watch.hpp), the live rows (worker_rows.hpp) and the summary at the end
+// (summary.hpp).
 #pragma once
 
 #include <functional>

@@ -1,11 +1,19 @@
 #include "launcher/process/summary.hpp"
 
+#include <fstream>
+#include <sstream>
+
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
 #include "launcher/core/text.hpp"
+#include "launcher/process/worker_group.hpp"
 
 namespace dlaunch::launcher {
+
+std::string ErrorFilePath(const std::string& private_dir, int restart, int local_rank) {
+  return fmt::format("{}/error-{}-{}.json", private_dir, restart, local_rank);
+}
 
 std::optional<std::string> ErrorFileMessage(const std::string& json_text) {
   boost::system::error_code ec;
@@ -55,6 +63,42 @@ std::vector<std::string> FailureSummary(int exit_code, const WorkerReport* cause
                                 : fmt::format("rank {} {}", r.rank, Describe(r.record.status));
   }
   if (!stopped.empty()) lines.push_back("others: " + stopped);
+  return lines;
+}
+
+NodeEnd GatherEnd(const WorkerGroup& group, const std::string& private_dir) {
+  const Supervisor& s = group.supervisor();
+  NodeEnd end;
+  end.exit_code = s.exit_code();
+  end.stop_signal = s.stop_signal();
+  for (const WorkerRecord& w : s.workers()) {
+    WorkerReport r;
+    r.record = w;
+    r.rank = group.RankOf(w.local_rank);
+    r.record.local_rank = group.ToldLocalRank(w.local_rank);
+    end.workers.push_back(r);
+  }
+  if (const WorkerRecord* root = s.root_cause()) {
+    WorkerReport r = end.workers[static_cast<size_t>(root->local_rank)];
+    std::ifstream f(ErrorFilePath(private_dir, root->restart, root->local_rank));
+    std::stringstream text;
+    text << f.rdbuf();
+    if (f) r.error_message = ErrorFileMessage(text.str());
+    r.stderr_tail = group.stderr_tail(static_cast<size_t>(root->local_rank)).LastLines(5);
+    end.cause = r;
+  }
+  return end;
+}
+
+std::vector<std::string> NodeEndLines(const NodeEnd& end) {
+  std::vector<std::string> lines;
+  if (!end.hang_cause.empty() && end.stop_signal == 0) {
+    lines.push_back(fmt::format("job stopped after a hang; exit code {}", end.exit_code));
+    lines.insert(lines.end(), end.hang_cause.begin(), end.hang_cause.end());
+  } else if ((end.exit_code != 0 && end.cause) || end.stop_signal != 0) {
+    lines = FailureSummary(end.exit_code, end.cause ? &*end.cause : nullptr, end.workers, end.stop_signal);
+  }
+  lines.insert(lines.end(), end.kill_stacks.begin(), end.kill_stacks.end());
   return lines;
 }
 

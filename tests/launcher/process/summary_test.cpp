@@ -48,3 +48,35 @@ TEST_CASE("a job stopped by a signal says so", "[summary]") {
   auto lines = FailureSummary(143, nullptr, {}, SIGTERM);
   CHECK(lines == std::vector<std::string>{"stopped by SIGTERM; exit code 143"});
 }
+
+TEST_CASE("a node's end: the hang that stopped it, a failure, or nothing; the kill stacks always", "[summary]") {
+  WorkerReport cause;
+  cause.rank = 2;
+  cause.record.local_rank = 0;
+  cause.record.pid = 77;
+  cause.record.status = {3, 0};
+  NodeEnd end;
+  end.exit_code = 124;
+  end.hang_cause = {"root cause: no rank made progress for 9s (--hang-action stop)", "  | rank 0: in allreduce"};
+  end.kill_stacks = {"at SIGKILL: full stacks in /run/stacks-1.txt"};
+  CHECK(NodeEndLines(end) == std::vector<std::string>{"job stopped after a hang; exit code 124",
+                                                      "root cause: no rank made progress for 9s (--hang-action stop)",
+                                                      "  | rank 0: in allreduce",
+                                                      "at SIGKILL: full stacks in /run/stacks-1.txt"});
+  // A stop signal outranks the hang.
+  end.stop_signal = SIGINT;
+  end.exit_code = 130;
+  CHECK(NodeEndLines(end).front() == "stopped by SIGINT; exit code 130");
+
+  NodeEnd failed;
+  failed.exit_code = 3;
+  failed.cause = cause;
+  failed.workers = {cause};
+  CHECK(NodeEndLines(failed).at(1) == "root cause: rank 2 (local_rank 0, pid 77) exited with code 3 after 0.00s");
+  // Ended from elsewhere (no root cause here, no signal): nothing to say.
+  NodeEnd aborted;
+  aborted.exit_code = 1;
+  CHECK(NodeEndLines(aborted).empty());
+  NodeEnd fine;
+  CHECK(NodeEndLines(fine).empty());
+}
