@@ -19,7 +19,7 @@
 #include "launcher/core/console.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/process/process_control.hpp"
-#include "launcher/process/runner.hpp"
+#include "launcher/process/run_plan.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/supervisor.hpp"
 
