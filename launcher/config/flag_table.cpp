@@ -1,0 +1,412 @@
+#include "launcher/config/flag_table.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "launcher/config/hostfile.hpp"
+#include "launcher/config/plan.hpp"
+#include "launcher/core/text.hpp"
+
+namespace dlaunch::launcher {
+namespace {
+
+
+Status Bad(const std::string& flag, const std::string& what, const std::string& value) {
+  return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, Printable(value)));
+}
+
+Status SetNproc(Options& o, const std::string& v) {
+  o.nproc_given = true;
+  if (v == "auto") { o.nproc_kind = NprocKind::kAuto; return Status::Ok(); }
+  if (v == "gpu") { o.nproc_kind = NprocKind::kGpu; return Status::Ok(); }
+  if (v == "cpu") { o.nproc_kind = NprocKind::kCpu; return Status::Ok(); }
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1) return Bad("nproc-per-node", "a positive number, 'auto', 'gpu' or 'cpu'", v);
+  if (*n > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--nproc-per-node: {} is over the limit of {} workers per node", *n, kMaxWorkersPerNode));
+  o.nproc_kind = NprocKind::kNumber;
+  o.nproc = *n;
+  return Status::Ok();
+}
+
+Status SetNnodes(Options& o, const std::string& v) {
+  std::string_view sv = v;
+  size_t colon = sv.find(':');
+  std::optional<int> lo = ParseInt(sv.substr(0, colon));
+  std::optional<int> hi = colon == std::string_view::npos ? lo : ParseInt(sv.substr(colon + 1));
+  if (!lo || !hi || *lo < 1 || *hi < *lo) return Bad("nnodes", "N or MIN:MAX with 1 <= MIN <= MAX", v);
+  if (static_cast<uint64_t>(*hi) > kMaxHosts)
+    return Status::InvalidArgument(fmt::format("--nnodes: {} is over the limit of {} nodes", *hi, kMaxHosts));
+  o.min_nodes = *lo;
+  o.max_nodes = *hi;
+  return Status::Ok();
+}
+
+// An integer flag with a lower bound.
+Setter IntFlag(const char* flag, int min, int Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    std::optional<int> n = ParseInt(v);
+    if (!n || *n < min) return Bad(flag, min == 0 ? "a number >= 0" : "a positive number", v);
+    o.*field = *n;
+    return Status::Ok();
+  };
+}
+
+Setter StringFlag(std::string Options::*field) {
+  return [=](Options& o, const std::string& v) { o.*field = v; return Status::Ok(); };
+}
+
+Setter SwitchFlag(bool Options::*field) {
+  return [=](Options& o, const std::string&) { o.*field = true; return Status::Ok(); };
+}
+
+Status SetMasterPort(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1 || *n > 65535) return Bad("master-port", "a port from 1 to 65535", v);
+  o.master_port = *n;
+  return Status::Ok();
+}
+
+Status SetShutdownTimeout(Options& o, const std::string& v) {
+  // 0 is meaningful: SIGKILL at once. "inf" is not a way to say "never".
+  std::optional<std::chrono::milliseconds> t = ParseSeconds(v, /*allow_zero=*/true);
+  if (!t) return Bad("shutdown-timeout", fmt::format("seconds from 0 to {}", static_cast<long long>(kMaxSeconds)), v);
+  o.shutdown_timeout = *t;
+  return Status::Ok();
+}
+
+Status SetHangTimeout(Options& o, const std::string& v) {
+  std::optional<std::chrono::milliseconds> t = ParseSeconds(v, /*allow_zero=*/true);
+  if (!t) return Bad("hang-timeout", fmt::format("seconds from 0 (off) to {}", static_cast<long long>(kMaxSeconds)), v);
+  o.hang_timeout = *t;
+  return Status::Ok();
+}
+
+Status SetHangAction(Options& o, const std::string& v) {
+  if (v != "report" && v != "stop") return Bad("hang-action", "report or stop", v);
+  o.hang_stop = v == "stop";
+  return Status::Ok();
+}
+
+Setter StdFlag(const char* flag, std::string Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    if (StdFor(v, 0) < 0) return Bad(flag, "0-3 or a map like '0:1,1:2'", v);
+    o.*field = v;
+    return Status::Ok();
+  };
+}
+
+Status SetLocalRanksFilter(Options& o, const std::string& v) {
+  o.local_ranks_filter.clear();
+  for (const std::string& part : Split(v, ',')) {
+    std::optional<int> n = ParseInt(part);
+    if (!n || *n < 0) return Bad("local-ranks-filter", "local ranks like '0,2'", v);
+    o.local_ranks_filter.push_back(*n);
+  }
+  return Status::Ok();
+}
+
+Status SetSignals(Options& o, const std::string& v) {
+  o.signals_to_handle.clear();
+  for (const std::string& name : Split(v, ',')) {
+    int sig = SignalNumber(name);
+    if (sig <= 0) return Bad("signals-to-handle", "signal names like 'SIGTERM,SIGINT'", v);
+    o.signals_to_handle.push_back(sig);
+  }
+  return Status::Ok();
+}
+
+Status SetEnvFlavor(Options& o, const std::string& v) {
+  for (const std::string& name : Split(v, ',')) {
+    if (name == "ompi") o.env_ompi = true;
+    else if (name == "azure") o.env_azure = true;
+    else if (name == "horovod") o.env_horovod = true;
+    else if (name == "torch" || name == "pytorch") {}  // always on
+    else return Bad("env", "a list of ompi, azure, horovod", v);
+  }
+  return Status::Ok();
+}
+
+Status SetRoles(Options& o, const std::string& v) {
+  o.roles.clear();
+  int64_t total = 0;
+  for (const std::string& part : Split(v, ',')) {
+    size_t colon = part.find(':');
+    std::optional<int> n = colon == std::string::npos ? std::optional<int>(1)
+                                                      : ParseInt(part.substr(colon + 1));
+    std::string name = part.substr(0, colon);
+    if (name.empty() || !n || *n < 1) return Bad("roles", "ROLE:COUNT pairs like 'chief:1,worker:2,ps:1'", v);
+    o.roles.push_back(envmap::RoleSpec{name, *n, {}});
+    total += *n;  // int64: two counts of 2^30 must not wrap
+  }
+  if (total > kMaxWorkersPerNode)
+    return Status::InvalidArgument(
+        fmt::format("--roles: {} workers in all is over the limit of {} workers per node", total, kMaxWorkersPerNode));
+  return Status::Ok();
+}
+
+// --role-env ROLE:NAME=VALUE. Roles must come first so that a typo in the role is caught.
+
+}  // namespace
+
+Status AddRoleEnv(Options& o, const std::string& v) {
+  size_t colon = v.find(':');
+  size_t eq = v.find('=', colon == std::string::npos ? 0 : colon);
+  if (colon == std::string::npos || eq == std::string::npos || eq == colon + 1)
+    return Bad("role-env", "ROLE:NAME=VALUE", v);
+  std::string role = v.substr(0, colon);
+  for (envmap::RoleSpec& spec : o.roles) {
+    if (spec.name == role) {
+      spec.env.emplace_back(v.substr(colon + 1, eq - colon - 1), v.substr(eq + 1));
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument(
+      fmt::format("--role-env: role '{}' is not in --roles (give --roles first)", role));
+}
+
+namespace {
+
+
+Status SetBindTo(Options& o, const std::string& v) {
+  if (v != "none" && v != "core" && v != "numa") return Bad("bind-to", "none, core or numa", v);
+  o.bind_to = v;
+  return Status::Ok();
+}
+
+Status Ignore(Options&, const std::string&) { return Status::Ok(); }
+
+// Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
+// ignored (dlaunch's rendezvous has no use for them). Any other key is a typo.
+constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
+                                                  "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
+                                                  "cacert", "cert", "key"};
+
+Status SetRdzvConf(Options& o, const std::string& v) {
+  for (const std::string& pair : Split(v, ',')) {
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string key = pair.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (key == "is_host") {
+      if (value != "0" && value != "1" && value != "true" && value != "false")
+        return Bad("rdzv-conf", "is_host=0 or is_host=1", pair);
+      o.is_host = value == "1" || value == "true";
+      continue;
+    }
+    std::chrono::milliseconds* field = key == "join_timeout"        ? &o.join_timeout
+                                       : key == "last_call_timeout" ? &o.last_call_timeout
+                                       : key == "heartbeat_timeout" ? &o.heartbeat_timeout
+                                                                    : nullptr;
+    if (field == nullptr) {
+      if (std::find(std::begin(kTorchrunConfKeys), std::end(kTorchrunConfKeys), key) != std::end(kTorchrunConfKeys))
+        continue;
+      constexpr std::string_view kOurs[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
+      std::string_view best;
+      size_t best_d = 4;  // suggest only close names
+      for (std::string_view known : kOurs) {
+        size_t d = EditDistance(key, known);
+        if (d < best_d) { best_d = d; best = known; }
+      }
+      std::string hint = best.empty() ? fmt::format("dlaunch reads {}", fmt::join(kOurs, ", "))
+                                      : fmt::format("did you mean '{}'?", best);
+      return Status::InvalidArgument(fmt::format("--rdzv-conf: unknown key '{}' ({})", Printable(key), hint));
+    }
+    std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
+    if (!t) return Bad("rdzv-conf", fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
+    *field = *t;
+  }
+  return Status::Ok();
+}
+
+// Strips an IPv6 literal's brackets, "[fe80::1]", as -H and hostfiles do.
+std::string BareHost(const std::string& host) {
+  return host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+}
+
+Status SetNodes(Options& o, const std::string& v) {
+  o.nodes.clear();
+  std::vector<std::string> hosts = Split(v, ',');
+  if (hosts.size() > kMaxHosts) return Status::InvalidArgument(fmt::format("--nodes: more than {} hosts", kMaxHosts));
+  // A host named twice would silently shift the node ranks, as in -H and hostfiles.
+  std::map<std::string, size_t> rank;
+  for (const std::string& host : hosts) {
+    if (host.empty()) return Bad("nodes", "a list of hosts like 'n1,n2'", v);
+    auto [it, fresh] = rank.emplace(BareHost(host), o.nodes.size());
+    if (!fresh)
+      return Status::InvalidArgument(fmt::format("--nodes: host '{}' is listed twice (node ranks {} and {})",
+                                                 Printable(it->first), it->second, o.nodes.size()));
+    o.nodes.push_back(it->first);
+  }
+  return Status::Ok();
+}
+
+Status SetRdzvToken(Options& o, const std::string& v) {
+  // An empty token would turn authentication off without a word.
+  if (v.empty()) return Status::InvalidArgument("--rdzv-token: empty token");
+  o.rdzv_token = v;
+  return Status::Ok();
+}
+
+Status SetRdzvId(Options& o, const std::string& v) {
+  // The wire takes strings up to 4 KiB and never truncates: refuse here, not mid-handshake.
+  constexpr size_t kMaxRunId = 1024;
+  if (v.size() > kMaxRunId)
+    return Status::InvalidArgument(fmt::format("--rdzv-id: {} bytes is over the limit of {}", v.size(), kMaxRunId));
+  o.rdzv_id = v;
+  return Status::Ok();
+}
+
+Status SetExport(Options& o, const std::string& v) {
+  std::string name = v.substr(0, v.find('='));
+  bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) return Bad("export", "NAME or NAME=VALUE", v);
+  o.exports.push_back(v);
+  return Status::Ok();
+}
+
+Status SetSshOption(Options& o, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0) return Bad("ssh-option", "KEY=VALUE (as ssh -o takes)", v);
+  o.ssh_options.push_back(v);
+  return Status::Ok();
+}
+
+Status SetRemote(Options& o, const std::string& v) {
+  if (v != "ssh" && v != "pdsh") return Bad("remote", "ssh or pdsh", v);
+  o.remote = v;
+  return Status::Ok();
+}
+
+Status SetLaunchMode(Options& o, const std::string& v) {
+  if (v != "per-process" && v != "per-node") return Bad("launch-mode", "per-process or per-node", v);
+  o.launch_mode = v;
+  return Status::Ok();
+}
+
+Status SetSshPort(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1 || *n > 65535) return Bad("ssh-port", "a port from 1 to 65535", v);
+  o.ssh_port = *n;
+  return Status::Ok();
+}
+
+bool Listed(std::string_view name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+bool IsLayoutFlag(std::string_view name) {
+  return Listed(name, {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
+                       "standalone"});
+}
+
+
+// What a head-node launch passes on to every agent, as the user typed it: how
+// each node runs, supervises and shows its workers. Every other flag is the
+// head's own (HeadOnly); a test holds each flag to exactly one of the two.
+bool ForAgents(std::string_view name) {
+  return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
+                       "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
+                       "shutdown-timeout", "hang-timeout", "hang-action", "no-python-hook", "signals-to-handle", "legacy-launch", "use-env",
+                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"});
+}
+
+// The head decides each agent's nodes, workers, rendezvous and tags itself, and
+// keeps its ssh connection and its own questions (help, explain) to itself.
+bool HeadOnly(std::string_view name) {
+  return Listed(name, {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+                       "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
+                       "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
+                       "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
+                       "no-tag", "help", "version"});
+}
+
+
+const std::vector<Flag>& Flags() {
+  static const std::vector<Flag> flags = {
+      {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)"},
+      {"nnodes", 0, Arity::kValue, SetNnodes, "nodes: N or MIN:MAX (default 1)"},
+      {"node-rank", 0, Arity::kValue,
+       [](Options& o, const std::string& v) { o.node_rank_given = true; return IntFlag("node-rank", 0, &Options::node_rank)(o, v); },
+       "this node's rank"},
+      {"master-addr", 0, Arity::kValue, StringFlag(&Options::master_addr), "address of node rank 0 (default 127.0.0.1)"},
+      {"master-port", 0, Arity::kValue, SetMasterPort, "port on node rank 0 (default: a free port)"},
+      {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address"},
+      {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility"},
+      {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT"},
+      {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)"},
+      {"rdzv-conf", 0, Arity::kValue, SetRdzvConf, "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)"},
+      {"rdzv-token", 0, Arity::kValue, SetRdzvToken, "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)"},
+      {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)"},
+      {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position"},
+      {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position"},
+      {"host", 'H', Arity::kValue, StringFlag(&Options::host_list), "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position"},
+      {"include", 0, Arity::kValue, StringFlag(&Options::include), "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1"},
+      {"exclude", 0, Arity::kValue, StringFlag(&Options::exclude), "DeepSpeed filter: leave out these hosts/slots"},
+      {"remote", 0, Arity::kValue, SetRemote, "head-node launch: start agents with ssh (default) or pdsh"},
+      {"ssh-port", 0, Arity::kValue, SetSshPort, "head-node launch: ssh port"},
+      {"ssh-identity", 0, Arity::kValue, StringFlag(&Options::ssh_identity), "head-node launch: ssh key file"},
+      {"ssh-option", 0, Arity::kValue, SetSshOption, "head-node launch: ssh -o KEY=VALUE (repeatable)"},
+      {"export", 'x', Arity::kValue, SetExport, "head-node launch: pass NAME[=VALUE] to every node (repeatable)"},
+      {"remote-dlaunch", 0, Arity::kValue, StringFlag(&Options::remote_dlaunch), "head-node launch: dlaunch's path on the nodes"},
+      {"launch-mode", 0, Arity::kValue, SetLaunchMode, "per-process (default) or per-node: run COMMAND once per node"},
+      {"explain", 0, Arity::kSwitch, SwitchFlag(&Options::explain), "print what was detected and the layout; launch nothing"},
+      {"standalone", 0, Arity::kSwitch, SwitchFlag(&Options::standalone), "single node, local rendezvous"},
+      {"max-restarts", 0, Arity::kValue, IntFlag("max-restarts", 0, &Options::max_restarts), "restarts of the worker group on failure (default 0)"},
+      {"monitor-interval", 0, Arity::kValue, Ignore, "accepted; dlaunch reacts to exits at once"},
+      {"start-method", 0, Arity::kValue, Ignore, "accepted; workers are always exec'd"},
+      {"role", 0, Arity::kValue, StringFlag(&Options::role), "ROLE_NAME of the workers (default 'default')"},
+      {"module", 'm', Arity::kSwitch, SwitchFlag(&Options::module), "run the script as a Python module"},
+      {"no-python", 0, Arity::kSwitch, SwitchFlag(&Options::no_python), "run the command as given"},
+      {"run-path", 0, Arity::kSwitch, SwitchFlag(&Options::run_path), "run the script with runpy.run_path"},
+      {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR"},
+      {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line"},
+      {"redirects", 'r', Arity::kValue, StdFlag("redirects", &Options::redirects), "streams to the log files only: 0-3 or 0:1,1:2"},
+      {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2"},
+      {"local-ranks-filter", 0, Arity::kValue, SetLocalRanksFilter, "show only these local ranks on the console"},
+      {"shutdown-timeout", 0, Arity::kValue, SetShutdownTimeout, "seconds from SIGTERM to SIGKILL (default 30)"},
+      {"hang-timeout", 0, Arity::kValue, SetHangTimeout, "no rank writes a line this long: print every rank's stack (default 1800; 0: off)"},
+      {"hang-action", 0, Arity::kValue, SetHangAction, "after a hang's stacks: report (default; the job runs on) or stop (exit 124)"},
+      {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook), "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},
+      {"signals-to-handle", 0, Arity::kValue, SetSignals, "signals that stop the job (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)"},
+      {"legacy-launch", 0, Arity::kSwitch, SwitchFlag(&Options::legacy_launch), "behave as python -m torch.distributed.launch"},
+      {"use-env", 0, Arity::kSwitch, SwitchFlag(&Options::use_env), "legacy: do not append --local-rank"},
+      {"local-rank-underscore", 0, Arity::kSwitch, SwitchFlag(&Options::local_rank_underscore), "legacy: append --local_rank=N (PyTorch 1.x)"},
+      {"env", 0, Arity::kValue, SetEnvFlavor, "extra variable dialects: ompi, azure, horovod"},
+      {"roles", 0, Arity::kValue, SetRoles, "TF roles, e.g. chief:1,worker:2,ps:1 (sets TF_CONFIG)"},
+      {"role-env", 0, Arity::kValue, AddRoleEnv, "ROLE:NAME=VALUE for one role only (repeatable)"},
+      {"tag-output", 0, Arity::kOptionalValue,
+       [](Options& o, const std::string& v) { o.tag_format = v.empty() ? "[{node_rank},{rank}]<{stream}>: " : v; return Status::Ok(); },
+       "tag lines; =FMT with {rank} {local_rank} {node_rank} {host} {role} {time} {stream}"},
+      {"no-tag", 0, Arity::kSwitch, SwitchFlag(&Options::no_tag), "do not tag output lines"},
+      {"bind-to", 0, Arity::kValue, SetBindTo, "CPU binding per local rank: none, core or numa"},
+      {"pin-gpu", 0, Arity::kSwitch, SwitchFlag(&Options::pin_gpu), "CUDA_VISIBLE_DEVICES = this rank's GPU"},
+      {"help", 'h', Arity::kSwitch, SwitchFlag(&Options::help), "show this help"},
+      {"version", 'V', Arity::kSwitch, SwitchFlag(&Options::version), "show the version"},
+  };
+  return flags;
+}
+
+const Flag* FindFlag(std::string_view name) {
+  for (const Flag& f : Flags())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+const Flag* FindShort(char c) {
+  for (const Flag& f : Flags())
+    if (f.short_name != 0 && f.short_name == c) return &f;
+  return nullptr;
+}
+
+}  // namespace dlaunch::launcher
