@@ -2,6 +2,7 @@
 // (flag_table.hpp), PET_ defaults first, and checks what needs the whole line.
 #include "launcher/config/cli.hpp"
 
+#include <csignal>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -54,6 +55,10 @@ bool FixesLayout(const Options& o) {
   for (const auto& [name, from] : o.given)
     if (IsLayoutFlag(name)) return true;
   return false;
+}
+
+std::vector<int> StopSignals(const Options& o) {
+  return o.signals_to_handle.empty() ? std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT} : o.signals_to_handle;
 }
 
 std::vector<std::string> AgentFlags(const Options& o) {

@@ -126,6 +126,9 @@ struct Options {
 // --master-port, --nodes, --hostfile, -H, --standalone): the surroundings
 // (Slurm, mpirun, Azure ML, TF_CONFIG) are not consulted.
 bool FixesLayout(const Options& o);
+// The signals that stop the job: --signals-to-handle, else SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT (torchrun's).
+std::vector<int> StopSignals(const Options& o);
 // The flags, as typed, that a head passes on to every agent (ForAgents), in
 // canonical spelling: "--max-restarts", "3", "--tag-output=FMT".
 std::vector<std::string> AgentFlags(const Options& o);

@@ -1,0 +1,82 @@
+// The head of a job over ssh/pdsh (HeadPlan, plan.hpp): the node list from the
+// flags, and what each agent is told.
+#include <fmt/format.h>
+
+#include "launcher/config/cli.hpp"
+#include "launcher/config/coordinator_options.hpp"
+#include "launcher/config/plan.hpp"
+
+namespace dlaunch::launcher {
+
+namespace {
+
+// What a head-node launch tags each line with, unless told otherwise.
+constexpr const char* kHeadTag = "[{node_rank},{rank}]: ";
+
+// The agent's --nproc-per-node for host `e`: a number the head knows, or the
+// word for the node to resolve itself.
+std::string WorkersArg(const HostEntry& e, const Options& o) {
+  if (o.nproc_kind == NprocKind::kNumber || !e.only_slots.empty() || (!o.nproc_given && e.slots))
+    return fmt::format("{}", WorkersOn(e, o.nproc_given, o.nproc));
+  return o.nproc_kind == NprocKind::kAuto ? "auto" : o.nproc_kind == NprocKind::kGpu ? "gpu" : "cpu";
+}
+
+}  // namespace
+
+Result<std::vector<HostEntry>> NodeList(const Options& o) {
+  Result<std::vector<HostEntry>> hosts = std::vector<HostEntry>{};
+  if (!o.hostfile.empty()) {
+    Result<std::string> text = ReadHostfile(o.hostfile);
+    if (!text.ok()) return text.status();
+    hosts = ParseHostfile(*text, o.hostfile);
+  } else if (!o.host_list.empty()) {
+    hosts = ParseHostList(o.host_list, "-H");
+  } else {
+    for (const std::string& n : o.nodes) hosts->push_back(HostEntry{n, std::nullopt, {}});
+  }
+  if (!hosts.ok()) return hosts;
+  return FilterHosts(std::move(*hosts), o.include, o.exclude);
+}
+
+Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::vector<HostEntry> hosts) {
+  HeadPlan h;
+  int n = static_cast<int>(hosts.size());
+  if (o.max_nodes > 1 && o.max_nodes != n)
+    return Status::InvalidArgument(fmt::format("--nnodes: {} given, but the node list has {} host(s)", o.max_nodes, n));
+  for (const HostEntry& e : hosts) h.workers.push_back(WorkersArg(e, o));
+  h.hosts = std::move(hosts);
+  for (const std::string& x : o.exports) {
+    size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      h.exports.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+    } else if (auto it = env.find(x); it != env.end()) {
+      h.exports.emplace_back(x, it->second);
+    } else {
+      h.exports_unset.push_back(x);
+    }
+  }
+  h.remote = o.remote;
+  h.ssh_port = o.ssh_port;
+  h.ssh_identity = o.ssh_identity;
+  h.ssh_options = o.ssh_options;
+  h.remote_dlaunch = o.remote_dlaunch;
+  h.local_addr = o.local_addr;
+  h.run_id = o.rdzv_id;
+  Result<std::string> token = ResolveToken(o, env);
+  if (!token.ok()) return token.status();
+  h.token = *token;
+  if (o.tag_format) h.agent_flags.push_back("--tag-output=" + *o.tag_format);
+  else if (o.no_tag) h.agent_flags.push_back("--no-tag");
+  else h.agent_flags.push_back(std::string("--tag-output=") + kHeadTag);
+  std::vector<std::string> forwarded = AgentFlags(o);
+  h.agent_flags.insert(h.agent_flags.end(), forwarded.begin(), forwarded.end());
+  if (o.after_dashdash) h.command.push_back("--");
+  h.command.insert(h.command.end(), o.command.begin(), o.command.end());
+  h.stop_signals = StopSignals(o);
+  h.shutdown_timeout = o.shutdown_timeout;
+  h.events = o.events;
+  h.coordinator = CoordinatorOptionsFor(o, o.master_port, "", n, n, o.max_restarts, "");
+  return h;
+}
+
+}  // namespace dlaunch::launcher
