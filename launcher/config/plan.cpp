@@ -207,12 +207,7 @@ Result<RendezvousPlan> DecideRendezvous(const Options& o, const Surroundings& s,
   std::string run_id = shape.rdzv_id.empty() ? "none" : shape.rdzv_id;  // torchrun's default id
   r.coordinator = CoordinatorOptionsFor(o, shape.master_port, run_id, r.min_nodes, r.max_nodes, o.max_restarts, r.token);
   r.coordinator.node_list = r.node_list;
-  if (!r.from_mpi) {
-    Result<rendezvous::HostPort> endpoint =
-        rendezvous::ParseHostPort(shape.rdzv_endpoint, rendezvous::kDefaultRdzvPort, "--rdzv-endpoint");
-    if (!endpoint.ok()) return endpoint.status();
-    r.endpoint = std::move(*endpoint);
-  }
+  r.endpoint = shape.rdzv_endpoint;  // nullopt while the MPI bootstrap is to find it
   return r;
 }
 
@@ -271,7 +266,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   if (!detected.ok() && !plan.layout_from_flags) return detected.status();
   Result<Surroundings> surroundings = ApplySurroundings(plan.detected, *n, typed);
   if (!surroundings.ok()) return surroundings.status();
-  bool rendezvous = (!surroundings->shape.rdzv_endpoint.empty() && !typed.standalone) ||
+  bool rendezvous = surroundings->shape.rdzv_endpoint.has_value() ||
                     surroundings->needs_mpi_bootstrap;
   Result<WorkerPlan> workers = DecideWorkers(typed, *surroundings, *n, rendezvous, facts, env);
   if (!workers.ok()) return workers.status();

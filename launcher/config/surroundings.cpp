@@ -32,10 +32,10 @@ Status ApplyTasks(const Detected& d, int nproc, Shape& shape, Surroundings& out)
   }
   shape.node_rank_known = true;
   if (shape.rdzv_id.empty()) shape.rdzv_id = d.run_id;
-  if (!shape.rdzv_endpoint.empty()) return Status::Ok();
+  if (shape.rdzv_endpoint) return Status::Ok();
   if (!d.master_addr.empty()) {
     // Slurm's first host, or AZ_BATCH_MASTER_NODE (whose port is MASTER_PORT's).
-    shape.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(rendezvous::kDefaultRdzvPort));
+    shape.rdzv_endpoint = rendezvous::HostPort{d.master_addr, d.rdzv_port.value_or(rendezvous::kDefaultRdzvPort)};
     if (d.master_port && !shape.master_port) shape.master_port = d.master_port;
     return Status::Ok();
   }
@@ -59,7 +59,13 @@ Result<Surroundings> ApplySurroundings(const Detected& d, int nproc, const Optio
   shape.node_rank_known = o.node_rank_given;
   shape.master_addr = o.master_addr;
   shape.master_port = o.master_port;
-  shape.rdzv_endpoint = o.rdzv_endpoint;
+  // --standalone runs a single node and ignores the endpoint, as torchrun does.
+  if (!o.rdzv_endpoint.empty() && !o.standalone) {
+    Result<rendezvous::HostPort> endpoint =
+        rendezvous::ParseHostPort(o.rdzv_endpoint, rendezvous::kDefaultRdzvPort, "--rdzv-endpoint");
+    if (!endpoint.ok()) return endpoint.status();
+    shape.rdzv_endpoint = std::move(*endpoint);
+  }
   shape.rdzv_id = o.rdzv_id;
   if (FixesLayout(o)) return out;
   switch (d.source) {

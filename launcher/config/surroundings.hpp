@@ -20,6 +20,7 @@
 
 #include "envmap/detect.hpp"
 #include "launcher/config/cli.hpp"
+#include "rendezvous/connection.hpp"
 
 namespace dlaunch::launcher {
 
@@ -32,7 +33,7 @@ struct Shape {
   bool node_rank_known = false;  // a flag, or the surroundings, gave it
   std::string master_addr;
   std::optional<int> master_port;
-  std::string rdzv_endpoint;  // HOST:PORT as given or made; empty: none
+  std::optional<rendezvous::HostPort> rdzv_endpoint;  // as given (parsed here), or the surroundings'
   std::string rdzv_id;
   // One dlaunch per worker (mpirun -np N, srun -n N): that worker's place.
   std::optional<envmap::ProcessView> process_view;
@@ -48,7 +49,7 @@ struct Surroundings {
 // The shape of `o`, with `d` folded in unless FixesLayout(o). `nproc` is the
 // resolved number of workers per dlaunch. Fails when the surroundings cannot
 // give a layout, e.g. a per-process job whose workers would be told conflicting
-// shapes.
+// shapes, or naming --rdzv-endpoint when it is no HOST[:PORT].
 Result<Surroundings> ApplySurroundings(const envmap::Detected& d, int nproc, const Options& o);
 
 }  // namespace dlaunch::launcher
