@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/coordinator.hpp"
+#include "envmap/defaults.hpp"
 
 namespace dlaunch::launcher {
 
@@ -35,7 +35,7 @@ Status ApplyTasks(const Detected& d, int nproc, Shape& shape, Surroundings& out)
   if (!shape.rdzv_endpoint.empty()) return Status::Ok();
   if (!d.master_addr.empty()) {
     // Slurm's first host, or AZ_BATCH_MASTER_NODE (whose port is MASTER_PORT's).
-    shape.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(rendezvous::kDefaultRdzvPort));
+    shape.rdzv_endpoint = fmt::format("{}:{}", d.master_addr, d.rdzv_port.value_or(envmap::kDefaultRdzvPort));
     if (d.master_port && !shape.master_port) shape.master_port = d.master_port;
     return Status::Ok();
   }

@@ -11,6 +11,7 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/exit.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "rendezvous/codec.hpp"
 
@@ -176,7 +177,7 @@ void JobHangReporter::Report(const rdzv::HangReport& report) {
 
 std::vector<std::string> JobHangReporter::StopLines(const std::string& cause) const {
   if (stop_summary_.empty()) return {};
-  std::vector<std::string> lines = {fmt::format("job stopped after a hang; exit code {}", rdzv::kJobHangExitCode),
+  std::vector<std::string> lines = {fmt::format("job stopped after a hang; exit code {}", kExitHang),
                                     "root cause: " + cause};
   for (const std::string& line : stop_summary_) lines.push_back("  | " + line);
   return lines;

@@ -486,7 +486,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
     Result<std::string> exe = ResolveCommand(argv[0]);
     if (!exe.ok()) {
-      code = exe.status().code() == Code::kNotFound ? 127 : 126;
+      code = exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable;
       console.Say(fmt::format("--remote {}: {}", plan.remote, exe.status().message()));
       break;
     }
