@@ -14,6 +14,9 @@ namespace dlaunch::envmap {
 inline constexpr int kDefaultMasterPort = 29500;  // --master-port across nodes
 inline constexpr int kDefaultRdzvPort = 29400;    // the --rdzv-endpoint port when none is given
 inline constexpr int kAzureMasterPort = 6105;     // the Azure ML dialect's, when none is given (seed 002's helper)
+// The address a job that stays on this machine meets on: --master-addr's default,
+// and where the head's coordinator listens when every node is this machine.
+inline constexpr const char* kLoopbackAddress = "127.0.0.1";
 
 // The most workers one node runs: hostfile slots, --nproc-per-node, --roles in
 // all, a job spec's processes, and the nproc one rendezvous Join may ask for.
