@@ -37,9 +37,9 @@ inline AgentMachineOptions Options(const std::string& token = "") {
 }
 
 // Drives one machine with a fake clock and keeps every action it returned.
-class Harness {
+class AgentHarness {
  public:
-  explicit Harness(AgentMachineOptions o) : m(std::move(o)) {}
+  explicit AgentHarness(AgentMachineOptions o) : m(std::move(o)) {}
 
   std::vector<AgentAction> Take(std::vector<AgentAction> actions) {
     all.insert(all.end(), actions.begin(), actions.end());

@@ -18,7 +18,7 @@ TEST_CASE("agent: the Hello carries the job's hang settings, capped to the wire"
   AgentMachineOptions o = Options();
   o.hang_timeout = 1800s;
   o.hang_stop = true;
-  Harness h(o);
+  AgentHarness h(o);
   h.Start();
   std::optional<Hello> hello = Sent<Hello>(h.Connected());
   REQUIRE(hello);
@@ -27,7 +27,7 @@ TEST_CASE("agent: the Hello carries the job's hang settings, capped to the wire"
 
   o.hang_timeout = std::chrono::hours(24 * 365);
   o.hang_stop = false;
-  Harness big(o);
+  AgentHarness big(o);
   big.Start();
   hello = Sent<Hello>(big.Connected());
   REQUIRE(hello);
@@ -39,7 +39,7 @@ TEST_CASE("agent: heartbeats carry the ranks' silence while running, 0 otherwise
   AgentMachineOptions o = Options();
   std::chrono::milliseconds silent{1234};
   o.silence = [&silent] { return silent; };
-  Harness h(o);
+  AgentHarness h(o);
   h.Handshake(Challenge{});
   // Joined, no workers yet: nothing to be silent.
   std::optional<Heartbeat> beat = Sent<Heartbeat>(h.TickAt(5s));
@@ -61,7 +61,7 @@ TEST_CASE("agent: heartbeats carry the ranks' silence while running, 0 otherwise
 }
 
 TEST_CASE("agent: a Query while running asks the session; Answer sends the Report", "[agent][hang]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1, 1));
   std::vector<AgentAction> out = h.Receive(Query{7, "stacks"});
   REQUIRE(out.size() == 1);
@@ -77,7 +77,7 @@ TEST_CASE("agent: a Query while running asks the session; Answer sends the Repor
 }
 
 TEST_CASE("agent: a Query with no workers running is answered at once, empty", "[agent][hang]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1, 1));
   h.Take(h.m.OnWorkersDone(0, h.now));
   REQUIRE(h.m.state() == AgentMachine::State::kBarrier);
@@ -87,7 +87,7 @@ TEST_CASE("agent: a Query with no workers running is answered at once, empty", "
 }
 
 TEST_CASE("agent: an Answer too big for a frame is cut, and says so", "[agent][hang]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1, 0));
   std::vector<std::string> items(300, std::string(kMaxString, 'x'));  // 1.2 MB
   items[1] = std::string(kMaxString + 1, 'y');                        // over the string cap
@@ -105,7 +105,7 @@ TEST_CASE("agent: an Answer too big for a frame is cut, and says so", "[agent][h
 }
 
 TEST_CASE("agent: an Answer after the connection is gone is dropped", "[agent][hang]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1, 0));
   h.Receive(Query{1, "stacks"});
   h.Take(h.m.OnClosed(Status::PeerLost("connection closed"), h.now));
@@ -113,7 +113,7 @@ TEST_CASE("agent: an Answer after the connection is gone is dropped", "[agent][h
 }
 
 TEST_CASE("agent: a Query before the join is not a coordinator speaking", "[agent][hang]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Start();
   h.Connected();
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Query{1, "stacks"}));

@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
   AgentMachineOptions o = Options();
   o.join_timeout = 60s;
-  Harness h(o);
+  AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
   std::vector<Clock::duration> pauses;
   for (int i = 0; i < 7; ++i) {
@@ -31,7 +31,7 @@ TEST_CASE("agent: start connects; a refused connect is retried with a growing, c
 TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
   AgentMachineOptions o = Options();
   o.random = [] { return 0.5; };
-  Harness h(o);
+  AgentHarness h(o);
   h.Start();
   h.Take(h.m.OnConnectFailed("Connection refused", h.now));
   CHECK(*h.m.NextDeadline() - h.now == 88ms);  // 100ms less an eighth, rounded down
@@ -39,7 +39,7 @@ TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
 
 TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error",
           "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Start();
   for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
     h.Take(h.m.OnConnectFailed("Connection refused", h.now));
@@ -55,7 +55,7 @@ TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoin
 TEST_CASE("agent: a connect that hangs (a black hole) is abandoned at the handshake timeout", "[agent]") {
   AgentMachineOptions o = Options();
   o.join_timeout = 60s;
-  Harness h(o);
+  AgentHarness h(o);
   h.Start();
   CHECK(h.TickAt(9s).empty());
   std::vector<AgentAction> out = h.TickAt(10s);
@@ -64,7 +64,7 @@ TEST_CASE("agent: a connect that hangs (a black hole) is abandoned at the handsh
 }
 
 TEST_CASE("agent: Hello carries the run id, the nonce and the job's size", "[agent]") {
-  Harness h(Options("tok"));
+  AgentHarness h(Options("tok"));
   h.Start();
   std::optional<Hello> hello = Sent<Hello>(h.Connected());
   REQUIRE(hello);
@@ -74,7 +74,7 @@ TEST_CASE("agent: Hello carries the run id, the nonce and the job's size", "[age
 TEST_CASE("agent: no heartbeat before the join, so a coordinator that reads the hello late still accepts it",
           "[agent]") {
   // Finding 5: the host was stopped for 7 s while this node connected.
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Start();
   h.Connected();
   for (auto t : {2s, 5s, 7s}) CHECK(h.TickAt(t).empty());
@@ -93,7 +93,7 @@ TEST_CASE("agent: no heartbeat before the join, so a coordinator that reads the 
 TEST_CASE("agent: a silent peer is left at the handshake timeout with one notice, and tried again", "[agent]") {
   AgentMachineOptions o = Options();
   o.join_timeout = 60s;
-  Harness h(o);
+  AgentHarness h(o);
   h.Start();
   h.Connected();
   std::vector<AgentAction> out = h.TickAt(10s);
@@ -109,7 +109,7 @@ TEST_CASE("agent: a silent peer is left at the handshake timeout with one notice
 }
 
 TEST_CASE("agent: a peer that speaks another protocol ends the agent at once", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Start();
   h.Connected();
   std::vector<AgentAction> out =
@@ -122,7 +122,7 @@ TEST_CASE("agent: a peer that speaks another protocol ends the agent at once", "
 
 TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]") {
   auto finish_of = [](const Challenge& c) {
-    Harness h(Options("tok"));
+    AgentHarness h(Options("tok"));
     std::optional<DoFinish> f = Find<DoFinish>(h.Handshake(c));
     CHECK_FALSE(Sent<Proof>(h.all));
     CHECK_FALSE(Sent<Join>(h.all));
@@ -142,7 +142,7 @@ TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]")
 TEST_CASE("agent: a token the user did not give is named when the proof fails", "[agent]") {
   AgentMachineOptions o = Options("tok");
   o.token_from = "its user's loopback token (/tmp/dlaunch-0/rdzv-token)";
-  Harness h(o);
+  AgentHarness h(o);
   std::optional<DoFinish> f =
       Find<DoFinish>(h.Handshake(Challenge{kNonceC, ProofFor("job's", Prover::kCoordinator, kNonceA, kNonceC, "job42")}));
   REQUIRE(f);
@@ -153,7 +153,7 @@ TEST_CASE("agent: a token the user did not give is named when the proof fails", 
 }
 
 TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and join", "[agent]") {
-  Harness h(Options("tok"));
+  AgentHarness h(Options("tok"));
   std::vector<AgentAction> out =
       h.Handshake(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job42")});
   std::optional<Proof> proof = Sent<Proof>(out);
@@ -164,7 +164,7 @@ TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and
 }
 
 TEST_CASE("agent: an assignment before any challenge is not from a dlaunch coordinator", "[agent]") {
-  Harness h(Options("tok"));
+  AgentHarness h(Options("tok"));
   h.Start();
   h.Connected();
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Gen(1)));
@@ -177,7 +177,7 @@ TEST_CASE("agent: an assignment before any challenge is not from a dlaunch coord
 TEST_CASE("agent: a run id the wire cannot carry whole ends the agent before it connects", "[agent]") {
   AgentMachineOptions o = Options();
   o.join.run_id = std::string(kMaxString + 1, 'x');
-  Harness h(o);
+  AgentHarness h(o);
   std::vector<AgentAction> out = h.Start();
   CHECK_FALSE(Find<DoConnect>(out));
   std::optional<DoFinish> f = Find<DoFinish>(out);
@@ -187,7 +187,7 @@ TEST_CASE("agent: a run id the wire cannot carry whole ends the agent before it 
 }
 
 TEST_CASE("agent: without a token, a coordinator that wants one is refused", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   std::optional<DoFinish> f = Find<DoFinish>(h.Handshake(Challenge{kNonceC, ""}));
   REQUIRE(f);
   CHECK(f->error == "rendezvous head:29400: the coordinator wants a token (--rdzv-token, DLAUNCH_RDZV_TOKEN or "
@@ -196,14 +196,14 @@ TEST_CASE("agent: without a token, a coordinator that wants one is refused", "[a
 
 TEST_CASE("agent: a refusal or an abort before the assignment ends the join with its reason", "[agent]") {
   {
-    Harness h(Options());
+    AgentHarness h(Options());
     h.Handshake(Challenge{});
     std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Refused{"rendezvous head:29400: run id 'x' is not this job's"}));
     REQUIRE(f);
     CHECK(f->error == "rendezvous head:29400: refused (rendezvous head:29400: run id 'x' is not this job's)");
   }
   {
-    Harness h(Options());
+    AgentHarness h(Options());
     h.Handshake(Challenge{});
     std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Abort{"rendezvous head:29400: timed out", 1}));
     REQUIRE(f);
@@ -214,7 +214,7 @@ TEST_CASE("agent: a refusal or an abort before the assignment ends the join with
 
 TEST_CASE("agent: an assignment runs the workers; done goes out and the barrier's done ends the node",
           "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Joined(Gen(1)));
   REQUIRE(run);
   CHECK(run->assignment.generation == 1);
@@ -229,14 +229,14 @@ TEST_CASE("agent: an assignment runs the workers; done goes out and the barrier'
 }
 
 TEST_CASE("agent: a local failure goes out with this generation and node rank", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(3));
   std::vector<AgentAction> out = h.Take(h.m.OnWorkerFailed(5, 7, "exited with code 7"));
   CHECK(*Sent<WorkerFailed>(out) == WorkerFailed{3, 1, 5, 7, "exited with code 7"});
 }
 
 TEST_CASE("agent: an abort while running stops the workers, then the node exits with the job's code", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Abort{"node 0 rank 1 exited with code 3", 3}));
   REQUIRE(stop);
@@ -251,13 +251,13 @@ TEST_CASE("agent: an abort while running stops the workers, then the node exits 
 TEST_CASE("agent: a hosting agent does not print the abort reason twice", "[agent]") {
   AgentMachineOptions o = Options();
   o.quiet_abort = true;
-  Harness h(o);
+  AgentHarness h(o);
   h.Joined(Gen(1));
   CHECK(Find<DoStopWorkers>(h.Receive(Abort{"why", 3}))->reason.empty());
 }
 
 TEST_CASE("agent: a new generation while running restarts the workers once they stopped", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Gen(2, 0)));
   REQUIRE(stop);
@@ -271,7 +271,7 @@ TEST_CASE("agent: a new generation while running restarts the workers once they 
 }
 
 TEST_CASE("agent: a restart that reaches a node already in the barrier runs the workers again", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   h.Take(h.m.OnWorkersDone(0, h.now));
   std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Receive(Gen(2)));
@@ -280,7 +280,7 @@ TEST_CASE("agent: a restart that reaches a node already in the barrier runs the 
 }
 
 TEST_CASE("agent: in the barrier, an abort ends the node with its own failure code first", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   h.Take(h.m.OnWorkersDone(7, h.now));
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Abort{"node 1 (a) rank 3 exited with code 7", 7}));
@@ -289,7 +289,7 @@ TEST_CASE("agent: in the barrier, an abort ends the node with its own failure co
 }
 
 TEST_CASE("agent: a silent coordinator is lost after the heartbeat timeout", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   h.TickAt(5s);
   h.TickAt(10s);
@@ -307,7 +307,7 @@ TEST_CASE("agent: a silent coordinator is lost after the heartbeat timeout", "[a
 }
 
 TEST_CASE("agent: being heard keeps the coordinator alive", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   for (int s = 5; s <= 60; s += 5) {
     h.TickAt(std::chrono::seconds(s));
@@ -317,7 +317,7 @@ TEST_CASE("agent: being heard keeps the coordinator alive", "[agent]") {
 }
 
 TEST_CASE("agent: a coordinator whose answer waits unread is not lost: this agent is the one behind", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   h.TickAt(5s);
   // Starved or stopped from 5 s to 40 s: the answer to the 5 s beat arrived, unread.
@@ -332,14 +332,14 @@ TEST_CASE("agent: a coordinator whose answer waits unread is not lost: this agen
 
 TEST_CASE("agent: a closed connection while joined is a lost coordinator", "[agent]") {
   {
-    Harness h(Options());
+    AgentHarness h(Options());
     h.Handshake(Challenge{});
     std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now)));
     REQUIRE(f);
     CHECK(f->error == "rendezvous head:29400: lost the coordinator (closed by the peer)");
   }
   {
-    Harness h(Options());
+    AgentHarness h(Options());
     h.Joined(Gen(1));
     h.Take(h.m.OnWorkersDone(0, h.now));
     std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now)));
@@ -349,7 +349,7 @@ TEST_CASE("agent: a closed connection while joined is a lost coordinator", "[age
 }
 
 TEST_CASE("agent: a connection closed during the handshake is retried", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Start();
   h.Connected();
   h.Take(h.m.OnClosed(Status::PeerLost("closed by the peer"), h.now));
@@ -357,7 +357,7 @@ TEST_CASE("agent: a connection closed during the handshake is retried", "[agent]
 }
 
 TEST_CASE("agent: a job that ends without this late node ends it with the job's code", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Handshake(Challenge{});
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Done{1, -1, 0}));
   REQUIRE(f);
@@ -366,7 +366,7 @@ TEST_CASE("agent: a job that ends without this late node ends it with the job's 
 }
 
 TEST_CASE("agent: after finishing, nothing more happens", "[agent]") {
-  Harness h(Options());
+  AgentHarness h(Options());
   h.Joined(Gen(1));
   h.Take(h.m.OnWorkersDone(0, h.now));
   h.Receive(Done{1, 1, 0});
