@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "envmap/defaults.hpp"  // kMaxHosts
 #include "envmap/layout.hpp"
 #include "envmap/status.hpp"
 
@@ -52,9 +53,6 @@ struct Detected {
 // Detects the layout. Fails with InvalidArgument naming the variable and its
 // value when one is malformed, e.g. "SLURM_NODEID: expected a number, got 'x'".
 Result<Detected> Detect(const EnvMap& env);
-
-// The most hosts a node list may name (Slurm hostlist, -H, hostfile, --nodes).
-inline constexpr uint64_t kMaxHosts = 1048576;
 
 // Expands a Slurm hostlist: "gpu[001-004,007],cpu01" gives gpu001 .. gpu004,
 // gpu007, cpu01 (zero padding kept); "b04-[09-10]" gives b04-09, b04-10; several

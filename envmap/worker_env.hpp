@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "envmap/defaults.hpp"  // kAzureMasterPort
 #include "envmap/layout.hpp"
 
 namespace dlaunch::envmap {
@@ -32,9 +33,6 @@ struct Flavors {
   // --launch-mode per-node: the one process per node is itself a launcher.
   bool per_node = false;
 };
-
-// Master port the Azure ML dialect uses when none is given (seed 002's helper).
-inline constexpr int kAzureMasterPort = 6105;
 
 // The variables to set in `slot`'s worker on top of the inherited environment.
 // `inherited` is the launcher's environment: a variable torchrun leaves alone when

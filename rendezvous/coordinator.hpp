@@ -71,6 +71,7 @@
 #include <variant>
 #include <vector>
 
+#include "envmap/defaults.hpp"
 #include "envmap/status.hpp"
 #include "rendezvous/codec.hpp"
 
@@ -79,12 +80,12 @@ namespace dlaunch::rendezvous {
 using Clock = std::chrono::steady_clock;
 using ConnId = std::uint64_t;
 
-inline constexpr int kDefaultMasterPort = 29500;  // torchrun's --master-port
-inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's --rdzv-endpoint port
-inline constexpr int kMaxHostLength = 255;        // a DNS name is at most 253
-inline constexpr int kMaxNprocPerNode = 65536;    // workers one Join may ask for
-// The exit code of a job stopped because it hung (launcher::kExitHang, timeout(1)).
-inline constexpr int kJobHangExitCode = 124;
+// Ports, caps and exit codes have their home in envmap/defaults.hpp.
+using envmap::kDefaultMasterPort;
+using envmap::kDefaultRdzvPort;
+inline constexpr int kMaxHostLength = 255;  // a DNS name is at most 253
+inline constexpr int kMaxNprocPerNode = envmap::kMaxWorkersPerNode;  // workers one Join may ask for
+inline constexpr int kJobHangExitCode = envmap::kExitHang;           // a job stopped because it hung
 // How long the nodes have to answer a stacks query; one that does not is named as
 // not sampled. Default: 15s (a node takes at most 10s: gdb attaches take seconds).
 inline constexpr std::chrono::milliseconds kHangReportTimeout{15'000};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "envmap/defaults.hpp"
 #include "launcher/config/cli.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
@@ -68,7 +69,7 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   rest.push_back("coordinator");  // the launcher's parser wants a command
   Result<Options> o = ParseCommandLine(rest, env);
   if (!o.ok()) return o.status();
-  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, rendezvous::kDefaultRdzvPort, "--listen");
+  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, envmap::kDefaultRdzvPort, "--listen");
   if (!at.ok()) return at.status();
   plan.listen = *at;
   Result<std::string> token = ResolveToken(*o, env);

@@ -10,15 +10,16 @@
 #include <string_view>
 #include <vector>
 
+#include "envmap/defaults.hpp"
 #include "envmap/detect.hpp"
 #include "envmap/status.hpp"
 
 namespace dlaunch::launcher {
 
-// The most workers one node runs (slots, --nproc-per-node, --roles in all).
-inline constexpr int kMaxWorkersPerNode = 65536;
-// The most hosts one node list names.
+// The caps of a node list (envmap/defaults.hpp): workers on one node (slots,
+// --nproc-per-node, --roles in all) and hosts in one list.
 using envmap::kMaxHosts;
+using envmap::kMaxWorkersPerNode;
 
 struct HostEntry {
   std::string host;

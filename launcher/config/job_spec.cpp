@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "envmap/defaults.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/yaml_load.hpp"
 #include "launcher/core/text.hpp"
@@ -17,8 +18,7 @@ namespace dlaunch::launcher {
 
 namespace {
 
-// The most instances a spec may ask for (as many as a node list may hold).
-constexpr int kMaxInstances = 65536;
+using envmap::kMaxJobInstances;
 // The most bytes of a key, value or --set an error quotes: a 40 KB argument
 // still gets a one-line message.
 constexpr size_t kMaxQuoted = 64;
@@ -86,8 +86,8 @@ class Reader {
   Result<int> Count(const YAML::Node& node, const std::string& path, int min) const {
     if (!node.IsScalar()) return Error(node, fmt::format("{}: expected a number", path));
     std::optional<int> n = ParseInt(node.Scalar());
-    if (!n || *n < min || *n > kMaxInstances)
-      return Error(node, fmt::format("{}: expected a number from {} to {}, got '{}'", path, min, kMaxInstances,
+    if (!n || *n < min || *n > kMaxJobInstances)
+      return Error(node, fmt::format("{}: expected a number from {} to {}, got '{}'", path, min, kMaxJobInstances,
                                      Quote(node.Scalar())));
     return *n;
   }
@@ -248,9 +248,9 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
     spec.roles.push_back(std::move(spec_role));
   }
   if (spec.roles.empty()) return r.Error(body, "distributed.tensorflow: needs a worker, chief or parameter_server count");
-  if (spec.instances > kMaxInstances)
+  if (spec.instances > kMaxJobInstances)
     return r.Error(body, fmt::format("distributed.tensorflow: {} tasks in all, over the limit of {}", spec.instances,
-                                     kMaxInstances));
+                                     kMaxJobInstances));
   return Status::Ok();
 }
 
@@ -435,7 +435,7 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}:{}: {}", file, e.mark.line + 1, e.msg));
   }
-  if (static_cast<int64_t>(spec.instances) * spec.processes.value_or(1) > kMaxWorkersPerNode * int64_t{kMaxInstances})
+  if (static_cast<int64_t>(spec.instances) * spec.processes.value_or(1) > kMaxWorkersPerNode * int64_t{kMaxJobInstances})
     return Status::InvalidArgument(fmt::format("{}: {} instances of {} processes are too many", file, spec.instances,
                                                spec.processes.value_or(1)));
   if (spec.processes && *spec.processes > kMaxWorkersPerNode)

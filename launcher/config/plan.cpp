@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "envmap/defaults.hpp"
 #include "launcher/config/cli.hpp"
 #include "launcher/config/command.hpp"
 #include "launcher/config/coordinator_options.hpp"
@@ -239,7 +240,7 @@ void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan
     plan.origins.push_back({"run id", r.coordinator.run_id, from("rdzv-id", s.applied && !s.detected.run_id.empty())});
   } else if (plan.mode() == Mode::kStatic) {
     plan.origins.push_back({"master",
-                            fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(rendezvous::kDefaultMasterPort)),
+                            fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(envmap::kDefaultMasterPort)),
                             from("master-addr", s.applied && !s.detected.master_addr.empty())});
   }
   plan.origins.push_back({"command", fmt::format("{}", fmt::join(w.argv, " ")),
@@ -305,7 +306,7 @@ const WorkerPlan* Plan::workers() const {
 
 Result<AgentPlan> WithMpiEndpoint(const AgentPlan& plan, const std::string& endpoint) {
   Result<rendezvous::HostPort> parsed =
-      rendezvous::ParseHostPort(endpoint, rendezvous::kDefaultRdzvPort, "dlaunch-mpi-bootstrap's endpoint");
+      rendezvous::ParseHostPort(endpoint, envmap::kDefaultRdzvPort, "dlaunch-mpi-bootstrap's endpoint");
   if (!parsed.ok()) return parsed.status();
   AgentPlan out = plan;
   out.rendezvous.endpoint = std::move(*parsed);
@@ -342,7 +343,7 @@ std::string ExplainMode(const Plan& plan) {
   }
   const StaticPlan& s = std::get<NodePlan>(plan.run).layout;
   std::string out = s.nnodes > 1 ? fmt::format("mode: static multi-node, master {}:{}\n", s.master_addr,
-                                               s.master_port.value_or(rendezvous::kDefaultMasterPort))
+                                               s.master_port.value_or(envmap::kDefaultMasterPort))
                                  : "mode: single node\n";
   return out + fmt::format("nodes: {}, this node's rank: {}\n", s.nnodes, s.node_rank);
 }

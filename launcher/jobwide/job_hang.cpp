@@ -4,13 +4,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/exit.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "rendezvous/codec.hpp"
 
@@ -68,11 +68,6 @@ std::string FitItem(RankStack s, std::size_t budget) {
 
 }  // namespace
 
-std::string RankSpan(int first, int n) {
-  if (n == 1) return fmt::format("rank {}", first);
-  return fmt::format("ranks {}-{}", first, first + n - 1);
-}
-
 std::vector<std::string> StackItems(const std::vector<RankStack>& stacks) {
   std::vector<std::string> items;
   if (stacks.empty()) return items;
@@ -83,44 +78,19 @@ std::vector<std::string> StackItems(const std::vector<RankStack>& stacks) {
 }
 
 std::vector<RankStack> StacksOfReport(const rdzv::HangReport& report, std::vector<std::string>& problems) {
-  std::vector<RankStack> out;
-  for (const rdzv::NodeStacks& node : report.nodes) {
-    std::string name = fmt::format("node {} ({})", node.node_rank, node.host);
-    if (!node.answered) {
-      problems.push_back(fmt::format("{}, {}: not sampled ({})", name, RankSpan(node.first_rank, node.nproc),
-                                     node.problem));
-      continue;
-    }
-    std::set<int> seen;
-    std::size_t bad = 0;
-    std::string first_problem;
-    for (std::size_t i = 0; i < node.items.size(); ++i) {
-      // An item is at most kMaxString bytes (the codec's cap); the parser's own
-      // depth limit bounds the rest.
-      boost::system::error_code ec;
-      boost::json::value v = boost::json::parse(node.items[i], ec);
-      Result<RankStack> s = ec ? Result<RankStack>(Status::InvalidArgument(fmt::format("not JSON: {}", ec.message())))
-                               : RankStackFromJson(v);
-      if (s.ok() && (s->rank < node.first_rank || s->rank >= node.first_rank + node.nproc)) {
-        s = Status::InvalidArgument(fmt::format("rank {} is not one of its {}", s->rank,
-                                                RankSpan(node.first_rank, node.nproc)));
-      } else if (s.ok() && !seen.insert(s->rank).second) {
-        s = Status::InvalidArgument(fmt::format("rank {} comes twice", s->rank));
-      }
-      if (!s.ok()) {
-        if (bad++ == 0) first_problem = fmt::format("item {}: {}", i, s.status().message());
-        continue;
-      }
-      if (s->raw.empty() || s->raw.starts_with(kCutNote)) s->raw += RenderThreads(*s);
-      out.push_back(std::move(*s));
-    }
-    if (bad > 0) {
-      problems.push_back(fmt::format("{}: {} item{} of its report {} not a stack ({})", name, bad,
-                                     bad == 1 ? "" : "s", bad == 1 ? "is" : "are", first_problem));
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const RankStack& a, const RankStack& b) { return a.rank < b.rank; });
-  return out;
+  std::function<Result<RankedItem<RankStack>>(const std::string&)> parse = [](const std::string& item) {
+    // An item is at most kMaxString bytes (the codec's cap); the parser's own
+    // depth limit bounds the rest.
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(item, ec);
+    if (ec) return Result<RankedItem<RankStack>>(Status::InvalidArgument(fmt::format("not JSON: {}", ec.message())));
+    Result<RankStack> s = RankStackFromJson(v);
+    if (!s.ok()) return Result<RankedItem<RankStack>>(s.status());
+    if (s->raw.empty() || s->raw.starts_with(kCutNote)) s->raw += RenderThreads(*s);
+    int64_t rank = s->rank;
+    return Result<RankedItem<RankStack>>(RankedItem<RankStack>{rank, std::move(*s)});
+  };
+  return ItemsByRank(report.nodes, {"not sampled", "report", "stack"}, parse, problems);
 }
 
 Result<std::string> NewStacksDir() {
@@ -176,7 +146,7 @@ void JobHangReporter::Report(const rdzv::HangReport& report) {
 
 std::vector<std::string> JobHangReporter::StopLines(const std::string& cause) const {
   if (stop_summary_.empty()) return {};
-  std::vector<std::string> lines = {fmt::format("job stopped after a hang; exit code {}", rdzv::kJobHangExitCode),
+  std::vector<std::string> lines = {fmt::format("job stopped after a hang; exit code {}", kExitHang),
                                     "root cause: " + cause};
   for (const std::string& line : stop_summary_) lines.push_back("  | " + line);
   return lines;

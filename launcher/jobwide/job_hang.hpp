@@ -14,6 +14,7 @@
 
 #include "envmap/status.hpp"
 #include "launcher/core/events.hpp"
+#include "launcher/jobwide/node_items.hpp"
 #include "launcher/process/stacks.hpp"
 #include "rendezvous/coordinator.hpp"
 
@@ -29,9 +30,6 @@ inline constexpr std::string_view kCutNote = "(dlaunch: the dump was cut to fit 
 // other than the main one, the main thread's outer frames; a rank that still
 // does not fit is sent as not sampled, saying so.
 std::vector<std::string> StackItems(const std::vector<RankStack>& stacks);
-
-// "rank 4" or "ranks 4-6": a node's `n` ranks from `first`.
-std::string RankSpan(int first, int n);
 
 // The ranks of a HangReport, by rank: every item of every node that answered,
 // parsed (rendezvous input: bounded, never throws). `problems` gets one line per

@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <ctime>
-#include <set>
 
 #include <boost/json/parse.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "launcher/jobwide/job_hang.hpp"
+#include "launcher/jobwide/node_items.hpp"
 #include "launcher/process/stacks.hpp"
 
 namespace dlaunch::launcher {
@@ -31,49 +31,21 @@ std::optional<int64_t> IntField(const boost::json::object& o, std::string_view k
 }  // namespace
 
 boost::json::array RowsOfAnswer(const rdzv::QueryAnswered& answer, std::vector<std::string>& missing) {
-  boost::json::array rows;
-  for (const rdzv::NodeStacks& node : answer.nodes) {
-    std::string name = fmt::format("node {} ({})", node.node_rank, node.host);
-    if (!node.answered) {
-      missing.push_back(fmt::format("{}, {}: {}", name, RankSpan(node.first_rank, node.nproc), node.problem));
-      continue;
-    }
-    std::set<int64_t> seen;
-    std::size_t bad = 0;
-    std::string first_problem;
-    for (std::size_t i = 0; i < node.items.size(); ++i) {
-      // An item is at most kMaxString bytes (the codec's cap); the depth is capped here.
-      boost::system::error_code ec;
-      boost::json::parse_options opts;
-      opts.max_depth = 8;
-      boost::json::value v = boost::json::parse(node.items[i], ec, {}, opts);
-      std::string problem;
-      std::optional<int64_t> rank;
-      if (ec) {
-        problem = fmt::format("not JSON: {}", ec.message());
-      } else if (!v.is_object()) {
-        problem = "not a JSON object";
-      } else if (rank = IntField(v.as_object(), "rank"); !rank) {
-        problem = "no rank";
-      } else if (*rank < node.first_rank || *rank >= node.first_rank + node.nproc) {
-        problem = fmt::format("rank {} is not one of its {}", *rank, RankSpan(node.first_rank, node.nproc));
-      } else if (!seen.insert(*rank).second) {
-        problem = fmt::format("rank {} comes twice", *rank);
-      }
-      if (!problem.empty()) {
-        if (bad++ == 0) first_problem = fmt::format("item {}: {}", i, problem);
-        continue;
-      }
-      rows.push_back(std::move(v));
-    }
-    if (bad > 0)
-      missing.push_back(fmt::format("{}: {} item{} of its answer {} not a row ({})", name, bad, bad == 1 ? "" : "s",
-                                    bad == 1 ? "is" : "are", first_problem));
-  }
-  std::stable_sort(rows.begin(), rows.end(), [](const boost::json::value& a, const boost::json::value& b) {
-    return IntField(a.as_object(), "rank").value_or(0) < IntField(b.as_object(), "rank").value_or(0);
-  });
-  return rows;
+  std::function<Result<RankedItem<boost::json::value>>(const std::string&)> parse = [](const std::string& item) {
+    using Row = Result<RankedItem<boost::json::value>>;
+    // An item is at most kMaxString bytes (the codec's cap); the depth is capped here.
+    boost::system::error_code ec;
+    boost::json::parse_options opts;
+    opts.max_depth = 8;
+    boost::json::value v = boost::json::parse(item, ec, {}, opts);
+    if (ec) return Row(Status::InvalidArgument(fmt::format("not JSON: {}", ec.message())));
+    if (!v.is_object()) return Row(Status::InvalidArgument("not a JSON object"));
+    std::optional<int64_t> rank = IntField(v.as_object(), "rank");
+    if (!rank) return Row(Status::InvalidArgument("no rank"));
+    return Row(RankedItem<boost::json::value>{*rank, std::move(v)});
+  };
+  std::vector<boost::json::value> rows = ItemsByRank(answer.nodes, {"", "answer", "row"}, parse, missing);
+  return boost::json::array(std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
 }
 
 JobLiveSource::JobLiveSource(rdzv::CoordinatorServer& server, LiveJob job) : server_(server), job_(std::move(job)) {

@@ -23,6 +23,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/loopback.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
@@ -302,9 +303,7 @@ AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string
   // A node named by a loopback address of this machine (127.0.0.2) is that
   // address, as a node of a real cluster is its own: MASTER_ADDR and TF_CONFIG
   // then differ per node (dlaunch job runs each instance on one).
-  boost::system::error_code ec;
-  boost::asio::ip::address literal = boost::asio::ip::make_address(entry.host, ec);
-  if (!ec && literal.is_loopback()) c.argv.insert(c.argv.end(), {"--local-addr", entry.host});
+  if (IsLoopbackAddress(entry.host)) c.argv.insert(c.argv.end(), {"--local-addr", entry.host});
   // --role-env values go with -x's, over stdin (cli.hpp, kRoleEnvVarPrefix).
   int role_values = 0;
   for (size_t i = 0; i < h.agent_flags.size(); ++i) {
@@ -397,7 +396,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   std::string addr = plan.local_addr;
   bool all_local = true;
   for (const HostEntry& h : hosts) all_local = all_local && IsThisMachine(h.host);
-  if (addr.empty() && all_local) addr = "127.0.0.1";
+  if (addr.empty() && all_local) addr = envmap::kLoopbackAddress;
   for (size_t i = 0; addr.empty() && i < hosts.size(); ++i) {
     if (IsThisMachine(hosts[i].host)) continue;
     Result<std::string> route = RouteAddress(io, hosts[i].host);
@@ -468,7 +467,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
     Result<std::string> exe = ResolveCommand(argv[0]);
     if (!exe.ok()) {
-      code = exe.status().code() == Code::kNotFound ? 127 : 126;
+      code = exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable;
       console.Say(fmt::format("--remote {}: {}", plan.remote, exe.status().message()));
       break;
     }

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 
 #include "launcher/process/live.hpp"
@@ -92,16 +91,6 @@ Status CreateToken(const std::string& dir, const std::string& path) {
 }
 
 }  // namespace
-
-bool IsLoopbackHost(boost::asio::io_context& io, const std::string& host) {
-  boost::system::error_code ec;
-  boost::asio::ip::tcp::resolver resolver(io);
-  auto results = resolver.resolve(host, "0", ec);
-  if (ec || results.empty()) return false;
-  for (const auto& entry : results)
-    if (!entry.endpoint().address().is_loopback()) return false;
-  return true;
-}
 
 std::string LoopbackTokenDir(uid_t uid) {
   // The live view's fallback directory, which no environment variable moves

@@ -32,13 +32,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include "envmap/status.hpp"
+#include "launcher/core/loopback.hpp"  // IsLoopbackHost: whether this token applies
 
 namespace dlaunch::launcher {
 
 inline constexpr const char* kLoopbackTokenFile = "rdzv-token";
-
-// True when `host` resolves, and to loopback addresses only.
-bool IsLoopbackHost(boost::asio::io_context& io, const std::string& host);
 
 // The directory of `uid`'s loopback token: /tmp/dlaunch-UID.
 std::string LoopbackTokenDir(uid_t uid);

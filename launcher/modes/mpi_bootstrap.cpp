@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
 
 namespace dlaunch::launcher {
@@ -86,7 +87,7 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     const char* argv[] = {helper.c_str(), offer.c_str(), nullptr};
     execv(helper.c_str(), const_cast<char* const*>(argv));
-    _exit(127);
+    _exit(kExitNotFound);
   }
   close(fds[1]);
 
@@ -118,7 +119,7 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
     return Status::Timeout(fmt::format("{}: no answer from rank 0 within {}s", helper, limit.count() / 1000));
   size_t nl = line.find('\n');
   if (nl == std::string::npos || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNotFound)
       return Status::Io(fmt::format("{}: cannot be run", helper));
     return Status::Io(fmt::format("{} {}", helper, Describe(status)));
   }

@@ -112,8 +112,4 @@ std::pair<std::string, std::string> PdshEnv(const RemoteOptions& o) {
   return {"PDSH_SSH_ARGS_APPEND", fmt::format("{}", fmt::join(SshFlags(o), " "))};
 }
 
-bool IsLoopbackName(std::string_view host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
-}
-
 }  // namespace dlaunch::launcher

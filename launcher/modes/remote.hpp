@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/core/loopback.hpp"  // IsLoopbackName: the names the head starts without ssh
+
 namespace dlaunch::launcher {
 
 enum class RemoteKind { kSsh, kPdsh, kLocal };
@@ -62,8 +64,5 @@ std::vector<std::string> LauncherArgv(const RemoteOptions& options, const std::s
 
 // pdsh takes ssh's flags from the environment: {"PDSH_SSH_ARGS_APPEND", "..."}.
 std::pair<std::string, std::string> PdshEnv(const RemoteOptions& options);
-
-// True for names the head starts without ssh: localhost and 127.0.0.0/8, ::1.
-bool IsLoopbackName(std::string_view host);
 
 }  // namespace dlaunch::launcher

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/core/exit.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -39,7 +40,7 @@ Status Supervisor::StartAll(Clock::time_point now) {
     Result<int> pid = control_.Start(i, restart_);
     if (!pid.ok()) {
       start_failed_ = true;
-      exit_code_ = pid.status().code() == Code::kNotFound ? 127 : 1;
+      exit_code_ = pid.status().code() == Code::kNotFound ? kExitNotFound : 1;
       BeginStop(SIGTERM, now);
       MaybeFinish(now);
       return pid.status();

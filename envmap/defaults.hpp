@@ -1,0 +1,36 @@
+// The numbers every layer agrees on: the ports torchrun's users expect, the caps
+// no flag, file or peer may pass, and the exit codes dlaunch chooses itself.
+// Each is written here and nowhere else (the rendezvous, the CLI and the runner
+// all read these); a layer may re-export one under its own namespace with a
+// using-declaration, never a second literal. Limits of one module's own input
+// (a frame's size, a YAML file's bytes) stay beside that module.
+#pragma once
+
+#include <cstdint>
+
+namespace dlaunch::envmap {
+
+// Ports: torchrun's two, and the Azure ML dialect's.
+inline constexpr int kDefaultMasterPort = 29500;  // --master-port across nodes
+inline constexpr int kDefaultRdzvPort = 29400;    // the --rdzv-endpoint port when none is given
+inline constexpr int kAzureMasterPort = 6105;     // the Azure ML dialect's, when none is given (seed 002's helper)
+// The address a job that stays on this machine meets on: --master-addr's default,
+// and where the head's coordinator listens when every node is this machine.
+inline constexpr const char* kLoopbackAddress = "127.0.0.1";
+
+// The most workers one node runs: hostfile slots, --nproc-per-node, --roles in
+// all, a job spec's processes, and the nproc one rendezvous Join may ask for.
+inline constexpr int kMaxWorkersPerNode = 65536;
+// The most hosts a node list may name (Slurm hostlist, -H, hostfile, --nodes, --nnodes).
+inline constexpr uint64_t kMaxHosts = 1048576;
+// The most instances (nodes, tasks) a job spec asks for, and any one count in it.
+inline constexpr int kMaxJobInstances = 65536;
+
+// Exit codes. Once workers run a job's code is theirs (launcher/process/summary.hpp);
+// only main() returns a code to the shell.
+inline constexpr int kExitUsage = 2;            // a bad flag, file or variable
+inline constexpr int kExitHang = 124;           // the job was stopped because it hung (as timeout(1))
+inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
+inline constexpr int kExitNotFound = 127;       // no such program (as sh)
+
+}  // namespace dlaunch::envmap
