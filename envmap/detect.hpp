@@ -54,6 +54,11 @@ struct Detected {
 // value when one is malformed, e.g. "SLURM_NODEID: expected a number, got 'x'".
 Result<Detected> Detect(const EnvMap& env);
 
+// A value as quoted in a message: its first 200 bytes (a 100 KiB variable would
+// make an unreadable line), bytes outside printable ASCII as \xNN (they would
+// drive the terminal).
+std::string Shown(std::string_view value);
+
 // Expands a Slurm hostlist: "gpu[001-004,007],cpu01" gives gpu001 .. gpu004,
 // gpu007, cpu01 (zero padding kept); "b04-[09-10]" gives b04-09, b04-10; several
 // bracket groups multiply ("r[1-2]n[1-2]" gives r1n1 r1n2 r2n1 r2n2). Fails on an
