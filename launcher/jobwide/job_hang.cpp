@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include <boost/json/array.hpp>
 #include <boost/json/parse.hpp>
@@ -99,6 +100,18 @@ Result<std::string> NewStacksDir() {
   if (mkdtemp(tmpl.data()) == nullptr)
     return Status::Io(fmt::format("{}: cannot create a directory for the stacks ({})", tmpl, std::strerror(errno)));
   return tmpl;
+}
+
+std::function<Result<std::string>()> KeptStacksDir() {
+  auto made = std::make_shared<std::string>();
+  return [made]() -> Result<std::string> {
+    if (made->empty()) {
+      Result<std::string> dir = NewStacksDir();
+      if (!dir.ok()) return dir;
+      *made = *dir;
+    }
+    return *made;
+  };
 }
 
 JobHangReporter::JobHangReporter(std::function<void(const std::string&)> say, EventLog* events,

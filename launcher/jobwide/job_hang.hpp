@@ -41,6 +41,9 @@ std::vector<RankStack> StacksOfReport(const rendezvous::HangReport& report, std:
 // head, the coordinator daemon): $TMPDIR/dlaunch-XXXXXX, else under /tmp. Kept
 // when the process ends. Io naming the path on failure.
 Result<std::string> NewStacksDir();
+// For JobHangReporter's `dir`: NewStacksDir's directory, made at the first call
+// (at the first hang report: no job that never hangs leaves one), the same one after.
+std::function<Result<std::string>()> KeptStacksDir();
 
 class JobHangReporter {
  public:

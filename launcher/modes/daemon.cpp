@@ -38,17 +38,9 @@ constexpr const char* kDaemonUsage =
     "no agent connected for join_timeout (default 600s) is forgotten.";
 
 // Each job's hangs are logged with its run id; their stacks go to one
-// directory, made at the first report, and kept. `say` must outlive `server`.
+// directory (KeptStacksDir). `say` must outlive `server`.
 void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const std::string&)>& say) {
-  auto stacks_dir = std::make_shared<std::string>();
-  auto dir = [stacks_dir]() -> Result<std::string> {
-    if (stacks_dir->empty()) {
-      Result<std::string> made = NewStacksDir();
-      if (!made.ok()) return made;
-      *stacks_dir = *made;
-    }
-    return *stacks_dir;
-  };
+  auto dir = KeptStacksDir();
   auto job_say = [&say](const std::string& run_id) {
     return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
   };
