@@ -130,6 +130,56 @@ Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
 }
 
+// The watchdog's life after the fork: it records what the launcher registers on
+// `fd` until the launcher stops it (kStop) or is gone (EOF), then kills it all.
+void Watchdog::Watch(int fd, pid_t launcher_group, const std::string& mark_entry, const std::string& cleanup_dir,
+                     const std::string& cleanup_file) {
+  std::set<int> groups;
+  std::map<int, uint64_t> processes;
+  Message m{};
+  for (;;) {
+    ssize_t n = read(fd, &m, sizeof m);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
+    switch (m.op) {
+      case Op::kStop: _exit(0);  // orderly exit
+      case Op::kAddGroup: groups.insert(m.id); break;
+      case Op::kRemoveGroup: groups.erase(m.id); break;
+      case Op::kAddProcess: processes[m.id] = m.start_time; break;
+      case Op::kRemoveProcess: processes.erase(m.id); break;
+    }
+  }
+  // The launcher's children are reparented to init (or may still be on their
+  // way), so they are found by the pids registered while it lived, and their
+  // own children by the tree below them, all collected before any is killed
+  // (a killed parent's children would leave the tree). A process forked
+  // between this read and the kill escapes unless it is in a killed group.
+  std::vector<ProcStat> table = ReadProcessTable();
+  std::map<int, int> group_of;
+  for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
+  std::map<int, int> victims;  // pid -> pgid
+  for (const ProcStat& p : table) {
+    auto it = processes.find(p.pid);
+    if (it == processes.end() || it->second != p.start_time) continue;
+    victims[p.pid] = p.pgid;
+    for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
+  }
+  for (auto [victim, group] : victims) {
+    kill(victim, SIGKILL);
+    if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
+  }
+  for (int g : groups) kill(-g, SIGKILL);
+  // What the launcher had no time to register: every process started below a
+  // worker carries the mark, wherever it was reparented by now.
+  if (!mark_entry.empty()) KillMarked(mark_entry, getpid());
+  if (!cleanup_dir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(cleanup_dir, ignored);
+  }
+  if (!cleanup_file.empty()) unlink(cleanup_file.c_str());
+  _exit(0);
+}
+
 Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanup_file) {
   // Without a mark the watchdog still kills what was registered: a daemon
   // adopted in the last scan interval before a SIGKILL may then escape.
@@ -170,50 +220,7 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
     // Hold none of the launcher's output: a reader of it must see EOF when it exits.
     int null = open("/dev/null", O_RDWR);
     for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
-    std::set<int> groups;
-    std::map<int, uint64_t> processes;
-    Message m{};
-    for (;;) {
-      ssize_t n = read(fds[0], &m, sizeof m);
-      if (n < 0 && errno == EINTR) continue;
-      if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
-      switch (m.op) {
-        case Op::kStop: _exit(0);  // orderly exit
-        case Op::kAddGroup: groups.insert(m.id); break;
-        case Op::kRemoveGroup: groups.erase(m.id); break;
-        case Op::kAddProcess: processes[m.id] = m.start_time; break;
-        case Op::kRemoveProcess: processes.erase(m.id); break;
-      }
-    }
-    // The launcher's children are reparented to init (or may still be on their
-    // way), so they are found by the pids registered while it lived, and their
-    // own children by the tree below them, all collected before any is killed
-    // (a killed parent's children would leave the tree). A process forked
-    // between this read and the kill escapes unless it is in a killed group.
-    std::vector<ProcStat> table = ReadProcessTable();
-    std::map<int, int> group_of;
-    for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
-    std::map<int, int> victims;  // pid -> pgid
-    for (const ProcStat& p : table) {
-      auto it = processes.find(p.pid);
-      if (it == processes.end() || it->second != p.start_time) continue;
-      victims[p.pid] = p.pgid;
-      for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
-    }
-    for (auto [victim, group] : victims) {
-      kill(victim, SIGKILL);
-      if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
-    }
-    for (int g : groups) kill(-g, SIGKILL);
-    // What the launcher had no time to register: every process started below a
-    // worker carries the mark, wherever it was reparented by now.
-    if (!mark_entry.empty()) KillMarked(mark_entry, getpid());
-    if (!cleanup_dir.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(cleanup_dir, ignored);
-    }
-    if (!cleanup_file.empty()) unlink(cleanup_file.c_str());
-    _exit(0);
+    Watch(fds[0], launcher_group, mark_entry, cleanup_dir, cleanup_file);
   }
   close(fds[0]);
   close(ids[1]);

@@ -101,6 +101,8 @@ class Watchdog {
     uint64_t start_time;
   };
   void Send(Op op, int id, uint64_t start_time = 0);
+  [[noreturn]] static void Watch(int fd, pid_t launcher_group, const std::string& mark_entry,
+                                 const std::string& cleanup_dir, const std::string& cleanup_file);
   int fd_ = -1;
   int pid_ = -1;
   std::string job_mark_;
