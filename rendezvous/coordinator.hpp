@@ -115,6 +115,10 @@ Result<Challenge> AnswerHello(const std::string& token, const std::string& run_i
 // InvalidArgument "wrong token (proof does not match)".
 Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state,
                   const Proof& proof);
+// Why `join` is refused by job `run_id`, the problem alone ("join from host 'a':
+// nproc 0 is below 1"); empty when its values are fine. Whether its slot is free
+// is ClaimSlot's to say (ranks.hpp).
+std::string JoinProblem(const Join& join, const std::string& run_id);
 
 // Write `message` to `conn`.
 struct Send {

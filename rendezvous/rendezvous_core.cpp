@@ -16,37 +16,6 @@ constexpr const char* kLimitClosed = "closed connections";
 constexpr const char* kLimitIgnored = "ignored messages";
 constexpr const char* kLimitNumbers = "messages with a bad number";
 
-std::string JoinProblem(const Join& join, const std::string& run_id) {
-  if (join.run_id != run_id) return fmt::format("run id {} is not this job's ({})", QuoteId(join.run_id), QuoteId(run_id));
-  if (join.host.empty()) return "join without a host name";
-  if (join.host.size() > kMaxHostLength) {
-    return fmt::format("join: host name of {} bytes (at most {})", join.host.size(), kMaxHostLength);
-  }
-  std::string from = fmt::format("join from host '{}'", join.host);
-  if (join.addrs.empty()) return from + ": no address";
-  for (const std::string& addr : join.addrs) {
-    if (addr.empty() || addr.size() > kMaxHostLength) {
-      return fmt::format("{}: address of {} bytes (expected 1 to {})", from, addr.size(), kMaxHostLength);
-    }
-  }
-  if (join.nproc < 1) return fmt::format("{}: nproc {} is below 1", from, join.nproc);
-  if (join.nproc > kMaxNprocPerNode) {
-    return fmt::format("{}: nproc {} is over the cap of {}", from, join.nproc, kMaxNprocPerNode);
-  }
-  if (join.gpus < 0) return fmt::format("{}: gpus {} is negative", from, join.gpus);
-  if (join.wants_table != 0 && join.wants_table != 1) return fmt::format("{}: wants_table {} is not 0 or 1", from, join.wants_table);
-  if (join.master_port_hint < 0 || join.master_port_hint > 65535) {
-    return fmt::format("{}: master port hint {} is outside 0..65535", from, join.master_port_hint);
-  }
-  if (!join.task_ports.empty() && join.task_ports.size() != static_cast<std::size_t>(join.nproc)) {
-    return fmt::format("{}: {} task ports for {} processes", from, join.task_ports.size(), join.nproc);
-  }
-  for (int port : join.task_ports) {
-    if (port < 1 || port > 65535) return fmt::format("{}: task port {} is outside 1..65535", from, port);
-  }
-  return "";
-}
-
 }  // namespace
 
 RendezvousCore::RendezvousCore(CoordinatorOptions options, CoreListener& listener)
@@ -130,17 +99,14 @@ std::vector<Action> RendezvousCore::OnMessage(ConnId conn, const Message& messag
 }
 
 void RendezvousCore::OnUnexpected(ConnId conn, Phase phase, const Message& message, Clock::time_point now) {
-  {
-    static constexpr const char* kWhere[] = {"before the hello", "before the proof", "before the join",
-                                             "while waiting for an assignment", "from an assigned node"};
-    bool coordinator_only = std::holds_alternative<Challenge>(message) ||
-                            std::holds_alternative<Assignment>(message) ||
-                            std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message) ||
-                            std::holds_alternative<Query>(message);
-    std::string problem = fmt::format("unexpected {} {}", TypeName(message),
-                                      coordinator_only ? "from an agent" : kWhere[static_cast<int>(phase)]);
-    Refuse(conn, problem, now);
-  }
+  static constexpr const char* kWhere[] = {"before the hello", "before the proof", "before the join",
+                                           "while waiting for an assignment", "from an assigned node"};
+  bool coordinator_only = std::holds_alternative<Challenge>(message) || std::holds_alternative<Assignment>(message) ||
+                          std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message) ||
+                          std::holds_alternative<Query>(message);
+  std::string problem = fmt::format("unexpected {} {}", TypeName(message),
+                                    coordinator_only ? "from an agent" : kWhere[static_cast<int>(phase)]);
+  Refuse(conn, problem, now);
 }
 
 void RendezvousCore::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now) {

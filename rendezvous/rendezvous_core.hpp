@@ -7,6 +7,10 @@
 // which hands on to the hang detector and the query router) what happens to the
 // generation as it happens, and emits the actions each call returns where they
 // belong among its own.
+//
+// rendezvous_core.cpp runs a little over 400 lines: the handshake, gathering,
+// assignment, failures and the job's end all work on the one agent table, and
+// the pure parts are already elsewhere (generation.hpp, ranks.hpp, JoinProblem).
 #pragma once
 
 #include <cstdint>
