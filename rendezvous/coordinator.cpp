@@ -162,6 +162,8 @@ struct Coordinator::Parts final : CoreListener {
 };
 
 Coordinator::Coordinator(CoordinatorOptions options) : parts_(std::make_unique<Parts>(std::move(options))) {}
+Coordinator::Coordinator(Coordinator&&) noexcept = default;
+Coordinator& Coordinator::operator=(Coordinator&&) noexcept = default;
 Coordinator::~Coordinator() = default;
 
 std::vector<Action> Coordinator::OnConnect(ConnId conn, std::string peer, Clock::time_point now) {

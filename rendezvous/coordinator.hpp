@@ -9,6 +9,12 @@
 // only once an authenticated Join arrives (server.hpp). All methods are called from
 // one thread.
 //
+// Coordinator only wires three machines, each events in and actions out with no
+// clock of its own: the rendezvous core (rendezvous_core.hpp: connections, joins,
+// generations, restarts, the job's end), the hang detector (hang_detector.hpp)
+// and the query router (query_router.hpp). The core tells the other two what
+// happens to the generation; their actions land among its own in order.
+//
 // A job goes through:
 //   gathering: agents shake hands (Hello, Challenge, Proof when a token is set) and
 //     Join. Once min_nodes have joined, a last call of last_call_timeout starts;
@@ -267,9 +273,10 @@ class Coordinator {
   // The node table of the current generation (empty before the first).
   const std::vector<envmap::Node>& nodes() const;
 
+  // Movable (the parts stay where they are), not copyable.
+  Coordinator(Coordinator&&) noexcept;
+  Coordinator& operator=(Coordinator&&) noexcept;
   ~Coordinator();
-  Coordinator(const Coordinator&) = delete;
-  Coordinator& operator=(const Coordinator&) = delete;
 
  private:
   // The rendezvous core, the hang detector and the query router, wired
