@@ -9,6 +9,12 @@
 // only once an authenticated Join arrives (server.hpp). All methods are called from
 // one thread.
 //
+// Coordinator only wires three machines, each events in and actions out with no
+// clock of its own: the rendezvous core (rendezvous_core.hpp: connections, joins,
+// generations, restarts, the job's end), the hang detector (hang_detector.hpp)
+// and the query router (query_router.hpp). The core tells the other two what
+// happens to the generation; their actions land among its own in order.
+//
 // A job goes through:
 //   gathering: agents shake hands (Hello, Challenge, Proof when a token is set) and
 //     Join. Once min_nodes have joined, a last call of last_call_timeout starts;
@@ -66,6 +72,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -115,6 +122,10 @@ Result<Challenge> AnswerHello(const std::string& token, const std::string& run_i
 // InvalidArgument "wrong token (proof does not match)".
 Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state,
                   const Proof& proof);
+// Why `join` is refused by job `run_id`, the problem alone ("join from host 'a':
+// nproc 0 is below 1"); empty when its values are fine. Whether its slot is free
+// is ClaimSlot's to say (ranks.hpp).
+std::string JoinProblem(const Join& join, const std::string& run_id);
 
 // Write `message` to `conn`.
 struct Send {
@@ -257,103 +268,22 @@ class Coordinator {
   // of connections: a session layer with many agents may tick on a fixed period.
   std::optional<Clock::time_point> NextDeadline() const;
 
-  State state() const { return state_; }
-  int generation() const { return generation_; }
-  int restart_count() const { return restart_count_; }
+  State state() const;
+  int generation() const;
+  int restart_count() const;
   // The node table of the current generation (empty before the first).
-  const std::vector<envmap::Node>& nodes() const { return table_; }
+  const std::vector<envmap::Node>& nodes() const;
+
+  // Movable (the parts stay where they are), not copyable.
+  Coordinator(Coordinator&&) noexcept;
+  Coordinator& operator=(Coordinator&&) noexcept;
+  ~Coordinator();
 
  private:
-  enum class Phase { kHello, kProof, kJoin, kWaiting, kAssigned };
-  struct Agent {
-    std::string peer;
-    Phase phase = Phase::kHello;
-    Clock::time_point connected;
-    Clock::time_point last_seen;
-    HandshakeState handshake;
-    Join join;
-    std::uint64_t arrival = 0;  // sequence number of its Join
-    int slot = -1;              // fixed slot claimed at Join (ranks.hpp)
-    int node_rank = -1;         // in the current generation; -1 while waiting
-    bool done = false;          // sent Done for the current generation
-    // Hangs, in the current generation: when it was assigned, its last heartbeat,
-    // and its ranks' last output as that heartbeat told it.
-    Clock::time_point assigned_at;
-    std::optional<Clock::time_point> beat_at;
-    Clock::time_point quiet_since;
-  };
-  // An open query: the stacks query of a suspected hang, or an on-demand one.
-  struct OpenQuery {
-    int id = 0;
-    bool hang = false;
-    std::uint64_t tag = 0;  // on demand: the caller's
-    std::string what;
-    Clock::time_point deadline;
-    std::chrono::milliseconds timeout{0};
-    std::chrono::milliseconds silent{0};
-    std::map<ConnId, int> asked;          // not answered yet -> node rank
-    std::map<int, NodeStacks> nodes;      // by node rank
-    std::size_t bytes = 0;                // of the items kept
-  };
-
-  void OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now);
-  void OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now);
-  void OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::time_point now);
-  void OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now);
-  void OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now);
-  void OnHeartbeat(Agent& agent, const Heartbeat& beat, Clock::time_point now);
-  void OnReport(ConnId conn, Agent& agent, const Report& report);
-  // Starts a stacks query once the job's silence reaches hang_timeout.
-  void CheckHang(Clock::time_point now);
-  // Asks every running node `what` in a new open query; returns its id.
-  int OpenQueryToAll(const std::string& what, bool hang, std::uint64_t tag, std::chrono::milliseconds timeout,
-                     Clock::time_point now);
-  // Answers query `id`: the HangReport (and, with hang_stop, the job's end) or
-  // QueryAnswered. The nodes not answered yet get `problem` (empty: no answer
-  // within its timeout).
-  void FinishQuery(int id, const std::string& problem = {});
-  // Answers every open on-demand query, the nodes not answered getting `problem`;
-  // drops the hang query.
-  void FinishAllQueries(const std::string& problem);
-
-  // Sends Refused, closes and forgets the connection (a node of the running
-  // generation is then lost).
-  void Refuse(ConnId conn, const std::string& problem, Clock::time_point now);
-  // Closes a connection with a log line; Remove must follow.
-  void CloseConn(ConnId conn, const std::string& problem);
-  // Forgets a connection; a node of the running generation that had not finished
-  // is lost, and `what` ("left", "lost (connection closed)") says how.
-  void Remove(ConnId conn, const std::string& what, Clock::time_point now);
-  void UpdateGathering(Clock::time_point now);
-  void Assign(Clock::time_point now);
-  // A failure in the running generation: restart or abort.
-  void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
-  // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
-  void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
-
-  std::string Subject() const;
-  std::string NodeName(const Agent& agent) const;
-  void Emit(Action action) { out_.push_back(std::move(action)); }
-  std::vector<Action> Flush() { return std::exchange(out_, {}); }
-
-  CoordinatorOptions options_;
-  State state_ = State::kGathering;
-  std::map<ConnId, Agent> agents_;
-  int waiting_ = 0;                      // agents in Phase::kWaiting
-  std::map<int, std::string> slots_;     // fixed slots held by joined agents -> host
-  std::uint64_t arrivals_ = 0;
-  int generation_ = 0;
-  int restart_count_ = 0;
-  std::vector<envmap::Node> table_;
-  std::optional<Clock::time_point> join_deadline_;
-  std::optional<Clock::time_point> last_call_deadline_;
-  std::map<int, OpenQuery> queries_;  // by id
-  std::optional<int> hang_query_;     // the id of the open hang query
-  int query_ids_ = 0;
-  // The job's last output when its silence was last reported: the next report
-  // needs output after it.
-  std::optional<Clock::time_point> hang_mark_;
-  std::vector<Action> out_;
+  // The rendezvous core, the hang detector and the query router, wired
+  // (coordinator.cpp).
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace dlaunch::rendezvous

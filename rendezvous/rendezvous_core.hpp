@@ -1,0 +1,141 @@
+// The coordinator's rendezvous core: the connections of one job, their handshake,
+// the gathering of joins, the assignment of generations, restarts and the job's
+// end, as coordinator.hpp describes them. A state machine with no sockets and no
+// clock: events go in, actions come out; one thread calls it.
+//
+// It knows nothing of hangs or queries. It tells a CoreListener (the Coordinator,
+// which hands on to the hang detector and the query router) what happens to the
+// generation as it happens, and emits the actions each call returns where they
+// belong among its own.
+//
+// rendezvous_core.cpp runs a little over 400 lines: the handshake, gathering,
+// assignment, failures and the job's end all work on the one agent table, and
+// the pure parts are already elsewhere (generation.hpp, ranks.hpp, JoinProblem).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rendezvous/coordinator.hpp"
+
+namespace dlaunch::rendezvous {
+
+// What the core tells the parts beside it. Each call returns the actions to emit
+// at that point. A HangReport with `stop` among them ends the job at once with
+// kJobHangExitCode (Abort to every node), right after the report.
+class CoreListener {
+ public:
+  virtual ~CoreListener() = default;
+  // Generation `table` was assigned at `now`, `conns` by node rank; called before
+  // any of its Assignments is sent.
+  virtual std::vector<Action> OnGeneration(const std::vector<ConnId>& conns, const std::vector<envmap::Node>& table,
+                                           Clock::time_point now) = 0;
+  // A Heartbeat from node `node_rank` of the running generation.
+  virtual std::vector<Action> OnHeartbeat(int node_rank, const Heartbeat& beat, Clock::time_point now) = 0;
+  // A Report from a joined agent; `name` names it ("node 1 (b)", "host 'c'").
+  virtual std::vector<Action> OnReport(ConnId conn, const std::string& name, const Report& report) = 0;
+  // Node `node_rank` on `conn` sent Done for the running generation.
+  virtual std::vector<Action> OnNodeDone(ConnId conn, int node_rank) = 0;
+  // A joined agent is gone; `node_rank` is -1 unless it was assigned. `what` says
+  // how ("left", "lost (connection closed)").
+  virtual std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what) = 0;
+  // Time passed while a generation runs.
+  virtual std::vector<Action> OnTick(Clock::time_point now) = 0;
+  // The job ended; called before its JobEnded is emitted.
+  virtual std::vector<Action> OnJobEnd() = 0;
+};
+
+class RendezvousCore {
+ public:
+  using State = Coordinator::State;
+
+  // `options` must pass Validate(); `listener` must outlive the core.
+  RendezvousCore(CoordinatorOptions options, CoreListener& listener);
+
+  // As Coordinator's methods of the same names.
+  std::vector<Action> OnConnect(ConnId conn, std::string peer, Clock::time_point now);
+  std::vector<Action> OnAuthenticated(ConnId conn, std::string peer, Clock::time_point now);
+  std::vector<Action> OnMessage(ConnId conn, const Message& message, Clock::time_point now);
+  std::vector<Action> OnDisconnect(ConnId conn, Clock::time_point now);
+  std::vector<Action> OnProtocolError(ConnId conn, const Status& error, Clock::time_point now);
+  std::vector<Action> OnTick(Clock::time_point now, const Coordinator::UnreadInput& unread = {});
+  std::vector<Action> AbortJob(int code, const std::string& cause);
+  // Its own deadlines only: handshakes, heartbeats, join and last call.
+  std::optional<Clock::time_point> NextDeadline() const;
+
+  State state() const { return state_; }
+  int generation() const { return generation_; }
+  int restart_count() const { return restart_count_; }
+  const std::vector<envmap::Node>& nodes() const { return table_; }
+
+ private:
+  enum class Phase { kHello, kProof, kJoin, kWaiting, kAssigned };
+  struct Agent {
+    std::string peer;
+    Phase phase = Phase::kHello;
+    Clock::time_point connected;
+    Clock::time_point last_seen;
+    HandshakeState handshake;
+    Join join;
+    std::uint64_t arrival = 0;  // sequence number of its Join
+    int slot = -1;              // fixed slot claimed at Join (ranks.hpp)
+    int node_rank = -1;         // in the current generation; -1 while waiting
+    bool done = false;          // sent Done for the current generation
+  };
+
+  void OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now);
+  void OnProof(ConnId conn, Agent& agent, const Proof& proof, Clock::time_point now);
+  void OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::time_point now);
+  void OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now);
+  void OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now);
+  void OnUnexpected(ConnId conn, Phase phase, const Message& message, Clock::time_point now);
+
+  // Sends Refused, closes and forgets the connection (a node of the running
+  // generation is then lost).
+  void Refuse(ConnId conn, const std::string& problem, Clock::time_point now);
+  // Closes a connection with a log line; Remove must follow.
+  void CloseConn(ConnId conn, const std::string& problem);
+  // Forgets a connection; a node of the running generation that had not finished
+  // is lost, and `what` ("left", "lost (connection closed)") says how.
+  void Remove(ConnId conn, const std::string& what, Clock::time_point now);
+  // Closes the connections past their handshake or heartbeat deadline.
+  void ExpireConnections(Clock::time_point now, const Coordinator::UnreadInput& unread);
+  void UpdateGathering(Clock::time_point now);
+  // The last call's end assigns; the join timeout's aborts.
+  void GatheringDeadlines(Clock::time_point now);
+  // The agents of the next generation, in the order NodeRanks wants.
+  std::vector<std::pair<ConnId, Agent*>> Members();
+  void Assign(Clock::time_point now);
+  // A failure in the running generation: restart or abort.
+  void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
+  // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
+  void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
+
+  // Emits the listener's `actions`, ending the job after a stopping HangReport.
+  void Take(std::vector<Action> actions);
+  std::string Subject() const;
+  std::string NodeName(const Agent& agent) const;
+  void Emit(Action action) { out_.push_back(std::move(action)); }
+  std::vector<Action> Flush() { return std::exchange(out_, {}); }
+
+  CoordinatorOptions options_;
+  CoreListener& listener_;
+  State state_ = State::kGathering;
+  std::map<ConnId, Agent> agents_;
+  int waiting_ = 0;                   // agents in Phase::kWaiting
+  std::map<int, std::string> slots_;  // fixed slots held by joined agents -> host
+  std::uint64_t arrivals_ = 0;
+  int generation_ = 0;
+  int restart_count_ = 0;
+  std::vector<envmap::Node> table_;
+  std::optional<Clock::time_point> join_deadline_;
+  std::optional<Clock::time_point> last_call_deadline_;
+  std::vector<Action> out_;
+};
+
+}  // namespace dlaunch::rendezvous
