@@ -42,6 +42,7 @@
 #include <variant>
 #include <vector>
 
+#include "envmap/defaults.hpp"
 #include "envmap/status.hpp"
 #include "rendezvous/codec.hpp"
 
@@ -67,12 +68,12 @@ struct AgentMachineOptions {
   std::function<std::chrono::milliseconds()> silence;
   // From Start until an Assignment: connect attempts stop after this.
   // Default: 600s, torchrun's join_timeout.
-  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds join_timeout{envmap::kDefaultJoinTimeout};
   // A connect, or a Challenge after the Hello, must come within this. Default: 10s.
-  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds handshake_timeout{envmap::kHandshakeTimeout};
   // Default: 5s and 15s, torchrun's keep-alive.
   std::chrono::milliseconds heartbeat_interval{5'000};
-  std::chrono::milliseconds heartbeat_timeout{15'000};
+  std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
   // Pauses between connect attempts. Default: 100ms doubling to 2s, each cut by up
   // to a quarter at random so a thousand agents do not retry in step.
   std::chrono::milliseconds retry_min{100};

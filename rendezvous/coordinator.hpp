@@ -93,9 +93,8 @@ using envmap::kDefaultRdzvPort;
 inline constexpr int kMaxHostLength = 255;  // a DNS name is at most 253
 inline constexpr int kMaxNprocPerNode = envmap::kMaxWorkersPerNode;  // workers one Join may ask for
 inline constexpr int kJobHangExitCode = envmap::kExitHang;           // a job stopped because it hung
-// How long the nodes have to answer a stacks query; one that does not is named as
-// not sampled. Default: 15s (a node takes at most 10s: gdb attaches take seconds).
-inline constexpr std::chrono::milliseconds kHangReportTimeout{15'000};
+// How long the nodes have to answer a hang's stacks query (defaults.hpp).
+inline constexpr std::chrono::milliseconds kHangReportTimeout = envmap::kStacksAnswerTimeout;
 // The most bytes of report items one hang query keeps, over all nodes.
 inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
 // The most on-demand queries open at once (the live view serves 16 clients).
@@ -200,15 +199,15 @@ struct CoordinatorOptions {
   int max_nodes = 1;
   // From the first Join until min_nodes have joined. Default: 600s (torchrun's
   // join_timeout), since the last node may still be pulling its container.
-  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds join_timeout{envmap::kDefaultJoinTimeout};
   // From min_nodes joined until assignment, for more nodes up to max_nodes.
   // Default: 30s (torchrun's last_call_timeout).
-  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds last_call_timeout{envmap::kDefaultLastCallTimeout};
   // A joined agent silent this long is lost. Default: 15s (torchrun's keep-alive:
   // 3 missed beats of 5s). Agents should beat every heartbeat_timeout / 3.
-  std::chrono::milliseconds heartbeat_timeout{15'000};
+  std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
   // A connection must Join within this. Default: 10s.
-  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds handshake_timeout{envmap::kHandshakeTimeout};
   int max_restarts = 0;    // --max-restarts, across the whole job
   std::string token;       // "" = no authentication
   // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.
