@@ -1,3 +1,5 @@
+// The flag table and each flag's setter (flag_table.hpp). About 400 lines: one
+// setter per flag that checks its value, beside the table that names it.
 #include "launcher/config/flag_table.hpp"
 
 #include <algorithm>

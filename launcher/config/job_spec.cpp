@@ -1,3 +1,7 @@
+// A job spec read with yaml-cpp (job_spec.hpp). Over 400 lines, on purpose:
+// the Reader (every field's check, naming its YAML path and line) and the
+// readers of the spec's sections use one another and nothing else, and a header
+// between them would only export what this file alone calls.
 #include "launcher/config/job_spec.hpp"
 
 #include <algorithm>
