@@ -35,9 +35,14 @@ targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
 if [[ -z "${FUZZ_NO_BUILD:-}" ]]; then
-  cmake -S . -B "$build_dir" -DDLAUNCH_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=Sanitize >/dev/null
-  cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
+  # Quiet when it works; the compiler's or linker's words when it does not.
+  mkdir -p "$build_dir"
+  if ! { cmake -S . -B "$build_dir" -DDLAUNCH_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Sanitize &&
+    cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"; } >"$build_dir/build.log" 2>&1; then
+    grep -E -B2 -A8 'error|FAILED' "$build_dir/build.log" | head -n 60 >&2
+    echo "fuzz.sh: the fuzzers' build failed; all of it in $build_dir/build.log" >&2
+    exit 1
+  fi
 fi
 [[ -z "${FUZZ_BUILD_ONLY:-}" ]] || exit 0
 

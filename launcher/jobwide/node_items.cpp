@@ -12,7 +12,7 @@ std::string NodeName(int node_rank, const std::string& host) { return fmt::forma
 
 std::string RankSpan(int first, int n) {
   if (n == 1) return fmt::format("rank {}", first);
-  return fmt::format("ranks {}-{}", first, first + n - 1);
+  return fmt::format("ranks {}-{}", first, int64_t{first} + n - 1);  // a peer's numbers: no int overflow
 }
 
 Status NodeItemCheck::Take(int64_t rank) {
