@@ -15,20 +15,17 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/server.hpp"
+#include "tests/rendezvous/run_until.hpp"
 
 namespace dlaunch::rendezvous {
 namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using dlaunch::testing::RunUntil;
 
-// Runs `io` until `done()` or 10 s (a loaded machine); returns done().
-template <typename F> bool RunSessionUntil(asio::io_context& io, F done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  io.restart();
-  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(std::chrono::milliseconds(20));
-  return done();
-}
+// A loaded machine may take a while to run a session's few steps.
+constexpr std::chrono::seconds kSessionLimit{10};
 
 AgentMachineOptions SessionOptions(int port, std::chrono::milliseconds join_timeout) {
   AgentMachineOptions o;
@@ -80,14 +77,14 @@ TEST_CASE("AgentSession joins a real coordinator, runs its workers once and ends
   AgentSession session(io, HostPort{"127.0.0.1", (*server)->port()},
                        SessionOptions((*server)->port(), std::chrono::seconds(10)), Record(seen));
   session.Start();
-  REQUIRE(RunSessionUntil(io, [&] { return !seen.runs.empty() || seen.code; }));
+  REQUIRE(RunUntil(io, [&] { return !seen.runs.empty() || seen.code; }, kSessionLimit));
   REQUIRE(seen.runs.size() == 1);
   CHECK(seen.runs[0].world_size == 1);
   CHECK(seen.runs[0].node_rank == 0);
   CHECK_FALSE(seen.code);  // nothing ends while the workers run
   // The workers end with 3: the job ends with 3, and the session says so once.
   asio::post(io, [&session] { session.WorkersDone(3); });
-  REQUIRE(RunSessionUntil(io, [&] { return seen.code.has_value(); }));
+  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code == 3);
   CHECK(seen.runs.size() == 1);
 }
@@ -101,7 +98,7 @@ TEST_CASE("AgentSession with nobody at the endpoint gives up at its join timeout
                        Record(seen));
   auto started = std::chrono::steady_clock::now();
   session.Start();
-  REQUIRE(RunSessionUntil(io, [&] { return seen.code.has_value(); }));
+  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code != 0);
   CHECK(seen.runs.empty());
   std::string said = seen.error;
@@ -130,7 +127,7 @@ TEST_CASE("AgentSession refuses a peer that is no dlaunch coordinator", "[agent_
   AgentSession session(io, HostPort{"127.0.0.1", port}, SessionOptions(port, std::chrono::milliseconds(500)),
                        Record(seen));
   session.Start();
-  REQUIRE(RunSessionUntil(io, [&] { return seen.code.has_value(); }));
+  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code != 0);
   CHECK(seen.runs.empty());
 }

@@ -10,12 +10,14 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/auth.hpp"
+#include "tests/rendezvous/run_until.hpp"
 
 namespace dlaunch::rendezvous {
 namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+using dlaunch::testing::RunUntil;
 
 // A client connection that records what it receives.
 struct Client {
@@ -30,13 +32,6 @@ struct Client {
   bool closed = false;
 };
 
-// Runs `io` until `done()` or 5s.
-template <typename F> bool RunUntil(asio::io_context& io, F done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  io.restart();
-  while (!done() && std::chrono::steady_clock::now() < deadline) io.run_one_for(std::chrono::milliseconds(20));
-  return done();
-}
 
 // The factory of `dlaunch coordinator`: every run id, sized by the Hello.
 CoordinatorServer::JobFactory Daemon(const std::string& token) {

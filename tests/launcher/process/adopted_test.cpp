@@ -13,7 +13,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/launcher/process/process_checks.hpp"
+
 using namespace dlaunch::launcher;
+using dlaunch::testing::Contains;
+using dlaunch::testing::GoneWithin;
 
 namespace {
 
@@ -68,18 +72,6 @@ int StartDaemon(bool ignore_term) {
   return daemon;
 }
 
-// True when `pid` (started at `start`) is gone or a zombie, within `limit`.
-bool GoneWithin(int pid, uint64_t start, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    dlaunch::Result<ProcStat> s = ReadStat(pid);
-    if (!s.ok() || s->start_time != start) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 }  // namespace
 

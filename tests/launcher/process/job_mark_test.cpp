@@ -17,8 +17,11 @@
 
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/process.hpp"
+#include "tests/launcher/process/process_checks.hpp"
 
 using namespace dlaunch::launcher;
+using dlaunch::testing::Contains;
+using dlaunch::testing::GoneWithin;
 using namespace std::string_literals;
 
 namespace {
@@ -59,18 +62,6 @@ int StartSleep(const std::vector<std::string>& env, bool daemon) {
   return pid;
 }
 
-// True when `pid` (started at `start`) is gone or a zombie within `limit`.
-bool MarkedGoneWithin(int pid, uint64_t start, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    dlaunch::Result<ProcStat> s = ReadStat(pid);
-    if (!s.ok() || s->start_time != start) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-bool VectorHas(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 void Reap(int pid) {
   kill(pid, SIGKILL);
@@ -122,7 +113,7 @@ TEST_CASE("KillMarked kills every process whose environment holds the mark, and 
   REQUIRE(marked > 0);
   REQUIRE(other > 0);
   // The child writes its pid before exec: wait until sleep's environment is there.
-  for (int i = 0; i < 500 && !VectorHas(MarkedProcesses(entry), marked); ++i)
+  for (int i = 0; i < 500 && !Contains(MarkedProcesses(entry), marked); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::vector<int> found = MarkedProcesses(entry);
   CHECK(found == std::vector<int>{marked});
@@ -161,7 +152,7 @@ TEST_CASE("After a SIGKILL of the launcher the watchdog kills a marked daemon it
   REQUIRE(s.ok());
   kill(launcher, SIGKILL);
   waitpid(launcher, nullptr, 0);
-  bool gone = MarkedGoneWithin(daemon, s->start_time, std::chrono::seconds(5));
+  bool gone = GoneWithin(daemon, s->start_time, std::chrono::seconds(5));
   if (!gone) kill(daemon, SIGKILL);
   CHECK(gone);
 }
