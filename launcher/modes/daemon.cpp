@@ -65,12 +65,8 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   DaemonPlan own = plan;
   if (own.jobs.token.empty() && IsLoopbackHost(io, at.host)) {
     // Every local user reaches loopback: this user's agents share its token (loopback_token.hpp).
-    Result<std::string> token = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
-    if (!token.ok())
-      return Fail(kExitUsage,
-                  fmt::format("{}: no token given, and this user's loopback token cannot be used ({}); set {} or "
-                              "--rdzv-token-file", at.ToString(), token.status().message(), rdzv::kTokenEnvVar),
-                  kDaemonName);
+    Result<std::string> token = OwnLoopbackToken(at.ToString());
+    if (!token.ok()) return Fail(kExitUsage, token.status().message(), kDaemonName);
     own.jobs.token = *token;
   } else if (own.jobs.token.empty()) {
     std::fprintf(stderr, "dlaunch coordinator: %s: no token, so anyone who reaches it can join\n",

@@ -107,4 +107,12 @@ Result<std::string> LoopbackToken(const std::string& dir, uid_t uid) {
   return ReadToken(path, uid);
 }
 
+Result<std::string> OwnLoopbackToken(const std::string& endpoint) {
+  Result<std::string> token = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
+  if (token.ok()) return token;
+  return Status::InvalidArgument(fmt::format(
+      "{}: no token given, and this user's loopback token cannot be used ({}); set {} or --rdzv-token-file", endpoint,
+      token.status().message(), rendezvous::kTokenEnvVar));
+}
+
 }  // namespace dlaunch::launcher

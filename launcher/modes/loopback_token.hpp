@@ -49,4 +49,10 @@ std::string LoopbackTokenDir(uid_t uid);
 // created or read.
 Result<std::string> LoopbackToken(const std::string& dir, uid_t uid);
 
+// This user's own loopback token, for a rendezvous at `endpoint` on loopback
+// that was given no token (every local user reaches loopback, so its token
+// keeps the others out). Fails with one line naming `endpoint`, why the token
+// cannot be used, and how to give one.
+Result<std::string> OwnLoopbackToken(const std::string& endpoint);
+
 }  // namespace dlaunch::launcher

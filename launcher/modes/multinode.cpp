@@ -231,11 +231,8 @@ Result<AgentToken> TokenFor(asio::io_context& io, const RendezvousPlan& r, Conso
   const rdzv::HostPort& endpoint = *r.endpoint;
   if (!r.token.empty()) return AgentToken{r.token, ""};
   if (IsLoopbackHost(io, endpoint.host)) {
-    Result<std::string> own = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
-    if (!own.ok())
-      return Status::InvalidArgument(fmt::format("rendezvous {}: no token given, and this user's loopback token cannot "
-                                                 "be used ({}); set {} or --rdzv-token-file",
-                                                 endpoint.ToString(), own.status().message(), rdzv::kTokenEnvVar));
+    Result<std::string> own = OwnLoopbackToken("rendezvous " + endpoint.ToString());
+    if (!own.ok()) return own.status();
     return AgentToken{*own, fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile)};
   }
   console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
