@@ -1,6 +1,7 @@
 #include "launcher/process/process.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -43,6 +44,14 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
   if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
   if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
+  // Nothing of dlaunch's own goes past exec: its sockets (the live view, a hosted
+  // coordinator's listener, MASTER_PORT's hold) are opened without CLOEXEC by
+  // Asio, and a worker holding them kept a dead dlaunch's listener answering
+  // (a stale `dlaunch status` socket reset, a port still bound). CLOEXEC rather
+  // than close, so that Boost.Process's exec-error pipe still reports. Before
+  // Linux 5.11 (no close_range), the first 4096 by hand.
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   // The launcher ignores SIGPIPE; an ignored signal survives exec, so restore it.
   signal(SIGPIPE, SIG_DFL);
   sigset_t none;
