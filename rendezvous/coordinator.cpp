@@ -131,12 +131,13 @@ struct Coordinator::Parts final : CoreListener {
   std::vector<Action> OnReport(ConnId conn, const std::string& name, const Report& report) override {
     return router.OnReport(conn, name, report);
   }
-  std::vector<Action> OnNodeDone(ConnId conn, int node_rank) override {
-    hangs.OnNodeFinished(node_rank);
+  std::vector<Action> OnNodeDone(ConnId conn, int node_rank, Clock::time_point now) override {
+    hangs.OnNodeFinished(node_rank, now);
     return router.OnNodeDone(conn);
   }
-  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what) override {
-    hangs.OnNodeFinished(node_rank);
+  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what,
+                                 Clock::time_point now) override {
+    hangs.OnNodeFinished(node_rank, now);
     return router.OnNodeGone(conn, what);
   }
   std::vector<Action> OnTick(Clock::time_point now) override {

@@ -36,10 +36,12 @@ std::vector<Action> HangDetector::OnHeartbeat(int node_rank, int silent_ms, Cloc
   return out;
 }
 
-void HangDetector::OnNodeFinished(int node_rank) {
-  if (node_rank >= 0 && static_cast<std::size_t>(node_rank) < nodes_.size()) {
-    nodes_[static_cast<std::size_t>(node_rank)].running = false;
-  }
+void HangDetector::OnNodeFinished(int node_rank, Clock::time_point now) {
+  if (node_rank < 0 || static_cast<std::size_t>(node_rank) >= nodes_.size()) return;
+  Watch& node = nodes_[static_cast<std::size_t>(node_rank)];
+  if (!node.running) return;
+  node.running = false;
+  node.quiet_since = std::max(node.quiet_since, now);
 }
 
 void HangDetector::OnJobEnd() { nodes_.clear(); }
@@ -48,10 +50,10 @@ std::optional<std::chrono::milliseconds> HangDetector::Check() {
   if (hang_timeout_.count() <= 0) return std::nullopt;
   std::optional<Clock::time_point> earliest_beat, latest_output;
   for (const Watch& node : nodes_) {
-    if (!node.running) continue;
+    if (!latest_output || node.quiet_since > *latest_output) latest_output = node.quiet_since;
+    if (!node.running) continue;  // its end counts as output, and it beats no more
     if (!node.beat_at) return std::nullopt;  // not heard from in this generation yet
     if (!earliest_beat || *node.beat_at < *earliest_beat) earliest_beat = node.beat_at;
-    if (!latest_output || node.quiet_since > *latest_output) latest_output = node.quiet_since;
   }
   if (!earliest_beat || *earliest_beat < *latest_output) return std::nullopt;
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(*earliest_beat - *latest_output);

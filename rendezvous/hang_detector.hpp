@@ -8,7 +8,9 @@
 // time - silent_ms, and never before the generation began): output a node wrote
 // after its last heartbeat is not known yet, so time since a heartbeat is never
 // counted as silence, and a hang is noticed up to one heartbeat period late
-// rather than reported falsely. Once reported, a silence is reported again only
+// rather than reported falsely. A node that finished no longer beats, but its end
+// is progress: the job's silence starts no earlier than its last output or its end
+// (another node sleeping through a peer's last lines is not a hang). Once reported, a silence is reported again only
 // after new output (the latest output moved on by more than the heartbeats' jitter)
 // and a new full silence. With hang_timeout 0 it does nothing.
 #pragma once
@@ -33,8 +35,9 @@ class HangDetector {
   // A Heartbeat of node `node_rank` of the running generation, whose ranks have
   // been silent for `silent_ms`: a negative one counts as 0, with one Log line.
   std::vector<Action> OnHeartbeat(int node_rank, int silent_ms, Clock::time_point now);
-  // Node `node_rank` finished (Done) or went away: its silence no longer counts.
-  void OnNodeFinished(int node_rank);
+  // Node `node_rank` finished (Done) or went away at `now`: it no longer beats,
+  // and its end counts as its last output.
+  void OnNodeFinished(int node_rank, Clock::time_point now);
   // The job ended: nothing runs.
   void OnJobEnd();
 

@@ -261,7 +261,7 @@ void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::
     return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), code), code, false, now);
   }
   agent.done = true;
-  Take(listener_.OnNodeDone(conn, agent.node_rank));
+  Take(listener_.OnNodeDone(conn, agent.node_rank, now));
   if (state_ != State::kRunning) return;
   for (const auto& [id, other] : agents_)
     if (other.phase == Phase::kAssigned && !other.done) return;
@@ -330,7 +330,7 @@ void RendezvousCore::Remove(ConnId conn, const std::string& what, Clock::time_po
   agents_.erase(it);
   int node_rank = agent.phase == Phase::kAssigned ? agent.node_rank : -1;
   if (agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned) {
-    Take(listener_.OnNodeGone(conn, node_rank, what));
+    Take(listener_.OnNodeGone(conn, node_rank, what, now));
   }
   if (agent.phase == Phase::kWaiting) --waiting_;
   if (agent.slot >= 0) slots_.erase(agent.slot);

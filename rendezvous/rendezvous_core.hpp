@@ -40,10 +40,11 @@ class CoreListener {
   // A Report from a joined agent; `name` names it ("node 1 (b)", "host 'c'").
   virtual std::vector<Action> OnReport(ConnId conn, const std::string& name, const Report& report) = 0;
   // Node `node_rank` on `conn` sent Done for the running generation.
-  virtual std::vector<Action> OnNodeDone(ConnId conn, int node_rank) = 0;
+  virtual std::vector<Action> OnNodeDone(ConnId conn, int node_rank, Clock::time_point now) = 0;
   // A joined agent is gone; `node_rank` is -1 unless it was assigned. `what` says
   // how ("left", "lost (connection closed)").
-  virtual std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what) = 0;
+  virtual std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what,
+                                         Clock::time_point now) = 0;
   // Time passed while a generation runs.
   virtual std::vector<Action> OnTick(Clock::time_point now) = 0;
   // The job ended; called before its JobEnded is emitted.

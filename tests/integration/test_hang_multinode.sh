@@ -132,22 +132,29 @@ wait_for 10 no_marked_processes
 assert_no_leftovers "after the head launch"
 
 # ---------------------------------------------------------------------------
-# 2. One node silent, the other printing: not a hang.
+# 2. One node silent, the other printing: not a hang. The printing node finishes
+# first; the silent one ends a second after it (less than --hang-timeout), so its
+# silence since the start must not count once its peer is done.
 cat >"$TMP/one_quiet.py" <<'PYEOF'
-import os, time
+import os, sys, time
 rank = int(os.environ["RANK"])
-end = time.time() + 7
+flags = [os.path.join(sys.argv[1], f"busy-{r}-done") for r in (2, 3)]
 if rank >= 2:
+    end = time.time() + 7
     while time.time() < end:
         print(f"rank {rank} busy", flush=True)
         time.sleep(0.5)
+    open(flags[rank - 2], "w").close()
 else:
-    time.sleep(7)  # silent for more than three times --hang-timeout
+    deadline = time.time() + 60  # bounded: the test fails on the exit code if it runs out
+    while not all(os.path.exists(f) for f in flags) and time.time() < deadline:
+        time.sleep(0.1)  # silent for more than twice --hang-timeout
+    time.sleep(1)
 print(f"rank {rank} finished", flush=True)
 PYEOF
 port=$(free_port)
-start_node quiet 0 1 --hang-timeout 2 --hang-action stop -- "$PY" "$TMP/one_quiet.py"
-start_node busy 1 0 --hang-timeout 2 --hang-action stop -- "$PY" "$TMP/one_quiet.py"
+start_node quiet 0 1 --hang-timeout 3 --hang-action stop -- "$PY" "$TMP/one_quiet.py" "$TMP"
+start_node busy 1 0 --hang-timeout 3 --hang-action stop -- "$PY" "$TMP/one_quiet.py" "$TMP"
 wait_dl quiet
 expect_rc 0 "the silent node while the other prints"
 wait_dl busy

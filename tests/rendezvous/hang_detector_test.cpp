@@ -79,16 +79,29 @@ TEST_CASE("hang_detector: reported once, again only after new output and a new s
   CHECK(BeatAll(hangs, 2, 160s, 60'000) == 60s);
 }
 
-TEST_CASE("hang_detector: a finished node no longer counts", "[hang_detector]") {
+TEST_CASE("hang_detector: a finished node beats no more, and its end is progress", "[hang_detector]") {
   HangDetector hangs = Watching(2);
   hangs.OnHeartbeat(0, 0, kHangT0 + 100s);  // node 0 printed at 100s
-  hangs.OnNodeFinished(0);
-  // Node 1 alone decides, though node 0's output was later.
-  CHECK(BeatAll(hangs, 0, 0s, 0) == std::nullopt);
+  hangs.OnNodeFinished(0, kHangT0 + 110s);  // and finished at 110s
+  // Node 1, silent since the start, is not hung: node 0 worked until 110s.
   hangs.OnHeartbeat(1, 120'000, kHangT0 + 120s);
-  CHECK(hangs.Check() == 120s);
-  hangs.OnNodeFinished(1);
+  CHECK_FALSE(hangs.Check());
+  hangs.OnHeartbeat(1, 169'000, kHangT0 + 169s);
+  CHECK_FALSE(hangs.Check());  // 59s after node 0's end
+  // Node 1 alone decides: silent 60s after node 0's end, without node 0's beats.
+  hangs.OnHeartbeat(1, 170'000, kHangT0 + 170s);
+  CHECK(hangs.Check() == 60s);
+  hangs.OnNodeFinished(1, kHangT0 + 171s);
   CHECK_FALSE(hangs.Check());  // nothing runs
+}
+
+TEST_CASE("hang_detector: a node's end before its last output moves nothing back", "[hang_detector]") {
+  HangDetector hangs = Watching(2);
+  hangs.OnHeartbeat(0, 0, kHangT0 + 100s);
+  hangs.OnNodeFinished(0, kHangT0 + 50s);  // a late Done: its output at 100s stands
+  hangs.OnNodeFinished(0, kHangT0 + 300s);  // a second end is no news
+  hangs.OnHeartbeat(1, 160'000, kHangT0 + 160s);
+  CHECK(hangs.Check() == 60s);
 }
 
 TEST_CASE("hang_detector: a negative silence counts as 0, with one line", "[hang_detector]") {

@@ -29,10 +29,10 @@ class RecordingListener final : public CoreListener {
   std::vector<Action> OnReport(ConnId conn, const std::string& name, const Report& report) override {
     return Record(fmt::format("report {} {} {}", conn, name, report.id));
   }
-  std::vector<Action> OnNodeDone(ConnId conn, int node_rank) override {
+  std::vector<Action> OnNodeDone(ConnId conn, int node_rank, Clock::time_point) override {
     return Record(fmt::format("done {} {}", conn, node_rank));
   }
-  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what) override {
+  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what, Clock::time_point) override {
     return Record(fmt::format("gone {} {} {}", conn, node_rank, what));
   }
   std::vector<Action> OnTick(Clock::time_point) override {
