@@ -262,6 +262,11 @@ void Runner::SampleBeforeKill(const std::vector<int>& pids) {
   console_.Say(fmt::format("{} {} still running {}s after SIGTERM: taking stacks before SIGKILL",
                            ranks.size() == 1 ? "rank" : "ranks", RankRanges(ranks),
                            std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.shutdown_timeout).count()));
+  // What the summary says if the supervisor's bound passes first (gdb attaches
+  // take seconds on a busy machine): the workers are killed unsampled.
+  kill_stacks_ = {fmt::format("at SIGKILL: {} {} not sampled: no stacks within {}s", ranks.size() == 1 ? "rank" : "ranks",
+                              RankRanges(ranks),
+                              std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.sample_before_kill).count())};
   // Every running worker is one of `pids` here (the supervisor asks for all of
   // them); a collection already under way (a hang's) is joined.
   Stacks([this, alive = life_.token()](std::vector<RankStack> stacks) {

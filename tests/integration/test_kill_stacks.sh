@@ -75,6 +75,21 @@ grep -q '^=== rank 1 (pid [0-9]*), by gdb$' "$stacks" || fail_run "native: $stac
 wait_for 5 no_marked_processes || assert_no_leftovers "native"
 drop_stacks_dir
 
+# 2b. gdb that never answers (a busy machine): the SIGKILL comes at the sampling
+# bound (5s), the summary says the rank was not sampled, and that gdb is gone.
+mkdir -p "$TMP/slowgdb"
+printf '#!/bin/bash\nexec -a slow-gdb-%s "%s" 600\n' "$$" "$TMP/bin/sleep" >"$TMP/slowgdb/gdb"
+chmod +x "$TMP/slowgdb/gdb"
+PATH="$TMP/slowgdb:$PATH" run_dl 40 --nproc-per-node 2 --shutdown-timeout 1 -- sh -c \
+  'if [ "$RANK" = 0 ]; then sleep 0.5; exit 5; fi; trap "" TERM; exec "$0" 600' "$TMP/bin/sleep"
+expect_rc 5 "slow gdb: the failing rank's code"
+le "$ELAPSED" 15 || fail_run "slow gdb: took ${ELAPSED}s (shutdown timeout 1s plus the 5s bound)"
+assert_file_matches "$ERR" "^dlaunch: at SIGKILL: rank 1 not sampled: no stacks within 5s$" "slow gdb: the summary"
+# shellcheck disable=SC2317  # called through wait_for
+slow_gdb_gone() { ! pgrep -f "slow-gdb-$$" >/dev/null; }
+wait_for 5 slow_gdb_gone || fail_run "slow gdb: the gdb dlaunch started outlived it: $(pgrep -af "slow-gdb-$$")"
+wait_for 5 no_marked_processes || assert_no_leftovers "slow gdb"
+
 # 3. --hang-timeout 0: no stacks, SIGKILL at the shutdown timeout.
 run_dl 40 --hang-timeout 0 --nproc-per-node 3 --shutdown-timeout 1 -- "$PY" "$TMP/stuck.py"
 expect_rc 3 "hang watch off"
