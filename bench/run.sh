@@ -5,7 +5,8 @@
 #   bench/run.sh [PATH/TO/dlaunch]        (default: build/dlaunch)
 #
 # BENCH_REPS (default 7) repetitions per measurement, BENCH_TORCH_REPS (default 3)
-# for torchrun, which takes seconds per run. Medians are reported. Prints a
+# for torchrun, which takes seconds per run, BENCH_HOOK_PAIRS (default 100) for
+# the stack hook alone. Medians are reported. Prints a
 # markdown table and writes the same to bench/results.md. Builds nothing.
 set -u
 
@@ -111,6 +112,45 @@ m_dl=$(median "${S_DL[@]}")
 m_mpi=$(median "${S_MPI[@]}")
 m_tr=$(median "${S_TR[@]}")
 m_trd=$(median "${S_TRD[@]}")
+
+# --- 1b. The stack hook alone: `python3 -c pass` with and without it ----------
+# The hook as a job's workers find it (with whatever bytecode dlaunch keeps of
+# it), copied out of a job; then BENCH_HOOK_PAIRS (default 100) pairs, each a
+# plain run and a hooked one in alternating order, and the medians of the
+# pairs' differences in wall time and in CPU time (the child's rusage).
+HOOK_PAIRS=${BENCH_HOOK_PAIRS:-100}
+[[ $HOOK_PAIRS =~ ^[1-9][0-9]*$ ]] || die "BENCH_HOOK_PAIRS must be a positive number, got '$HOOK_PAIRS'"
+note "stack hook alone: $HOOK_PAIRS paired runs of python3 -c pass"
+m_hook_wall=nan m_hook_cpu=nan
+if timeout 60 "$DLAUNCH" --no-tag -- "$PY" -c 'import os, shutil, sys
+shutil.copytree(os.environ["PYTHONPATH"].split(":")[0], sys.argv[1])
+print(os.environ["DLAUNCH_STACKS_SIGNAL"])' "$T/hook" >"$T/hook.sig" 2>"$T/last.err"; then
+  read -r m_hook_wall m_hook_cpu < <("$PY" - "$T/hook" "$(cat "$T/hook.sig")" "$HOOK_PAIRS" <<'PYEOF'
+import os, statistics, sys, time
+hook, sig, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+os.mkdir(hook + "-dumps", 0o700)
+plain = dict(os.environ)
+hooked = dict(plain, DLAUNCH_STACKS_DIR=hook + "-dumps", DLAUNCH_STACKS_SIGNAL=sig,
+              PYTHONPATH=hook + (":" + plain["PYTHONPATH"] if plain.get("PYTHONPATH") else ""))
+def run(env):
+    t = time.perf_counter()
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], env)
+    _, status, ru = os.wait4(pid, 0)
+    if status != 0:
+        sys.exit("python3 -c pass exited with status %d" % status)
+    return time.perf_counter() - t, ru.ru_utime + ru.ru_stime
+run(plain), run(hooked)
+wall, cpu = [], []
+for i in range(n):
+    p, h = (run(plain), run(hooked)) if i % 2 == 0 else reversed((run(hooked), run(plain)))
+    wall.append(h[0] - p[0])
+    cpu.append(h[1] - p[1])
+print("%.3f %.3f" % (statistics.median(wall) * 1e3, statistics.median(cpu) * 1e3))
+PYEOF
+  )
+else
+  ERRORS+=("the hook's copy: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+fi
 
 # --- 2. Peak RSS: dlaunch supervising 8 x `sleep 0.2` -------------------------
 note "peak RSS: $REPS reps"
@@ -256,6 +296,8 @@ table() {
   row "start-up: torchrun 1.13, defaults (5 s monitor interval)" "$(fmt "$m_trd" '%.3f s')" "" ""
   row "start-up: torchrun 1.13 (\`--monitor_interval 0.1\`)" "$(fmt "$m_tr" '%.3f s')" "" ""
   row "start-up: dlaunch / floor" "$(fmt "$r_dl_floor" '%.2f')" "≤ 1.15" "$(verdict "$r_dl_floor" '<=' 1.15)"
+  row "start-up: the stack hook alone, per \`python3 -c pass\` (median of $HOOK_PAIRS paired differences)" \
+    "$(fmt "$m_hook_wall" '%.2f ms')$([[ $m_hook_cpu == nan ]] || fmt "$m_hook_cpu" ', CPU %.2f ms')" "" ""
   row "start-up: torchrun (defaults) / dlaunch" "$(fmt "$r_trd_dl" '%.1f')" "≥ 20" "$(verdict "$r_trd_dl" '>=' 20)"
   row "start-up: torchrun (\`--monitor_interval 0.1\`) / dlaunch" "$(fmt "$r_tr_dl" '%.1f')" "" ""
   row "start-up: mpirun / dlaunch" "$(fmt "$r_mpi_dl" '%.2f')" "> 1" "$(verdict "$r_mpi_dl" '>' 1)"

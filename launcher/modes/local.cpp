@@ -26,6 +26,7 @@
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/process/python_hook.hpp"
 #include "launcher/process/runner.hpp"
 #include "rendezvous/coordinator.hpp"
 
@@ -37,8 +38,9 @@ namespace {
 
 // Where a job's files go. `run` holds what the user reads (logs, stacks-N.txt):
 // --log-dir/RUN_ID, else a fresh directory under $TMPDIR (or /tmp). `private_dir`
-// holds what dlaunch reads back or runs (the stack hook, its dumps, the error
-// files, Azure's hostfile): a directory it has just made (0700), inside `run`
+// holds what dlaunch reads back or runs (the stack hook's dumps, the error
+// files, Azure's hostfile; the hook itself, where this user's own directory
+// cannot hold it): a directory it has just made (0700), inside `run`
 // when that is a fresh one too, else a fresh one of its own; it goes when the
 // job ends. A shared --log-dir (a 1777 scratch directory) then gives another
 // user nothing to plant: RUN_ID and the attempt directories below it are made
@@ -109,8 +111,32 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   plan.stop_signals = w.stop_signals;
   plan.hang_timeout = w.hang_timeout;
   plan.hang_stop = w.hang_stop;
-  plan.python_hook = w.python_hook;
+  // The hook costs each Python process it runs in; a command that names no
+  // Python (`true`, a native program) goes without it, and gdb reads it.
+  plan.python_hook = w.python_hook && (CommandNamesPython(exe, w.argv) || ShebangNamesPython(ReadHead(exe)));
   return plan;
+}
+
+// The stack hook, when the workers get it: in this user's directory, kept
+// across jobs (python_hook.hpp), else in the private one; its dumps in the
+// private one. Neither: the workers run without it.
+void PreparePythonHook(RunPlan& plan, Console& console) {
+  if (!plan.python_hook) return;
+  std::string user_dir = LiveDir(plan.inherited, geteuid());
+  Status s = OpenLiveDir(user_dir, geteuid());
+  if (s.ok()) {
+    plan.hook_dir = PythonHookDir(user_dir);
+    s = WritePythonHook(plan.hook_dir);
+  }
+  if (!s.ok()) {
+    plan.hook_dir = plan.private_dir + "/py";
+    s = WritePythonHook(plan.hook_dir);
+  }
+  if (s.ok()) s = EnsureOwnDir(plan.private_dir + "/stacks");
+  if (!s.ok()) {
+    plan.python_hook = false;
+    console.Say(fmt::format("{}; Python stacks will come from gdb", s.message()));
+  }
 }
 
 // torch.distributed.launch's static multi-node form (and every single-node job):
@@ -227,6 +253,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
   // the watchdog learns of them while the job runs, and they end with it.
   Adopted adopted(watchdog);
   adopted.Start(loop.io());
+  PreparePythonHook(plan, console);
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, w.nproc});
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
   std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);

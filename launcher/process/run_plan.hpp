@@ -25,7 +25,7 @@ struct RunPlan {
   size_t local_rank_arg_at = 0;      // where in argv --local-rank=N goes (0: at the end)
   std::string work_dir;              // the run directory: stacks-N.txt and, with write_logs, logs
   // dlaunch's own directory (0700, made for this job, removed after it): the
-  // stack hook (py/), its dumps (stacks/), the error files, Azure's hostfile.
+  // stack hook's dumps (stacks/), the error files, Azure's hostfile.
   std::string private_dir;
   bool write_logs = false;
   // Per local rank, the streams kept off the console (torchrun's Std: 1
@@ -43,10 +43,11 @@ struct RunPlan {
   // rank's stack (launcher/process/stacks.hpp), then the job runs on or, with
   // hang_stop, ends with exit code 124. Only without a JobChannel: in a
   // rendezvous job the coordinator judges silence across every node. python_hook: load the stack hook in
-  // Python workers (private_dir/py on PYTHONPATH).
+  // the workers, whose command names Python: hook_dir first on PYTHONPATH (python_hook.hpp).
   std::chrono::milliseconds hang_timeout{0};
   bool hang_stop = false;
   bool python_hook = false;
+  std::string hook_dir;
 };
 
 }  // namespace dlaunch::launcher

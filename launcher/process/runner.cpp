@@ -97,10 +97,6 @@ void Runner::Run(std::function<void(int)> done) {
   for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
   WaitSignals();
   AttachChannel();
-  if (plan_.python_hook) {
-    if (Status s = WritePythonHook(plan_.private_dir + "/py", plan_.private_dir + "/stacks"); !s.ok())
-      console_.Say(fmt::format("{}; Python stacks will come from gdb", s.message()));
-  }
   if (Status s = group_.Start(); !s.ok()) console_.Say(s.message());
   // One node's silence says nothing when another node's ranks print: in a
   // rendezvous job (a channel) the coordinator judges silence over every node,

@@ -1,8 +1,8 @@
 // Stacks of running workers, taken without stopping, killing or changing them:
 // what a hung job is doing (--hang-timeout).
 //
-// Python workers: dlaunch writes a small sitecustomize.py (kPythonHook) into its
-// private directory and puts that directory first on the workers' PYTHONPATH. In
+// Python workers: dlaunch puts a small sitecustomize.py (python_hook.hpp: where
+// it lies, which workers get it) first on the workers' PYTHONPATH. In
 // each Python process it registers faulthandler on one real-time signal
 // (StackSignal(), not SIGUSR1/SIGUSR2, which NCCL and submitit use), writing to
 // DUMPS/<pid>.stacks, then takes itself off sys.path and imports the
@@ -14,9 +14,10 @@
 // under Python makes its sleep, poll or connect fail with EINTR, and torch's
 // TCPStore dies of that ("Interrupted system call").
 // A real-time signal kills a process that has no handler for it, so only a pid
-// whose hook is alive is ever sent one: the hook's dump file names the
-// descriptor (O_CLOEXEC) it holds open on it, and /proc/PID/fd/N must be that
-// file (not after an exec, not a stale file of a reused pid).
+// whose hook is alive is ever sent one: the hook's dump file names, in a header
+// line it writes once all is set up, the descriptor (O_CLOEXEC) it holds open
+// on it, and /proc/PID/fd/N must be that file (not after an exec, not a stale
+// file of a reused pid).
 //
 // Other workers (and Python without the hook): `gdb -p PID -batch`, which
 // stops the process for the moment it reads it. A worker that cannot be
@@ -45,14 +46,6 @@ namespace dlaunch::launcher {
 
 // The real-time signal the hook listens on: SIGRTMAX - 2.
 int StackSignal();
-
-// Writes sitecustomize.py into `hook_dir` and makes `dumps_dir`, each made
-// 0700 or accepted only as this user's alone (EnsureOwnDir); their parent must
-// exist. Fails naming the directory or file.
-Status WritePythonHook(const std::string& hook_dir, const std::string& dumps_dir);
-// Puts the hook into a worker's environment: `hook_dir` first on PYTHONPATH,
-// DLAUNCH_STACKS_DIR and DLAUNCH_STACKS_SIGNAL.
-void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::string& dumps_dir);
 
 struct Frame {
   std::string function;
@@ -150,7 +143,9 @@ class StackCollector {
     int pid = 0;  // the worker: the leader of its process group
   };
   // Collects each target's stack and calls `done` once with them, by rank.
-  // One collection at a time: a call while one runs returns false.
+  // One collection at a time: a call while one runs returns false. The dumps
+  // directory is made (0700) on the first call: a job never asked for stacks,
+  // or whose workers are not Python, never has one.
   bool Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done);
   bool busy() const { return busy_; }
 

@@ -13,7 +13,7 @@
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/process/job_mark.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/process/python_hook.hpp"
 #include "launcher/process/summary.hpp"
 
 namespace dlaunch::launcher {
@@ -111,7 +111,7 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
 
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
-  if (plan_.python_hook) AddPythonHook(env, plan_.private_dir + "/py", plan_.private_dir + "/stacks");
+  if (plan_.python_hook) AddPythonHook(env, plan_.hook_dir, plan_.private_dir + "/stacks");
   // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
   if (!job_mark_.empty()) env[std::string(kJobMarkVar)] = job_mark_;
   if (plan_.pin_gpu && !plan_.gpus.empty())

@@ -7,9 +7,11 @@
 #      must not be written through, a planted RUN_ID symlink is refused, a
 #      log dir anyone may write without the sticky bit is refused, and root's
 #      own run directory is 0700 and reused by root's next run;
-#   2. what dlaunch reads back (the stack hook, its dumps, the error files) is
+#   2. what dlaunch reads back (the stack hook's dumps, the error files) is
 #      in a 0700 directory of its own, outside the log dir, gone when the job
-#      ends: normally, after a failure, and after dlaunch is killed;
+#      ends: normally, after a failure, and after dlaunch is killed; the hook
+#      itself is kept in the user's own 0700 directory (issue 21), and one that
+#      nobody planted there is refused: the hook then goes in the private one;
 #   3. `dlaunch job`'s hostfile (mpirun, here and on node 0 of a node list) is
 #      a new 0600 file with an unpredictable name; symlinks planted at the old,
 #      predictable name are never written through;
@@ -104,6 +106,11 @@ assert_eq "$(ls -A "$SHARED/job44")" "attempt_0" "the run directory holds the lo
 assert_eq "$(ls -A "$SHARED/job44/attempt_0/0")" "$(printf 'stderr.log\nstdout.log')" "an attempt directory holds the logs alone"
 
 # --- 2. the private directory --------------------------------------------------
+# The user's own directory, where the hook is kept across jobs (as the live
+# view's sockets are): under an XDG_RUNTIME_DIR of this test's.
+export XDG_RUNTIME_DIR=$TMP/xdg
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+USER_DIR=$XDG_RUNTIME_DIR/dlaunch
 # The worker says where the hook, its dumps and its error file are.
 cat >"$TMP/where.py" <<'EOF'
 import os, sys
@@ -114,11 +121,12 @@ if len(sys.argv) > 1:
     sys.exit(int(sys.argv[1]))
 EOF
 # private_dir_of FILE: the private directory a worker named in FILE.
-private_dir_of() { sed -n 's/^\(\[[0-9]*\]: \)\{0,1\}hook \(.*\)\/py dumps .*/\2/p' "$1" | head -n 1; }
+private_dir_of() { sed -n 's/^\(\[[0-9]*\]: \)\{0,1\}hook .* dumps \(.*\)\/stacks error .*/\2/p' "$1" | head -n 1; }
 check_private() {
   local what=$1 dir=$2 parent_must=$3
   [[ -n $dir ]] || fail_run "$what: the worker did not say where the hook is"
-  assert_file_matches "$OUT" "hook $dir/py dumps $dir/stacks error $dir/error-0-0\.json$" "$what: hook, dumps and error file in one directory"
+  assert_file_matches "$OUT" "hook $USER_DIR/hook-[0-9a-f]{16} dumps $dir/stacks error $dir/error-0-0\.json$" \
+    "$what: the hook in the user's directory, dumps and error file in the private one"
   [[ $dir == "$parent_must"/* ]] || fail "$what: the private directory $dir is not under $parent_must"
   [[ -e $dir ]] && fail "$what: the private directory $dir is still there after the job"
   return 0
@@ -128,11 +136,17 @@ expect_rc 0 "a job that reports its private directory"
 assert_file_matches "$OUT" "^loaded True$" "the hook ran"
 check_private "with --log-dir" "$(private_dir_of "$OUT")" "${TMPDIR:-/tmp}"
 [[ -e $SHARED/job47/py || -e $SHARED/job47/stacks ]] && fail "the hook was written into the shared log dir"
-# The mode while it lives: a worker that looks at it.
-run_dl 30 --log-dir "$SHARED" --rdzv-id job48 --nproc-per-node 1 -- sh -c \
-  'd=${DLAUNCH_STACKS_DIR%/stacks}; stat -c "private %a %u" "$d"; stat -c "hook %a %u" "$d/py/sitecustomize.py"'
+# The modes while it lives: a worker that looks at them.
+run_dl 30 --log-dir "$SHARED" --rdzv-id job48 --nproc-per-node 1 -- "$PY" -c '
+import os
+d = os.path.dirname(os.environ["DLAUNCH_STACKS_DIR"])
+h = os.environ["PYTHONPATH"].split(":")[0]
+for what, p in (("private", d), ("hookdir", h), ("hook", h + "/sitecustomize.py")):
+    st = os.stat(p)
+    print(what, "%o" % (st.st_mode & 0o777), st.st_uid)'
 expect_rc 0 "a job that looks at its private directory"
 assert_file_matches "$OUT" "^private 700 $ME$" "the private directory is 0700 and root's"
+assert_file_matches "$OUT" "^hookdir 700 $ME$" "the hook's directory is 0700 and root's"
 assert_file_matches "$OUT" "^hook 600 $ME$" "the hook is 0600 and root's"
 # After a failure, and without --log-dir (then it is inside the run directory).
 run_dl 30 --nproc-per-node 1 -- "$PY" -u "$TMP/where.py" 3
@@ -148,15 +162,35 @@ assert_file_matches "$ERR" "^dlaunch: logs are in ${dir%/private}$" "the run dir
 [[ -f ${dir%/private}/attempt_0/0/stdout.log ]] || fail "the logs are not in ${dir%/private}"
 rm -rf -- "${dir%/private}"
 # dlaunch killed outright: the watchdog removes it.
-start_dl killed 60 --log-dir "$SHARED" --rdzv-id job49 --nproc-per-node 1 -- sh -c \
-  'echo "hook ${PYTHONPATH%%:*} dumps"; exec "$0" 60' "$TMP/bin/sleep"
-wait_for 20 file_has "$TMP/killed.out" '^hook ' || fail "the killed job's worker did not start"
-dir=$(sed -n 's/^hook \(.*\)\/py dumps$/\1/p' "$TMP/killed.out")
+start_dl killed 60 --log-dir "$SHARED" --rdzv-id job49 --nproc-per-node 1 -- "$PY" -c '
+import os, time
+print("dumps", os.environ["DLAUNCH_STACKS_DIR"], flush=True)
+time.sleep(60)'
+wait_for 20 file_has "$TMP/killed.out" '^dumps ' || fail "the killed job's worker did not start"
+dir=$(sed -n 's/^dumps \(.*\)\/stacks$/\1/p' "$TMP/killed.out")
 [[ -d $dir ]] || fail "the private directory $dir of a running job does not exist"
 kill -KILL "$(dl_pid killed)"
 wait_for 10 test ! -e "$dir" || fail "the private directory $dir outlived a killed dlaunch"
 wait_dl killed
 wait_for 10 no_marked_processes || assert_no_leftovers "after killing dlaunch"
+# The user's directory planted by nobody: refused, and the hook goes in the
+# private directory, where nobody's code cannot be.
+if ((ATTACK)); then
+  # A root-owned directory everyone may write, as /tmp is for /tmp/dlaunch-UID.
+  export XDG_RUNTIME_DIR=$TMP/xdg-planted
+  mkdir "$XDG_RUNTIME_DIR"
+  chmod 1777 "$XDG_RUNTIME_DIR"
+  hook_name=$(basename "$(compgen -G "$USER_DIR/hook-*")")
+  "${as_nobody[@]}" sh -c 'mkdir -m 777 "$1/dlaunch" "$1/dlaunch/$2" && cp "$3" "$1/dlaunch/$2/sitecustomize.py"' _ \
+    "$XDG_RUNTIME_DIR" "$hook_name" "$TMP/evil.py" || fail "nobody could not plant the hook"
+  run_dl 30 --nproc-per-node 1 -- "$PY" -u "$TMP/where.py"
+  [[ -e $TMP/pwned ]] && fail_run "nobody's hook ran in root's worker: $(cat "$TMP/pwned")"
+  expect_rc 0 "a job whose user directory nobody planted"
+  assert_file_matches "$OUT" "^loaded True$" "the hook ran from the private directory"
+  dir=$(private_dir_of "$OUT")
+  assert_file_matches "$OUT" "hook $dir/py dumps $dir/stacks " "the hook in the private directory"
+  export XDG_RUNTIME_DIR=$TMP/xdg
+fi
 
 # --- 3. dlaunch job's hostfile --------------------------------------------------
 # A stand-in mpirun: says what AZUREML_MPI_HOSTFILE is (name, mode, owner, text).

@@ -15,7 +15,12 @@
 #      warning because of the hook's thread, and stacks are taken after forks;
 #   5. a native rank in vfork() (D state) is sampled itself, not its child
 #      (gdb reads it once it leaves D);
-#   6. a native rank with a 1 MB symbol in its stack: dlaunch and the job live on.
+#   6. a native rank with a 1 MB symbol in its stack: dlaunch and the job live on;
+#   7. a command that names no Python gets no hook, no PYTHONPATH entry and no
+#      dump directory (issue 21), and its stacks still come from gdb (5, 6);
+#   8. the hook is kept in this user's directory across jobs with its bytecode,
+#      written by the hook itself under PYTHONDONTWRITEBYTECODE: a second job's
+#      worker compiles nothing (issue 21: compiling cost each worker ~1 ms).
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -215,6 +220,37 @@ open(sys.argv[1], "w").write("#include <stdio.h>\n#include <unistd.h>\n"
   wait_dl long
   expect_rc 0 "long: the job lives on after stacks"
 fi
+
+# 7. A command that names no Python: a shell script (its #! line names sh).
+cat >"$TMP/native.sh" <<'SH'
+#!/bin/sh
+v=PYT; v=${v}HONPATH
+echo "seen hook=$(printenv "$v" || echo none) dumps=${DLAUNCH_STACKS_DIR:-none}"
+ls -A "${TORCHELASTIC_ERROR_FILE%/*}"
+SH
+chmod +x "$TMP/native.sh"
+grep -qi python "$TMP/native.sh" && fail "$TMP/native.sh names Python"
+run_dl 30 --nproc-per-node 2 -- "$TMP/native.sh"
+expect_rc 0 "a shell script"
+assert_file_matches "$OUT" "^\[[01]\]: seen hook=none dumps=none$" "a shell script's environment has no hook"
+if grep -qE "^\[[01]\]: (py|stacks)$" "$OUT"; then fail_run "a shell script's job made a hook or dump directory"; fi
+run_dl 30 --nproc-per-node 1 -- "$PY" -c 'import os; print("seen", os.environ["PYTHONPATH"].split(":")[0] != "", os.path.isdir(os.environ["DLAUNCH_STACKS_DIR"]))'
+expect_rc 0 "python3 -c"
+assert_file_matches "$OUT" "^(\[0\]: )?seen True True$" "a Python command gets the hook and its dump directory"
+
+# 8. The hook's bytecode, kept across jobs even where Python writes none.
+hook_dirs=("$LIVE"/hook-*)
+[[ ${#hook_dirs[@]} == 1 && -f ${hook_dirs[0]}/sitecustomize.py ]] || fail "no single hook directory in $LIVE: ${hook_dirs[*]}"
+[[ $(stat -c '%a %u' "${hook_dirs[0]}") == "700 $(id -u)" ]] || fail "${hook_dirs[0]}: not 0700 and this user's"
+rm -rf "${hook_dirs[0]}/__pycache__"
+tag=$("$PY" -c 'import sys; print(sys.implementation.cache_tag)')
+PYTHONDONTWRITEBYTECODE=1 run_dl 30 --nproc-per-node 1 -- "$PY" -c 'print("first")'
+expect_rc 0 "the first job after the bytecode went"
+[[ -f ${hook_dirs[0]}/__pycache__/sitecustomize.$tag.pyc ]] || fail "the hook did not keep its bytecode under PYTHONDONTWRITEBYTECODE"
+PYTHONDONTWRITEBYTECODE=1 PYTHONVERBOSE=1 run_dl 30 --nproc-per-node 1 -- "$PY" -c 'print("second")'
+expect_rc 0 "the second job"
+assert_file_matches "$ERR" "code object from '?${hook_dirs[0]}/__pycache__/sitecustomize\.$tag\.pyc" "the second job's worker loads the hook's bytecode"
+if grep -q "${hook_dirs[0]}/__pycache__/sitecustomize\.$tag\.pyc.*\(bad\|stale\|mismatch\)" "$ERR"; then fail_run "the kept bytecode was refused"; fi
 
 wait_for 10 no_marked_processes
 assert_no_leftovers "at the end"

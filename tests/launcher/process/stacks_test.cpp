@@ -233,19 +233,6 @@ TEST_CASE("the hang summary groups ranks by where their main thread is and names
   }
 }
 
-TEST_CASE("the Python hook is prepended to PYTHONPATH, with its dump directory and signal", "[stacks]") {
-  envmap::EnvMap env = {{"PYTHONPATH", "/mine"}};
-  AddPythonHook(env, "/run/py", "/run/stacks");
-  CHECK(env["PYTHONPATH"] == "/run/py:/mine");
-  CHECK(env["DLAUNCH_STACKS_DIR"] == "/run/stacks");
-  CHECK(env["DLAUNCH_STACKS_SIGNAL"] == std::to_string(StackSignal()));
-  CHECK(StackSignal() != SIGUSR1);
-  CHECK(StackSignal() != SIGUSR2);
-  envmap::EnvMap none;
-  AddPythonHook(none, "/run/py", "/run/stacks");
-  CHECK(none["PYTHONPATH"] == "/run/py");
-}
-
 TEST_CASE("a rank's stack survives JSON both ways", "[stacks][bounds]") {
   RankStack s = Python(3, kPythonDump);
   s.pid = 4242;
