@@ -130,6 +130,14 @@ void Connection::WriteNext() {
   // Everything queued leaves in one write, in the order it was sent.
   writing_bytes_.clear();
   writing_bytes_.swap(queued_);
+  // Most frames fit the socket's buffer at once: then nothing waits for a
+  // completion, neither an Asio operation nor the frame (at an assignment the
+  // coordinator writes to every agent in one go: 100,000 of each). Whatever is
+  // left, or an error, goes the asynchronous way, which reports it.
+  boost::system::error_code ec;
+  std::size_t n = socket_.write_some(asio::buffer(writing_bytes_), ec);
+  if (!ec && n == writing_bytes_.size()) return WriteNext();
+  if (!ec) writing_bytes_.erase(0, n);
   asio::async_write(socket_, asio::buffer(writing_bytes_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     if (!self->open_) return;
     if (ec) {
