@@ -19,7 +19,7 @@ constexpr const char* kLimitNumbers = "messages with a bad number";
 }  // namespace
 
 RendezvousCore::RendezvousCore(CoordinatorOptions options, CoreListener& listener)
-    : options_(std::move(options)), listener_(listener) {
+    : options_(std::move(options)), listener_(listener), node_list_(options_.node_list) {
   if (!options_.nonce_source) options_.nonce_source = RandomNonce;
 }
 
@@ -133,7 +133,7 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
     return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
                                     table_.size(), options_.max_nodes), now);
   }
-  Result<int> slot = ClaimSlot(join, options_.node_list, options_.max_nodes, slots_);
+  Result<int> slot = ClaimSlot(join, node_list_, options_.max_nodes, slots_);
   if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
 
   agent.join = join;

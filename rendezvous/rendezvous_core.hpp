@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rendezvous/coordinator.hpp"
+#include "rendezvous/ranks.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -128,6 +129,7 @@ class RendezvousCore {
 
   CoordinatorOptions options_;
   CoreListener& listener_;
+  NodeList node_list_;  // options_.node_list, indexed by name
   State state_ = State::kGathering;
   std::map<ConnId, Agent> agents_;
   int waiting_ = 0;                   // agents in Phase::kWaiting
