@@ -1,5 +1,9 @@
 // rdzv_load: a load generator for the rendezvous coordinator.
 //
+// It runs past 400 lines: one bench tool with four modes that share their
+// option parsing and reporting; the socket-free machine it drives for
+// --no-sockets lives in rendezvous/load_sim.hpp, where the tests reach it.
+//
 //   rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] [--window W]
 //               [--timeout S] [--full-check] [--tables]
 //   rdzv_load --max-n            (prints the largest N that fits the fd limit)
