@@ -32,7 +32,11 @@
 #   its life (getrusage, in microseconds), in percent of one core.
 # - load generator: rdzv_load N (see bench/rdzv_load.cpp), once hosting the
 #   coordinator itself (one thread for coordinator and agents), once against a
-#   stand-alone `dlaunch coordinator` in its own process (its VmHWM is its peak RSS).
+#   stand-alone `dlaunch coordinator` in its own process (its VmHWM is its peak RSS,
+#   and its growth over the run divided by N the bytes an agent), at BENCH_LOAD_N and
+#   at the most the hard fd limit allows (at most 19,000); then `rdzv_load
+#   --no-sockets` with BENCH_NOSOCK_N (default 100000) and a tenth of it, pinned
+#   to one core: the coordinator's machine and codec with no sockets.
 # - torchrun 1.13 with `--rdzv_backend c10d`, N agents the same way, beside dlaunch
 #   at the same N; the ratio is torchrun / dlaunch.
 # - failure propagation: 2 agents ("nodes" A and B) with 2 workers each; on A local
@@ -57,6 +61,11 @@ SCALE_TARGET_RATIO=1.5  # 10,000 simulated < 2 s, failure propagation < 200 ms (
 WAIT_TARGET_PCT=1       # an agent waiting for its host under 1% of a core
 LOAD_TARGET_N=10000
 LOAD_TARGET_S=2
+LOAD_EP_TARGET_S=1         # issue 21: 10,000 against `dlaunch coordinator` < 1 s,
+LOAD_BIG_TARGET_S=2        # 19,000 < 2 s, each at most 2 KiB an agent (VmHWM growth),
+LOAD_KIB_TARGET=2          # 100,000 with no sockets < 3 s on one core, 2 KiB an agent
+NOSOCK_N=${BENCH_NOSOCK_N:-100000}
+NOSOCK_TARGET_S=3
 FAIL_TARGET_MS=200
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -372,28 +381,80 @@ for n in $LOAD_SMALL; do
 done
 note "load generator: $LOAD_IN_N simulated agents in-process, $LOAD_N against dlaunch coordinator," \
   "up to $REPS reps each (${LOAD_TIMEOUT} s timeout)"
-L_IN=() L_EP=() L_EP_RSS=() TMO_IN=0 TMO_EP=0
+L_IN=() L_EP=() L_EP_RSS=() L_EP_B=() TMO_IN=0 TMO_EP=0
 for ((i = 0; i < REPS && !TMO_IN; i++)); do load_run L_IN TMO_IN "$LOAD_IN_N"; done
-for ((i = 0; i < REPS && !TMO_EP; i++)); do
-  port=$(free_port)
-  "$DLAUNCH" coordinator --listen "127.0.0.1:$port" >/dev/null 2>"$T/coord.err" &
-  coord=$!
-  BG+=("$coord")
-  if wait_listen "$port"; then
-    load_run L_EP TMO_EP "$LOAD_N" --endpoint "127.0.0.1:$port" --run-id "load-$i"
-    L_EP_RSS+=("$(awk '/^VmHWM:/{print $2}' "/proc/$coord/status" 2>/dev/null)")
-  else
-    ERRORS+=("dlaunch coordinator on 127.0.0.1:$port did not listen within 10 s: $(err_head "$T/coord.err")")
-  fi
-  kill -TERM "$coord" 2>/dev/null
-  wait_all 10 "$coord"
-  BG=()
-done
+# A loopback coordinator without a token would use this user's loopback token;
+# the bench gives both sides its own.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/token")
+# ep_rows VAR RSS_VAR BYTES_VAR TIMEDOUT_VAR N: REPS runs of N agents against a
+# fresh `dlaunch coordinator` each; its peak RSS (VmHWM) and its growth over the
+# run, in bytes an agent.
+ep_rows() {
+  local -n secs_=$1 rss_=$2 bytes_=$3 tmo_=$4
+  local n=$5 i port coord rss0 hwm ok_
+  for ((i = 0; i < REPS && !tmo_; i++)); do
+    port=$(free_port)
+    "$DLAUNCH" coordinator --listen "127.0.0.1:$port" --rdzv-token-file "$T/token" >/dev/null 2>"$T/coord.err" &
+    coord=$!
+    BG+=("$coord")
+    if wait_listen "$port"; then
+      rss0=$(awk '/^VmRSS:/{print $2}' "/proc/$coord/status" 2>/dev/null)
+      ok_=${#secs_[@]}
+      load_run secs_ tmo_ "$n" --endpoint "127.0.0.1:$port" --run-id "load-$i" --token "$(cat "$T/token")"
+      hwm=$(awk '/^VmHWM:/{print $2}' "/proc/$coord/status" 2>/dev/null)
+      # Only a run that assigned every agent says what an agent costs.
+      if ((${#secs_[@]} > ok_)) && [[ -n $rss0 && -n $hwm ]]; then
+        rss_+=("$hwm")
+        bytes_+=("$(((hwm - rss0) * 1024 / n))")
+      fi
+    else
+      ERRORS+=("dlaunch coordinator on 127.0.0.1:$port did not listen within 10 s: $(err_head "$T/coord.err")")
+    fi
+    kill -TERM "$coord" 2>/dev/null
+    wait_all 10 "$coord"
+    BG=()
+  done
+}
+ep_rows L_EP L_EP_RSS L_EP_B TMO_EP "$LOAD_N"
 m_load_in=$(median "${L_IN[@]}")
 m_load_ep=$(median "${L_EP[@]}")
 ((TMO_IN)) && m_load_in=timeout
 ((TMO_EP)) && m_load_ep=timeout
 m_load_ep_rss=$(kib_to_mib "$(median "${L_EP_RSS[@]}")")
+m_load_ep_b=$(median "${L_EP_B[@]}")
+# The most agents one coordinator and one rdzv_load can hold at the hard fd limit
+# (each needs a descriptor an agent, rdzv_load 64 more), at most 19,000.
+LOAD_BIG_N=$(($(ulimit -Hn) - 1000))
+((LOAD_BIG_N > 19000)) && LOAD_BIG_N=19000
+L_BIG=() L_BIG_RSS=() L_BIG_B=() TMO_BIG=0
+if ((LOAD_BIG_N > LOAD_N)); then
+  note "load generator: $LOAD_BIG_N simulated agents against dlaunch coordinator, up to $REPS reps"
+  ep_rows L_BIG L_BIG_RSS L_BIG_B TMO_BIG "$LOAD_BIG_N"
+fi
+m_load_big=$(median "${L_BIG[@]}")
+((TMO_BIG)) && m_load_big=timeout
+m_load_big_b=$(median "${L_BIG_B[@]}")
+
+# --- 3b. The coordinator's machine and codec alone ---------------------------------
+# rdzv_load --no-sockets N (bench/rdzv_load.cpp): N simulated agents through the
+# Coordinator and codec, no sockets, pinned to one core; and N/10 the same way, so
+# that the ratio shows whether a tenfold N costs tenfold.
+NS_S=() NS_B=() NS10_S=()
+note "load generator: $NOSOCK_N agents with no sockets (and $((NOSOCK_N / 10))), $REPS reps"
+pin=(); command -v taskset >/dev/null && pin=(taskset -c 0)
+for ((i = 0; i < REPS; i++)); do
+  for n in "$NOSOCK_N" $((NOSOCK_N / 10)); do
+    if out=$(timeout -k 5 120 "${pin[@]}" "$RDZV_LOAD" --no-sockets "$n" 2>"$T/nosock.err"); then
+      s_=$(sed -n 's/^seconds=\([0-9.]*\) .*/\1/p' <<<"$out")
+      if ((n == NOSOCK_N)); then NS_S+=("$s_"); NS_B+=("$(sed -n 's/.* bytes_per_agent=\([0-9-]*\) .*/\1/p' <<<"$out")"); else NS10_S+=("$s_"); fi
+    else
+      ERRORS+=("rdzv_load --no-sockets $n: $(err_head "$T/nosock.err")")
+    fi
+  done
+done
+m_ns=$(median "${NS_S[@]}")
+m_ns_b=$(median "${NS_B[@]}")
+m_ns10=$(median "${NS10_S[@]}")
 
 # --- 4. Failure propagation across nodes ----------------------------------------------
 note "failure propagation: $REPS reps each way"
@@ -495,9 +556,19 @@ table() {
   if ((LOAD_IN_N == LOAD_TARGET_N)); then target="< $LOAD_TARGET_S s"; res=$(must "$m_load_in" '<' "$LOAD_TARGET_S"); fi
   row "load generator: $LOAD_IN_N simulated agents assigned, coordinator in the same thread$( ((LOAD_IN_N < LOAD_N)) && echo " (the most the fd limit allows in one process)")" "$(lfmt "$m_load_in")" "$target" "$res"
   target="" res=""
-  if ((LOAD_N == LOAD_TARGET_N)); then target="< $LOAD_TARGET_S s"; res=$(must "$m_load_ep" '<' "$LOAD_TARGET_S"); fi
+  if ((LOAD_N == LOAD_TARGET_N)); then target="< $LOAD_EP_TARGET_S s"; res=$(must "$m_load_ep" '<' "$LOAD_EP_TARGET_S"); fi
   row "load generator: $LOAD_N simulated agents assigned by \`dlaunch coordinator\` (own process)" "$(lfmt "$m_load_ep")" "$target" "$res"
   row "… peak RSS of that \`dlaunch coordinator\` (VmHWM)" "$(fmt "$m_load_ep_rss" '%.1f MiB')" "" ""
+  row "… its growth over the run, an agent" "$(fmt "$m_load_ep_b" '%.0f B')" "≤ $LOAD_KIB_TARGET KiB" "$(must "$m_load_ep_b" '<=' $((LOAD_KIB_TARGET * 1024)))"
+  if ((LOAD_BIG_N > LOAD_N)); then
+    row "load generator: $LOAD_BIG_N simulated agents assigned by \`dlaunch coordinator\` (the most the fd limit allows)" "$(lfmt "$m_load_big")" "< $LOAD_BIG_TARGET_S s" "$(must "$m_load_big" '<' "$LOAD_BIG_TARGET_S")"
+    row "… its growth over the run, an agent" "$(fmt "$m_load_big_b" '%.0f B')" "≤ $LOAD_KIB_TARGET KiB" "$(must "$m_load_big_b" '<=' $((LOAD_KIB_TARGET * 1024)))"
+  fi
+  target="" res=""
+  if ((NOSOCK_N == 100000)); then target="< $NOSOCK_TARGET_S s"; res=$(must "$m_ns" '<' "$NOSOCK_TARGET_S"); fi
+  row "$NOSOCK_N agents through the coordinator's machine and codec, no sockets, one core (\`rdzv_load --no-sockets\`)" "$(fmt "$m_ns" '%.3f s')" "$target" "$res"
+  row "… peak memory an agent (VmHWM growth)" "$(fmt "$m_ns_b" '%.0f B')" "≤ $LOAD_KIB_TARGET KiB" "$(must "$m_ns_b" '<=' $((LOAD_KIB_TARGET * 1024)))"
+  row "… $((NOSOCK_N / 10)) the same way; ratio (10 for linear)" "$(fmt "$m_ns10" '%.3f s'); $(fmt "$(ratio "$m_ns" "$m_ns10")" '%.1f')" "" ""
   row "failure propagation: worker on node A exits 1 → node B's dlaunch exits (A hosts)" "$(fmt "$m_fail_a" '%.1f ms')$m_fail_a_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_a_note" "$m_fail_a" '<' "$FAIL_TARGET_MS")"
   row "failure propagation: the same, B hosts" "$(fmt "$m_fail_b" '%.1f ms')$m_fail_b_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_b_note" "$m_fail_b" '<' "$FAIL_TARGET_MS")"
   if ((${#ERRORS[@]})); then

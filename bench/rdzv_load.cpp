@@ -1,9 +1,27 @@
 // rdzv_load: a load generator for the rendezvous coordinator.
 //
+// It runs past 400 lines: one bench tool with four modes that share their
+// option parsing and reporting; the socket-free machine it drives for
+// --no-sockets lives in rendezvous/load_sim.hpp, where the tests reach it.
+//
 //   rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] [--window W]
 //               [--timeout S] [--full-check] [--tables]
 //   rdzv_load --max-n            (prints the largest N that fits the fd limit)
 //   rdzv_load --codec-cost N     (no sockets: what N assignments cost to build)
+//   rdzv_load --no-sockets N [--token T] [--window W]
+//                                (no sockets: the coordinator's machine and codec)
+//
+// --no-sockets N runs rendezvous/load_sim.hpp: N simulated agents through the
+// Coordinator and the codec that `dlaunch coordinator` runs (every Hello,
+// Challenge, Proof, Join, Assignment, Heartbeat and Done encoded and decoded,
+// the handshake checked both ways), each assignment checked, on this one thread.
+// It prints one line,
+//   seconds=S bytes_per_agent=B n=N join_s=J assign_s=A teardown_s=T frames=F
+// where bytes_per_agent is the growth of this process's peak resident size
+// (VmHWM, reset through /proc/self/clear_refs first) over the run, divided by N:
+// the coordinator's memory at its peak (every Assignment queued at once) and
+// the checker's 12 bytes an agent. Exits 1 when an assignment is wrong, an agent
+// is refused, or the job does not end with 0 (one line on stderr says why).
 //
 // One process, one io_context thread. Without --endpoint it hosts a
 // CoordinatorServer on 127.0.0.1:0 with min = max = N (the same code a hosting
@@ -47,6 +65,7 @@
 // peak RSS (getrusage), coordinator and agents together. Exit 0 on success; 1 on
 // a failed run (one line on stderr says why); 2 on a usage error, e.g. an N that
 // cannot fit the file descriptor limit.
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -70,6 +89,7 @@
 #include "rendezvous/auth.hpp"
 #include "rendezvous/codec.hpp"
 #include "rendezvous/connection.hpp"
+#include "rendezvous/load_sim.hpp"
 #include "rendezvous/server.hpp"
 
 namespace {
@@ -122,13 +142,15 @@ struct Options {
   bool tables = false;  // ask for the whole node table, as agents with --env azure or --roles do
   bool max_n = false;
   bool codec_cost = false;
+  bool no_sockets = false;
 };
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
   auto usage = [](const std::string& why) {
     Die(kExitUsage, why + " (usage: rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] "
-                          "[--window W] [--timeout S] [--full-check] [--tables] | --max-n)");
+                          "[--window W] [--timeout S] [--full-check] [--tables] | --max-n | --codec-cost N | "
+                          "--no-sockets N [--token T] [--window W])");
   };
   auto number = [&](const std::string& flag, const char* text) {
     char* end = nullptr;
@@ -161,6 +183,8 @@ Options ParseArgs(int argc, char** argv) {
       o.tables = true;
     } else if (arg == "--codec-cost") {
       o.codec_cost = true;
+    } else if (arg == "--no-sockets") {
+      o.no_sockets = true;
     } else if (arg == "--max-n") {
       o.max_n = true;
     } else if (!arg.empty() && arg[0] != '-' && o.n == 0) {
@@ -227,6 +251,45 @@ int CodecCost(long n) {
   std::printf("rdzv_load codec n=%ld frame_bytes=%zu per_agent_s=%.6f encode_once_copy_s=%.6f encode_once_s=%.6f\n", n,
               bytes, per_agent, once_copy, once);
   return 0;
+}
+
+// A field of /proc/self/status in KiB ("VmHWM"), or -1.
+long StatusKiB(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kib = -1;
+  std::size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') kib = std::strtol(line + len + 1, nullptr, 10);
+  std::fclose(f);
+  return kib;
+}
+
+// --no-sockets: see the top of the file.
+int NoSockets(const Options& o) {
+  rdzv::LoadSimOptions sim;
+  sim.agents = static_cast<int>(o.n);
+  sim.window = static_cast<int>(o.window);
+  if (!o.token.empty()) sim.token = o.token;
+  sim.run_id = o.run_id;
+  // From here on VmHWM is this run's peak (Linux 4.0+: "5" resets it to VmRSS).
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+  long before = StatusKiB("VmRSS");
+  auto t0 = Clock::now();
+  auto result = rdzv::RunLoadSim(sim);
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!result.ok()) Die(kExitFail, result.status().message());
+  long peak = StatusKiB("VmHWM");
+  double per_agent = before < 0 || peak < 0 ? -1 : static_cast<double>(peak - before) * 1024 / static_cast<double>(o.n);
+  std::printf("seconds=%.6f bytes_per_agent=%.0f n=%ld join_s=%.6f assign_s=%.6f teardown_s=%.6f frames=%llu\n",
+              seconds, per_agent, o.n, result->join.count(), result->assign.count(), result->teardown.count(),
+              static_cast<unsigned long long>(result->frames));
+  std::fflush(stdout);
+  _exit(0);  // the coordinator's teardown measures nothing
 }
 
 class Load;
@@ -308,11 +371,32 @@ class Load {
       Sim& sim = *sims_[static_cast<std::size_t>(started_++)];
       ++in_flight_;
       sim.phase = Sim::Phase::kConnecting;
+      BindSource(sim);
       sim.sock.async_connect(target_, [this, &sim](boost::system::error_code ec) {
         if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot connect to {} ({})", sim.index, Target(), ec.message()));
         OnConnected(sim);
       });
     }
+  }
+
+  // Every agent of this one process connects to one address and port, so from
+  // one source address the kernel's ephemeral port search in connect()
+  // (__inet_hash_connect, __inet_check_established) grows with the connections
+  // already open: 80% of this process's time at 19,000 agents, and the reason
+  // 19,000 took 9 s where 10,000 took 1 (bench/profile/coordinator.md). Real
+  // agents come from many hosts. On loopback, agents spread over 64 source
+  // addresses (127.0.0.2-65, all local) with the port left to connect()
+  // (IP_BIND_ADDRESS_NO_PORT), so each search sees a sixty-fourth of them.
+  void BindSource(Sim& sim) {
+    if (!target_.address().is_loopback() || !target_.address().is_v4()) return;
+    boost::system::error_code ec;
+    sim.sock.open(tcp::v4(), ec);
+    if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot open a socket ({})", sim.index, ec.message()));
+    int one = 1;
+    setsockopt(sim.sock.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    auto source = asio::ip::make_address_v4(0x7f000002u + static_cast<unsigned>(sim.index % 64));
+    sim.sock.bind(tcp::endpoint(source, 0), ec);
+    if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot bind {} ({})", sim.index, source.to_string(), ec.message()));
   }
 
   std::string Target() const { return fmt::format("{}:{}", target_.address().to_string(), target_.port()); }
@@ -551,6 +635,7 @@ int main(int argc, char** argv) {
   bool in_process = !o.endpoint;
   std::uint64_t fit = MaxAgents(limit, in_process);
   if (o.codec_cost) return CodecCost(o.n);
+  if (o.no_sockets) return NoSockets(o);
   if (o.max_n) {
     std::printf("%llu\n", static_cast<unsigned long long>(fit));
     return 0;

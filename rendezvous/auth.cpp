@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +13,8 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 
 namespace dlaunch::rendezvous {
@@ -42,12 +44,42 @@ std::string OpenSslError() {
 }  // namespace
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
+  // OpenSSL 3's one-shot HMAC() fetches the MAC and the digest by name on every
+  // call (locks, hash lookups, string compares): over a third of a coordinator's
+  // handshake (bench/profile/coordinator.md). One context per thread, keyed once
+  // for each new key and re-initialised with that key for each MAC, skips that.
+  struct KeyedMac {
+    EVP_MAC_CTX* ctx = nullptr;
+    std::string key;
+    ~KeyedMac() {
+      EVP_MAC_CTX_free(ctx);
+      OPENSSL_cleanse(key.data(), key.size());
+    }
+  };
+  thread_local KeyedMac keyed;
+  auto* in = reinterpret_cast<const unsigned char*>(data.data());
+  bool ok = true;
+  if (keyed.ctx == nullptr || keyed.key != key) {
+    static EVP_MAC* const kHmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    EVP_MAC_CTX_free(keyed.ctx);
+    OPENSSL_cleanse(keyed.key.data(), keyed.key.size());
+    keyed.key.clear();
+    keyed.ctx = kHmac != nullptr ? EVP_MAC_CTX_new(kHmac) : nullptr;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+    ok = keyed.ctx != nullptr &&
+         EVP_MAC_init(keyed.ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) == 1;
+    if (ok) keyed.key.assign(key);
+  } else {
+    ok = EVP_MAC_init(keyed.ctx, nullptr, 0, nullptr) == 1;  // the same key again
+  }
   unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  // HMAC() with SHA-256 fails only when OpenSSL cannot allocate; that is not
+  std::size_t len = 0;
+  ok = ok && EVP_MAC_update(keyed.ctx, in, data.size()) == 1 && EVP_MAC_final(keyed.ctx, mac, &len, sizeof mac) == 1;
+  // HMAC with SHA-256 fails only when OpenSSL cannot allocate; that is not
   // something a caller can handle, so it is treated like any other out-of-memory.
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len) == nullptr) {
+  if (!ok) {
+    EVP_MAC_CTX_free(std::exchange(keyed.ctx, nullptr));
     throw std::bad_alloc();
   }
   return std::string(reinterpret_cast<const char*>(mac), len);

@@ -346,8 +346,10 @@ Result<std::optional<Message>> FrameDecoder::Next() {
   pos_ += kHeaderSize + length;
   // Drop consumed bytes once they are the larger part, so the buffer stays bounded
   // without moving memory after every small frame.
+  // Once empty it holds no memory either: a coordinator keeps a decoder per agent,
+  // and one large Report must not stay allocated for the connection's life.
   if (pos_ == buffer_.size()) {
-    buffer_.clear();
+    std::string().swap(buffer_);
     pos_ = 0;
   } else if (pos_ > buffer_.size() / 2) {
     buffer_.erase(0, pos_);

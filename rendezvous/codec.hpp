@@ -214,7 +214,8 @@ std::string Encode(const Message& message);
 // feeds at most N bytes between Next() calls buffers at most one header, one
 // payload under the cap and N. The first error is final: the stream cannot be
 // resynchronised and Next() keeps returning it. Errors are InvalidArgument, e.g.
-// "frame: bad magic 0x47455420 (expected 0x444c5256)". Not thread-safe.
+// "frame: bad magic 0x47455420 (expected 0x444c5256)". Once every byte fed has
+// been decoded it holds no heap memory. Not thread-safe.
 class FrameDecoder {
  public:
   void Feed(std::string_view bytes);

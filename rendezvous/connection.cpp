@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include <array>
+
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -52,6 +54,8 @@ Connection::Connection(tcp::socket socket) : socket_(std::move(socket)) {
   tcp::endpoint ep = socket_.remote_endpoint(ec);
   peer_ = ec ? "unknown peer" : fmt::format("{}:{}", ep.address().to_string(), ep.port());
   socket_.set_option(tcp::no_delay(true), ec);
+  // Reads happen when the socket is readable, and must not block then.
+  socket_.non_blocking(true, ec);
   // Asio opens sockets without close-on-exec: a worker must not inherit the
   // agent's connection, or the coordinator would not see it close when the
   // agent dies. Everything runs on the spawning thread, so no fork comes between.
@@ -61,40 +65,59 @@ Connection::Connection(tcp::socket socket) : socket_(std::move(socket)) {
 void Connection::Start(MessageHandler on_message, CloseHandler on_close) {
   on_message_ = std::move(on_message);
   on_close_ = std::move(on_close);
-  ReadSome();
+  WaitRead();
 }
 
-void Connection::ReadSome() {
-  socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+// Waiting rather than async_read_some: a pending read needs its own buffer, and a
+// coordinator with 100,000 idle agents would hold 100,000 of them. Asio re-arms
+// epoll for each wait (EPOLL_CTL_MOD), which reports bytes left unread at once.
+void Connection::WaitRead() {
+  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](boost::system::error_code ec) {
     if (!self->open_ || self->closing_) return;
+    if (ec) return self->Fail(Status::PeerLost(ec.message()));
+    if (self->ReadReady()) self->WaitRead();
+  });
+}
+
+bool Connection::ReadReady() {
+  // One buffer for every connection of this thread: the bytes are copied into the
+  // decoder before any handler runs.
+  static thread_local std::array<char, 65536> buf;
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = socket_.read_some(asio::buffer(buf), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return true;
     if (ec) {
-      self->Fail(Status::PeerLost(ec == asio::error::eof ? "closed by the peer" : ec.message()));
-      return;
+      Fail(Status::PeerLost(ec == asio::error::eof ? "closed by the peer" : ec.message()));
+      return false;
     }
-    self->decoder_.Feed(std::string_view(self->buf_.data(), n));
+    decoder_.Feed(std::string_view(buf.data(), n));
     for (;;) {
-      Result<std::optional<Message>> next = self->decoder_.Next();
+      Result<std::optional<Message>> next = decoder_.Next();
       if (!next.ok()) {
-        self->Fail(next.status());
-        return;
+        Fail(next.status());
+        return false;
       }
       if (!next->has_value()) break;
-      self->on_message_(std::move(**next));
-      if (!self->open_ || self->closing_) return;  // the handler closed us
+      on_message_(std::move(**next));
+      if (!open_ || closing_) return false;  // the handler closed us
     }
-    self->ReadSome();
-  });
+    if (n < buf.size()) return true;  // drained; the next wait reports anything newer
+  }
 }
 
 void Connection::Send(const Message& message) {
   if (!open_ || closing_) return;
-  queue_.push_back(Encode(message));
+  queued_ += Encode(message);
   if (!writing_) WriteNext();
 }
 
 void Connection::WriteNext() {
-  if (queue_.empty()) {
+  if (queued_.empty()) {
     writing_ = false;
+    // Idle: hold no buffer (a coordinator has an idle connection per agent).
+    std::string().swap(writing_bytes_);
+    std::string().swap(queued_);
     if (closing_) {
       boost::system::error_code ignored;
       socket_.shutdown(tcp::socket::shutdown_both, ignored);
@@ -104,10 +127,21 @@ void Connection::WriteNext() {
     return;
   }
   writing_ = true;
-  asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+  // Everything queued leaves in one write, in the order it was sent.
+  writing_bytes_.clear();
+  writing_bytes_.swap(queued_);
+  // Most frames fit the socket's buffer at once: then nothing waits for a
+  // completion, neither an Asio operation nor the frame (at an assignment the
+  // coordinator writes to every agent in one go: 100,000 of each). Whatever is
+  // left, or an error, goes the asynchronous way, which reports it.
+  boost::system::error_code ec;
+  std::size_t n = socket_.write_some(asio::buffer(writing_bytes_), ec);
+  if (!ec && n == writing_bytes_.size()) return WriteNext();
+  if (!ec) writing_bytes_.erase(0, n);
+  asio::async_write(socket_, asio::buffer(writing_bytes_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
     if (!self->open_) return;
     if (ec) {
-      self->queue_.clear();
+      self->queued_.clear();
       if (self->closing_) {
         self->writing_ = false;
         self->WriteNext();
@@ -116,7 +150,6 @@ void Connection::WriteNext() {
       }
       return;
     }
-    self->queue_.pop_front();
     self->WriteNext();
   });
 }
@@ -138,7 +171,7 @@ void Connection::Fail(const Status& why) {
   open_ = false;
   boost::system::error_code ignored;
   socket_.close(ignored);
-  queue_.clear();
+  queued_.clear();
   if (on_close_) {
     CloseHandler handler = std::move(on_close_);
     handler(why);

@@ -1,11 +1,14 @@
 // The thin Boost.Asio layer of the rendezvous: one TCP connection carrying
 // framed messages. It moves bytes and nothing else; what a message means is the
 // coordinator's or the agent's business.
+//
+// A coordinator holds one per agent, so an idle one costs little: it waits for
+// readability and reads into one buffer shared by every connection of the thread
+// (no read buffer of its own), and what it sends waits in one string, written
+// with everything queued behind it in a single write (no deque).
 #pragma once
 
-#include <array>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,7 +59,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string local_address() const { return LocalAddress(); }
 
  private:
-  void ReadSome();
+  void WaitRead();
+  // Reads what the socket holds without blocking and hands on its messages;
+  // false when the connection ended or was closed meanwhile.
+  bool ReadReady();
   void WriteNext();
   void Fail(const Status& why);
   std::string LocalAddress() const;
@@ -64,8 +70,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   boost::asio::ip::tcp::socket socket_;
   std::string peer_;
   FrameDecoder decoder_;
-  std::array<char, 16384> buf_;
-  std::deque<std::string> queue_;
+  std::string writing_bytes_;  // frames being written (one async_write)
+  std::string queued_;         // frames sent meanwhile, written next
   bool writing_ = false;
   bool open_ = true;
   bool closing_ = false;

@@ -204,5 +204,6 @@ Coordinator::State Coordinator::state() const { return parts_->core.state(); }
 int Coordinator::generation() const { return parts_->core.generation(); }
 int Coordinator::restart_count() const { return parts_->core.restart_count(); }
 const std::vector<envmap::Node>& Coordinator::nodes() const { return parts_->core.nodes(); }
+std::size_t Coordinator::connections() const { return parts_->core.connections(); }
 
 }  // namespace dlaunch::rendezvous

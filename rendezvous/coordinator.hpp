@@ -272,6 +272,8 @@ class Coordinator {
   int restart_count() const;
   // The node table of the current generation (empty before the first).
   const std::vector<envmap::Node>& nodes() const;
+  // The connections it holds: handshaking, waiting or assigned.
+  std::size_t connections() const;
 
   // Movable (the parts stay where they are), not copyable.
   Coordinator(Coordinator&&) noexcept;

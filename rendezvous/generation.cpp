@@ -23,9 +23,12 @@ Generation PlanGeneration(const std::vector<GenerationMember>& members, const Ge
         envmap::Node{join.host, join.addrs.front(), join.nproc, join.task_ports};
     if (g.node_ranks[i] == 0) node0 = &join;
   }
+  // Only agents that asked for the whole table receive it; without one, no copy
+  // of it is made (100,000 nodes of it are megabytes).
+  bool any_table = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.join->wants_table; });
   Assignment& a = g.whole;
   a.generation = settings.number;
-  a.nodes = g.table;
+  if (any_table) a.nodes = g.table;
   a.master_addr = g.table.front().addr;
   a.master_port = settings.master_port;
   if (a.master_port == 0) a.master_port = node0->master_port_hint;
@@ -41,9 +44,7 @@ Generation PlanGeneration(const std::vector<GenerationMember>& members, const Ge
                             std::numeric_limits<std::int32_t>::max());
     return g;
   }
-  // Only agents that asked for the whole table receive it.
-  bool any_table = std::any_of(members.begin(), members.end(), [](const auto& m) { return m.join->wants_table; });
-  if (std::size_t size = PayloadSize(a); any_table && size > kMaxPayload) {
+  if (std::size_t size = any_table ? PayloadSize(a) : 0; size > kMaxPayload) {
     g.problem = fmt::format("the node table of {} nodes takes {} bytes, over the frame cap of {}", g.table.size(),
                             size, kMaxPayload);
     return g;
@@ -64,6 +65,7 @@ Assignment AssignmentFor(const Generation& generation, int node_rank, bool wants
   auto r = static_cast<std::size_t>(node_rank);
   Assignment out = wants_table ? generation.whole : generation.own_row;
   if (!wants_table) out.nodes = {generation.table[r]};
+  if (wants_table && out.nodes.empty()) out.nodes = generation.table;  // no member asked for it at the plan
   out.node_rank = node_rank;
   out.rank_offset = generation.rank_offsets[r];
   return out;

@@ -32,7 +32,9 @@ struct Generation {
   std::vector<envmap::Node> table;  // by node rank
   std::vector<int> rank_offsets;    // global rank of each node's local rank 0, by node rank
   int workers = 0;                  // the world size
-  Assignment whole;                 // with the whole table; node_rank and rank_offset unset
+  // With the whole table when a member asked for it (else without); node_rank
+  // and rank_offset unset.
+  Assignment whole;
   Assignment own_row;               // the same without the table
   std::string problem;              // why the job cannot run; empty when it can
 };

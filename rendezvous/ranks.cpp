@@ -13,8 +13,8 @@ bool Names(const Join& join, const std::string& entry) {
   return join.host == entry || std::find(join.addrs.begin(), join.addrs.end(), entry) != join.addrs.end();
 }
 
-Result<int> ClaimFromList(const Join& join, const std::vector<std::string>& list,
-                          const std::map<int, std::string>& taken) {
+Result<int> ClaimFromList(const Join& join, const NodeList& node_list, const std::map<int, std::string>& taken) {
+  const std::vector<std::string>& list = node_list.hosts();
   if (join.list_position >= 0) {
     int pos = join.list_position;
     if (static_cast<std::size_t>(pos) >= list.size()) {
@@ -32,13 +32,17 @@ Result<int> ClaimFromList(const Join& join, const std::vector<std::string>& list
     }
     return pos;
   }
-  bool listed = false;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!Names(join, list[i])) continue;
-    listed = true;
-    if (!taken.count(static_cast<int>(i))) return static_cast<int>(i);
+  // The positions that name it (its host or any of its addresses), lowest first;
+  // the first one free is its own.
+  std::vector<int> named = node_list.PositionsOf(join.host);
+  for (const std::string& addr : join.addrs) {
+    const std::vector<int>& more = node_list.PositionsOf(addr);
+    named.insert(named.end(), more.begin(), more.end());
   }
-  if (!listed) {
+  std::sort(named.begin(), named.end());
+  for (int i : named)
+    if (!taken.count(i)) return i;
+  if (named.empty()) {
     return Status::InvalidArgument(
         fmt::format("host '{}' is not in the node list ({})", join.host, NameList(list)));
   }
@@ -55,7 +59,17 @@ std::string NameList(const std::vector<std::string>& names, std::size_t limit) {
   return out;
 }
 
-Result<int> ClaimSlot(const Join& join, const std::vector<std::string>& node_list, int max_nodes,
+NodeList::NodeList(std::vector<std::string> hosts) : hosts_(std::move(hosts)) {
+  for (std::size_t i = 0; i < hosts_.size(); ++i) positions_[hosts_[i]].push_back(static_cast<int>(i));
+}
+
+const std::vector<int>& NodeList::PositionsOf(const std::string& name) const {
+  static const std::vector<int> kNone;
+  auto it = positions_.find(name);
+  return it == positions_.end() ? kNone : it->second;
+}
+
+Result<int> ClaimSlot(const Join& join, const NodeList& node_list, int max_nodes,
                       const std::map<int, std::string>& taken) {
   if (!node_list.empty()) return ClaimFromList(join, node_list, taken);
   if (join.list_position >= 0) {

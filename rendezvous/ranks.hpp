@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "envmap/status.hpp"
@@ -28,13 +29,30 @@ struct RankClaim {
 // The node rank of each claim, in the same order. Slots must be distinct.
 std::vector<int> NodeRanks(const std::vector<RankClaim>& claims);
 
+// A node list (--nodes / --hostfile) with the positions of each name in it, so
+// that a join finds its own positions by a lookup rather than a walk of the
+// list: N joins against a list of N cost O(N), not O(N^2).
+class NodeList {
+ public:
+  NodeList() = default;
+  NodeList(std::vector<std::string> hosts);  // NOLINT: implicit, a plain list is indexed for the call
+  const std::vector<std::string>& hosts() const { return hosts_; }
+  bool empty() const { return hosts_.empty(); }
+  // Positions of `name`, ascending; empty when it is not listed.
+  const std::vector<int>& PositionsOf(const std::string& name) const;
+
+ private:
+  std::vector<std::string> hosts_;
+  std::unordered_map<std::string, std::vector<int>> positions_;
+};
+
 // The slot that `join` claims, or -1 when it claims none. `taken` maps the slots
 // already held by live agents to their hosts. With a node list, the host or any of
 // the join's addresses must be in it; a host listed several times (several agents
 // on one machine) takes the position the agent named (list_position) or else the
 // first free one. Fails with InvalidArgument whose message is the problem alone,
 // e.g. "node rank 1 is already taken by host 'b'"; the caller adds the subject.
-Result<int> ClaimSlot(const Join& join, const std::vector<std::string>& node_list, int max_nodes,
+Result<int> ClaimSlot(const Join& join, const NodeList& node_list, int max_nodes,
                       const std::map<int, std::string>& taken);
 
 // "a, b, c", or the first `limit` names and "... (10 in all)".

@@ -19,7 +19,7 @@ constexpr const char* kLimitNumbers = "messages with a bad number";
 }  // namespace
 
 RendezvousCore::RendezvousCore(CoordinatorOptions options, CoreListener& listener)
-    : options_(std::move(options)), listener_(listener) {
+    : options_(std::move(options)), listener_(listener), node_list_(options_.node_list) {
   if (!options_.nonce_source) options_.nonce_source = RandomNonce;
 }
 
@@ -57,6 +57,7 @@ std::vector<Action> RendezvousCore::OnConnect(ConnId conn, std::string peer, Clo
   agent.peer = std::move(peer);
   agent.connected = now;
   agent.last_seen = now;
+  expiry_floor_ = std::min(expiry_floor_, now + options_.handshake_timeout);
   return Flush();
 }
 
@@ -132,7 +133,7 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
     return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
                                     table_.size(), options_.max_nodes), now);
   }
-  Result<int> slot = ClaimSlot(join, options_.node_list, options_.max_nodes, slots_);
+  Result<int> slot = ClaimSlot(join, node_list_, options_.max_nodes, slots_);
   if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
 
   agent.join = join;
@@ -140,6 +141,7 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   agent.arrival = arrivals_++;
   agent.phase = Phase::kWaiting;
   ++waiting_;
+  expiry_floor_ = std::min(expiry_floor_, agent.last_seen + options_.heartbeat_timeout);
   if (agent.slot >= 0) slots_[agent.slot] = join.host;
   if (state_ == State::kRunning) {
     Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host),
@@ -206,6 +208,10 @@ void RendezvousCore::Assign(Clock::time_point now) {
   Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
                        generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port,
                        restart_count_, options_.max_restarts)});
+  unfinished_ = static_cast<int>(members.size());
+  // A Send for every member at once: grown by doubling, the actions would hold up
+  // to three times their size while reallocating (bench/profile/coordinator.md).
+  out_.reserve(out_.size() + members.size() + 1);
   for (std::size_t i = 0; i < members.size(); ++i) {
     Agent& agent = *members[i].second;
     if (agent.phase == Phase::kWaiting) --waiting_;
@@ -260,11 +266,11 @@ void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::
     }
     return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), code), code, false, now);
   }
+  if (!agent.done) --unfinished_;
   agent.done = true;
   Take(listener_.OnNodeDone(conn, agent.node_rank, now));
-  if (state_ != State::kRunning) return;
-  for (const auto& [id, other] : agents_)
-    if (other.phase == Phase::kAssigned && !other.done) return;
+  // A count, not a walk over every agent: N Dones cost O(N), not O(N^2).
+  if (state_ != State::kRunning || unfinished_ > 0) return;
   int workers = 0;
   for (const envmap::Node& node : table_) workers += node.nproc;
   std::string summary = fmt::format("{}: job '{}' finished on {} nodes ({} workers, generation {})", Subject(),
@@ -304,6 +310,7 @@ void RendezvousCore::End(int code, const std::string& summary,
   agents_.clear();
   slots_.clear();
   waiting_ = 0;
+  unfinished_ = 0;
   for (Action& action : listener_.OnJobEnd()) Emit(std::move(action));
   state_ = State::kEnded;
   join_deadline_.reset();
@@ -333,6 +340,7 @@ void RendezvousCore::Remove(ConnId conn, const std::string& what, Clock::time_po
     Take(listener_.OnNodeGone(conn, node_rank, what, now));
   }
   if (agent.phase == Phase::kWaiting) --waiting_;
+  if (agent.phase == Phase::kAssigned && !agent.done) --unfinished_;
   if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
     Emit(NodeLost{agent.node_rank, agent.join.host, what});
@@ -362,18 +370,26 @@ std::vector<Action> RendezvousCore::OnTick(Clock::time_point now, const Coordina
 }
 
 void RendezvousCore::ExpireConnections(Clock::time_point now, const Coordinator::UnreadInput& unread) {
+  // Ticks come every 50ms: walking 100,000 agents on each would cost more than
+  // the agents' own messages. Walk only once the earliest deadline may have passed.
+  if (now < expiry_floor_) return;
+  expiry_floor_ = Clock::time_point::max();
   std::vector<std::pair<ConnId, std::string>> expired;
   for (auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     if (!joined && now - agent.connected >= options_.handshake_timeout) {
       expired.emplace_back(id, fmt::format("no join within {}", FormatDuration(options_.handshake_timeout)));
-    } else if (joined && now - agent.last_seen >= options_.heartbeat_timeout) {
-      if (unread && unread(id)) {
-        agent.last_seen = now;  // it spoke; we have not read it yet
-      } else {
-        expired.emplace_back(id, fmt::format("no heartbeat for {}", FormatDuration(options_.heartbeat_timeout)));
-      }
+      continue;
     }
+    if (joined && now - agent.last_seen >= options_.heartbeat_timeout) {
+      if (!unread || !unread(id)) {
+        expired.emplace_back(id, fmt::format("no heartbeat for {}", FormatDuration(options_.heartbeat_timeout)));
+        continue;
+      }
+      agent.last_seen = now;  // it spoke; we have not read it yet
+    }
+    expiry_floor_ = std::min(expiry_floor_, joined ? agent.last_seen + options_.heartbeat_timeout
+                                                   : agent.connected + options_.handshake_timeout);
   }
   for (const auto& [id, problem] : expired) {
     if (!agents_.count(id)) continue;  // the job ended on an earlier one

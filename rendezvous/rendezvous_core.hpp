@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rendezvous/coordinator.hpp"
+#include "rendezvous/ranks.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -73,6 +74,8 @@ class RendezvousCore {
   int generation() const { return generation_; }
   int restart_count() const { return restart_count_; }
   const std::vector<envmap::Node>& nodes() const { return table_; }
+  // Connections it holds (handshaking, waiting or assigned).
+  std::size_t connections() const { return agents_.size(); }
 
  private:
   enum class Phase { kHello, kProof, kJoin, kWaiting, kAssigned };
@@ -126,9 +129,16 @@ class RendezvousCore {
 
   CoordinatorOptions options_;
   CoreListener& listener_;
+  NodeList node_list_;  // options_.node_list, indexed by name
   State state_ = State::kGathering;
   std::map<ConnId, Agent> agents_;
   int waiting_ = 0;                   // agents in Phase::kWaiting
+  int unfinished_ = 0;                // agents in Phase::kAssigned without Done
+  // No connection's deadline (handshake or heartbeat) comes before this, so a tick
+  // before it need not look at any: a heartbeat only moves a deadline later, and
+  // each new deadline (a connect, a Join) lowers it. ExpireConnections makes it
+  // exact again. Default: none to look at.
+  Clock::time_point expiry_floor_ = Clock::time_point::max();
   std::map<int, std::string> slots_;  // fixed slots held by joined agents -> host
   std::uint64_t arrivals_ = 0;
   int generation_ = 0;

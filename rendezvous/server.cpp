@@ -3,10 +3,11 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <set>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
+
+#include "rendezvous/fd_limit.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -59,7 +60,10 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(asio::io_con
   fcntl(server->acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   server->acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
   if (server->acceptor_.bind(ep, ec); ec) return fail("listen");
-  if (server->acceptor_.listen(asio::socket_base::max_listen_connections, ec); ec) return fail("listen");
+  // The kernel caps the backlog at net.core.somaxconn; asking for the most lets that
+  // sysctl alone decide (SOMAXCONN, 4096, would cap it here too). bench/SCALE.md.
+  constexpr int kListenBacklog = 65535;
+  if (server->acceptor_.listen(kListenBacklog, ec); ec) return fail("listen");
   server->subject_ = "rendezvous " + HostPort{listen.host, server->port()}.ToString();
   server->Accept();
   server->Tick();
@@ -87,19 +91,26 @@ void CoordinatorServer::Accept() {
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
     lobby_[id].since = Clock::now();
-    std::erase_if(all_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+    // Swept when it has doubled since the last sweep: O(1) a connection, where a
+    // sweep on every accept made N connections cost O(N^2).
+    if (all_.size() >= 2 * swept_size_) {
+      std::erase_if(all_, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+      swept_size_ = std::max<std::size_t>(all_.size(), 64);
+    }
     all_.push_back(conn);
+    // The handlers hold no `alive`: a Connection calls none after Close() (or its
+    // own failure), and every connection still in conns_ is closed by the
+    // destructor; the others were closed or failed when they left conns_. So
+    // [this, id] is enough, and it fits std::function without a heap block
+    // (two fewer allocations an agent).
     conn->Start(
-        [this, id, alive](Message m) {
-          if (!*alive) return;
+        [this, id](Message m) {
           auto route = route_.find(id);
           if (route == route_.end()) return OnLobbyMessage(id, std::move(m));
           auto job = jobs_.find(route->second);
           if (job != jobs_.end()) Apply(route->second, job->second->OnMessage(id, m, Clock::now()));
         },
-        [this, id, alive](const Status& why) {
-          if (*alive) OnClosed(id, why);
-        });
+        [this, id](const Status& why) { OnClosed(id, why); });
     Accept();
   });
 }
@@ -184,6 +195,7 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
   if (job == jobs_.end()) {
     Result<CoordinatorOptions> options = factory_(*lobby.hello);
     if (!options.ok()) return RefuseInLobby(id, options.status().message());
+    MakeFdRoom(run_id, options->max_nodes);
     job = jobs_.emplace(run_id, std::make_unique<Coordinator>(std::move(*options))).first;
   }
   lobby_.erase(it);
@@ -192,6 +204,16 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
   Apply(run_id, job->second->OnAuthenticated(id, conns_.at(id)->peer(), now));
   auto again = jobs_.find(run_id);
   if (again != jobs_.end() && route_.count(id)) Apply(run_id, again->second->OnMessage(id, message, now));
+}
+
+void CoordinatorServer::MakeFdRoom(const std::string& run_id, int max_nodes) {
+  FdLimit limit = CurrentFdLimit();
+  if (max_nodes < 0 || static_cast<std::uint64_t>(max_nodes) <= AgentsAllowed(limit)) return;
+  limit = RaiseFdLimit();
+  std::string line = FdShortage(subject_, run_id, max_nodes, limit);
+  if (line.empty() || fd_warned_) return;
+  fd_warned_ = true;
+  if (log_) log_(line);
 }
 
 void CoordinatorServer::AbortAll(int code, const std::string& cause) {
@@ -286,12 +308,11 @@ void CoordinatorServer::Tick() {
   ticker_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
     Clock::time_point now = Clock::now();
-    // A connection that never joins belongs to no job; drop it here.
+    // A connection that never joins belongs to no job; drop it here. Ids grow
+    // with the time of accept, so the expired ones come first and the walk stops
+    // at the first that is not: O(expired), not O(lobby), on every tick.
     for (auto it = lobby_.begin(); it != lobby_.end();) {
-      if (now - it->second.since < hello_timeout_) {
-        ++it;
-        continue;
-      }
+      if (now - it->second.since < hello_timeout_) break;
       auto conn = conns_.find(it->first);
       if (conn != conns_.end()) {
         LogDrop(fmt::format("{}: dropped {} (no join within {})", subject_, conn->second->peer(),
@@ -319,11 +340,10 @@ void CoordinatorServer::Tick() {
 
 void CoordinatorServer::ExpireJobs(Clock::time_point now) {
   if (!expire_after_) return;
-  std::set<std::string> connected;
-  for (const auto& [id, run_id] : route_) connected.insert(run_id);
+  // Each job counts its own connections: O(jobs) a tick, not O(connections).
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     const std::string& run_id = it->first;
-    if (connected.count(run_id)) {
+    if (it->second->connections() > 0) {
       idle_since_.erase(run_id);
       ++it;
       continue;

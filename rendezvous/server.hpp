@@ -17,7 +17,13 @@
 // kPeerLogBurst in each kPeerLogWindow, then one line with the count of the
 // others); a refused agent gets Refused{"rendezvous HOST:PORT: why"}; when accept() fails for want of resources (EMFILE, ENFILE,
 // ENOBUFS, ENOMEM) it logs once, retries after 100ms, doubling up to 1s, and logs
-// again once it accepts.
+// again once it accepts. A job whose --nnodes maximum needs more descriptors than
+// the soft RLIMIT_NOFILE allows raises it to the hard limit, and when even that
+// is short, one line says how many agents it allows (fd_limit.hpp), once.
+//
+// The cost of an agent is O(1) and, idle, a few hundred bytes (bench/SCALE.md):
+// no per-connection timer (one ticker serves every deadline), no read buffer of
+// its own (connection.hpp), and no walk over every connection on each tick.
 #pragma once
 
 #include <chrono>
@@ -115,6 +121,9 @@ class CoordinatorServer {
   // Sends Refused{why} to a connection of the lobby, closes it, and logs (rate-limited).
   void RefuseInLobby(ConnId id, const std::string& why);
   void OnClosed(ConnId id, const Status& why);
+  // Raises the fd limit when a job of up to `max_nodes` agents needs it; says once
+  // when it cannot.
+  void MakeFdRoom(const std::string& run_id, int max_nodes);
   // Sends `message` unless it cannot be encoded: then logs why and closes `conn`.
   void SendTo(Connection& conn, const Message& message);
   // A log line for a dropped connection, rate-limited with the other drops.
@@ -138,6 +147,8 @@ class CoordinatorServer {
   std::map<ConnId, std::string> route_;   // connection -> run id, after its Join
   std::map<ConnId, Lobby> lobby_;         // connected, not joined yet
   std::vector<std::weak_ptr<Connection>> all_;    // outlive conns_ while flushing
+  std::size_t swept_size_ = 64;                   // all_ is swept at twice this
+  bool fd_warned_ = false;                        // the fd limit's line was said
   ConnId next_id_ = 1;
   std::optional<JobEnded> ended_;
   std::optional<std::string> aborted_;  // why new agents are refused

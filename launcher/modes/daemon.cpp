@@ -20,6 +20,7 @@
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/fd_limit.hpp"
 #include "rendezvous/server.hpp"
 
 namespace dlaunch::launcher {
@@ -60,6 +61,9 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
     return 0;
   }
   const rdzv::HostPort& at = plan.listen;
+  // One descriptor an agent: take all the hard limit gives (this process runs no
+  // workers to inherit it). A job that still does not fit is named once (server.hpp).
+  rdzv::RaiseFdLimit();
   EventLoop loop;
   boost::asio::io_context& io = loop.io();
   DaemonPlan own = plan;

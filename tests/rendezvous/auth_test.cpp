@@ -52,6 +52,19 @@ TEST_CASE("HMAC-SHA256 matches RFC 4231", "[auth]") {
   // Test case 1.
   CHECK(ToHex(HmacSha256(std::string(20, '\x0b'), "Hi There")) ==
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  // The keyed context is reused for the same key and re-keyed for another, in
+  // any order (auth.cpp keeps one per thread).
+  for (int round = 0; round < 3; ++round) {
+    CHECK(ToHex(HmacSha256("Jefe", "what do ya want for nothing?")) ==
+          "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    CHECK(ToHex(HmacSha256("Jefe", "what do ya want for nothing?")) ==
+          "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    CHECK(ToHex(HmacSha256(std::string(20, '\x0b'), "Hi There")) ==
+          "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  }
+  // Test case 6: a key longer than the block, hashed first.
+  CHECK(ToHex(HmacSha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")) ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
 TEST_CASE("a proof verifies only with the same token, direction, nonces and run id", "[auth]") {

@@ -44,8 +44,10 @@ TEST_CASE("generation: ranks by slot, then arrival; table, offsets and world siz
   CHECK(g.whole.master_port == 5000);  // node rank 0's hint
   CHECK(g.whole.nnodes == 3);
   CHECK(g.whole.world_size == 6);
-  CHECK(g.whole.nodes.size() == 3);
+  CHECK(g.whole.nodes.empty());  // no member asked for the table: no copy of it is made
   CHECK(g.own_row.nodes.empty());
+  c.wants_table = 1;
+  CHECK(PlanGeneration({{&a, -1, 5}, {&b, 0, 9}, {&c, -1, 1}}, GenSettings()).whole.nodes.size() == 3);
 }
 
 TEST_CASE("generation: the master port is the option, else node 0's hint, else the default", "[generation]") {
