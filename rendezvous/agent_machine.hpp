@@ -74,10 +74,16 @@ struct AgentMachineOptions {
   // Default: 5s and 15s, torchrun's keep-alive.
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
-  // Pauses between connect attempts. Default: 100ms doubling to 2s, each cut by up
-  // to a quarter at random so a thousand agents do not retry in step.
-  std::chrono::milliseconds retry_min{100};
-  std::chrono::milliseconds retry_max{2'000};
+  // Pauses between connect attempts. Default: 50ms doubling to 250ms, each cut by
+  // up to a quarter at random so a thousand agents do not retry in step. At scale
+  // agents start before their host and the job waits for the last one to find
+  // it, up to a whole pause after it listens: 2s cost 1024 agents on loopback
+  // about that much (bench/profile/agent.md). A refused connect costs the agent
+  // tens of microseconds and the host's kernel a reset, so four a second each
+  // is cheap; a host that is up but slow to accept is not retried, as its
+  // connect is pending, not refused.
+  std::chrono::milliseconds retry_min{50};
+  std::chrono::milliseconds retry_max{250};
   // A number in [0, 1) for the jitter, and a nonce. Defaults: random.
   std::function<double()> random;
   std::function<Result<std::string>()> nonce_source;
