@@ -12,6 +12,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
   AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 256;  // capped at RetryCap(256), 256ms
   o.join_timeout = 60s;
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
@@ -25,14 +26,26 @@ TEST_CASE("agent: start connects; a refused connect is retried with a growing, c
     CHECK(h.TickAt(retry - h.t0 - 1ms).empty());
     REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
   }
-  CHECK(pauses == std::vector<Clock::duration>{50ms, 100ms, 200ms, 250ms, 250ms, 250ms, 250ms});
+  CHECK(pauses == std::vector<Clock::duration>{50ms, 100ms, 200ms, 256ms, 256ms, 256ms, 256ms});
+}
+
+TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 50ms and 2s", "[agent]") {
+  CHECK(RetryCap(1) == 50ms);
+  CHECK(RetryCap(2) == 50ms);
+  CHECK(RetryCap(64) == 128ms);
+  CHECK(RetryCap(1024) == 512ms);
+  CHECK(RetryCap(16384) == 2s);
+  CHECK(RetryCap(1'000'000) == 2s);
+  CHECK(RetryCap(0) == 50ms);
 }
 
 TEST_CASE("agent: a host that comes up late is reached within one capped pause of its start", "[agent]") {
   // At scale agents start before their host, and the job waits for the last
   // of them to notice it: the pause must stay short however long it waited.
   AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 1024;
   o.join_timeout = 60s;
+  o.retry_max = RetryCap(1024);  // what the machine takes for 0, for the checks below
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
   int attempts = 1;
