@@ -29,7 +29,7 @@ double DefaultRandom() {
 
 std::chrono::milliseconds RetryCap(int max_nodes) {
   double ms = 16.0 * std::sqrt(std::max(1, max_nodes));
-  return std::chrono::milliseconds(static_cast<long>(std::clamp(ms, 50.0, 2000.0)));
+  return std::chrono::milliseconds(static_cast<long>(std::clamp(ms, 100.0, 2000.0)));
 }
 
 AgentMachine::AgentMachine(AgentMachineOptions options) : options_(std::move(options)) {

@@ -126,13 +126,14 @@ using AgentAction =
     std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
 // The longest pause between connect attempts for a job of `max_nodes` agents:
-// 16ms × √max_nodes, within 50ms and 2s (64 agents 128ms, 1,024 agents 512ms).
+// 16ms × √max_nodes, within 100ms and 2s (64 agents 128ms, 1,024 agents 512ms).
 // At scale agents start before their host, and the job waits for the last of
 // them to try again once it listens: up to one whole pause (2s, the old fixed
 // cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
 // waiting agent's attempts cost CPU (about 0.2ms each here, a thousand agents
 // on one machine in the benchmark) and its host a reset, so the pause grows
-// with the job, and the job's attempts a second with √N, not N.
+// with the job, and the job's attempts a second with √N, not N. The floor of
+// 100ms keeps a lone agent waiting for its host at a fraction of a percent.
 std::chrono::milliseconds RetryCap(int max_nodes);
 
 class AgentMachine {

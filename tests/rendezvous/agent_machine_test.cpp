@@ -29,14 +29,15 @@ TEST_CASE("agent: start connects; a refused connect is retried with a growing, c
   CHECK(pauses == std::vector<Clock::duration>{50ms, 100ms, 200ms, 256ms, 256ms, 256ms, 256ms});
 }
 
-TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 50ms and 2s", "[agent]") {
-  CHECK(RetryCap(1) == 50ms);
-  CHECK(RetryCap(2) == 50ms);
+TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 100ms and 2s", "[agent]") {
+  CHECK(RetryCap(1) == 100ms);
+  CHECK(RetryCap(2) == 100ms);
+  CHECK(RetryCap(39) == 100ms);
   CHECK(RetryCap(64) == 128ms);
   CHECK(RetryCap(1024) == 512ms);
   CHECK(RetryCap(16384) == 2s);
   CHECK(RetryCap(1'000'000) == 2s);
-  CHECK(RetryCap(0) == 50ms);
+  CHECK(RetryCap(0) == 100ms);
 }
 
 TEST_CASE("agent: a host that comes up late is reached within one capped pause of its start", "[agent]") {
