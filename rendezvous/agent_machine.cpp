@@ -1,6 +1,7 @@
 #include "rendezvous/agent_machine.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -26,7 +27,13 @@ double DefaultRandom() {
 
 }  // namespace
 
+std::chrono::milliseconds RetryCap(int max_nodes) {
+  double ms = 16.0 * std::sqrt(std::max(1, max_nodes));
+  return std::chrono::milliseconds(static_cast<long>(std::clamp(ms, 100.0, 2000.0)));
+}
+
 AgentMachine::AgentMachine(AgentMachineOptions options) : options_(std::move(options)) {
+  if (options_.retry_max.count() == 0) options_.retry_max = std::max(options_.retry_min, RetryCap(options_.max_nodes));
   if (!options_.random) options_.random = DefaultRandom;
   if (!options_.nonce_source) options_.nonce_source = RandomNonce;
 }

@@ -9,7 +9,8 @@
 //
 // An agent goes through:
 //   connecting: a TCP connect is in flight. A refused or timed-out connect is
-//     retried after a pause that doubles from retry_min to retry_max, with
+//     retried after a pause that doubles from retry_min to retry_max (by
+//     default RetryCap: longer for a larger job), with
 //     jitter, until join_timeout has passed since Start (the coordinator may not
 //     be up yet: at scale agents start before their host).
 //   handshake: Hello sent; the coordinator must answer with a Challenge within
@@ -74,10 +75,11 @@ struct AgentMachineOptions {
   // Default: 5s and 15s, torchrun's keep-alive.
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
-  // Pauses between connect attempts. Default: 100ms doubling to 2s, each cut by up
-  // to a quarter at random so a thousand agents do not retry in step.
-  std::chrono::milliseconds retry_min{100};
-  std::chrono::milliseconds retry_max{2'000};
+  // Pauses between connect attempts: retry_min doubling to retry_max, each cut
+  // by up to a quarter at random so a thousand agents do not retry in step.
+  // Default: 50ms doubling to RetryCap(max_nodes) (retry_max 0).
+  std::chrono::milliseconds retry_min{50};
+  std::chrono::milliseconds retry_max{0};
   // A number in [0, 1) for the jitter, and a nonce. Defaults: random.
   std::function<double()> random;
   std::function<Result<std::string>()> nonce_source;
@@ -122,6 +124,17 @@ struct DoQuery {
 };
 using AgentAction =
     std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
+
+// The longest pause between connect attempts for a job of `max_nodes` agents:
+// 16ms × √max_nodes, within 100ms and 2s (64 agents 128ms, 1,024 agents 512ms).
+// At scale agents start before their host, and the job waits for the last of
+// them to try again once it listens: up to one whole pause (2s, the old fixed
+// cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
+// waiting agent's attempts cost CPU (about 0.2ms each here, a thousand agents
+// on one machine in the benchmark) and its host a reset, so the pause grows
+// with the job, and the job's attempts a second with √N, not N. The floor of
+// 100ms keeps a lone agent waiting for its host at a fraction of a percent.
+std::chrono::milliseconds RetryCap(int max_nodes);
 
 class AgentMachine {
  public:

@@ -3,19 +3,15 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <new>
-#include <utility>
+#include <initializer_list>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/params.h>
-#include <openssl/rand.h>
+#include <openssl/sha.h>
 
 namespace dlaunch::rendezvous {
 namespace {
@@ -33,56 +29,46 @@ void AppendField(std::string& out, std::string_view field) {
   out.append(field);
 }
 
-std::string OpenSslError() {
-  unsigned long err = ERR_get_error();
-  if (err == 0) return "no OpenSSL error queued";
-  char buf[256];
-  ERR_error_string_n(err, buf, sizeof buf);
-  return buf;
+// SHA-256 of the concatenation of `parts`, with OpenSSL's SHA-256 itself. Not
+// through EVP: in OpenSSL 3 the first EVP fetch of a process (HMAC(), EVP_Digest)
+// reads openssl.cnf, loads the default provider and builds the name map of
+// every algorithm, which was about a tenth of an agent's CPU, once per node
+// (bench/profile/agent.md). SHA256_Init and friends are deprecated in 3.0 for
+// that EVP layer, but remain, and need no set-up.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+void Sha256(std::initializer_list<std::string_view> parts, unsigned char (&out)[SHA256_DIGEST_LENGTH]) {
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  for (std::string_view part : parts) SHA256_Update(&ctx, part.data(), part.size());
+  SHA256_Final(out, &ctx);
 }
+#pragma GCC diagnostic pop
 
 }  // namespace
 
+// HMAC as RFC 2104 defines it, over Sha256 above (HMAC() would go through EVP).
+// The RFC 4231 vectors in tests/rendezvous/auth_test.cpp check it.
 std::string HmacSha256(std::string_view key, std::string_view data) {
-  // OpenSSL 3's one-shot HMAC() fetches the MAC and the digest by name on every
-  // call (locks, hash lookups, string compares): over a third of a coordinator's
-  // handshake (bench/profile/coordinator.md). One context per thread, keyed once
-  // for each new key and re-initialised with that key for each MAC, skips that.
-  struct KeyedMac {
-    EVP_MAC_CTX* ctx = nullptr;
-    std::string key;
-    ~KeyedMac() {
-      EVP_MAC_CTX_free(ctx);
-      OPENSSL_cleanse(key.data(), key.size());
-    }
-  };
-  thread_local KeyedMac keyed;
-  auto* in = reinterpret_cast<const unsigned char*>(data.data());
-  bool ok = true;
-  if (keyed.ctx == nullptr || keyed.key != key) {
-    static EVP_MAC* const kHmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-    EVP_MAC_CTX_free(keyed.ctx);
-    OPENSSL_cleanse(keyed.key.data(), keyed.key.size());
-    keyed.key.clear();
-    keyed.ctx = kHmac != nullptr ? EVP_MAC_CTX_new(kHmac) : nullptr;
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
-    ok = keyed.ctx != nullptr &&
-         EVP_MAC_init(keyed.ctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) == 1;
-    if (ok) keyed.key.assign(key);
-  } else {
-    ok = EVP_MAC_init(keyed.ctx, nullptr, 0, nullptr) == 1;  // the same key again
+  constexpr std::size_t kBlock = 64;  // SHA-256's block size
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  std::string k(key);
+  if (k.size() > kBlock) {
+    Sha256({key}, digest);
+    k.assign(reinterpret_cast<const char*>(digest), sizeof digest);
   }
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  std::size_t len = 0;
-  ok = ok && EVP_MAC_update(keyed.ctx, in, data.size()) == 1 && EVP_MAC_final(keyed.ctx, mac, &len, sizeof mac) == 1;
-  // HMAC with SHA-256 fails only when OpenSSL cannot allocate; that is not
-  // something a caller can handle, so it is treated like any other out-of-memory.
-  if (!ok) {
-    EVP_MAC_CTX_free(std::exchange(keyed.ctx, nullptr));
-    throw std::bad_alloc();
+  k.resize(kBlock, '\0');
+  std::string ipad(kBlock, '\0'), opad(kBlock, '\0');
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    ipad[i] = static_cast<char>(k[i] ^ 0x36);
+    opad[i] = static_cast<char>(k[i] ^ 0x5c);
   }
-  return std::string(reinterpret_cast<const char*>(mac), len);
+  Sha256({ipad, data}, digest);
+  Sha256({opad, std::string_view(reinterpret_cast<const char*>(digest), sizeof digest)}, digest);
+  OPENSSL_cleanse(k.data(), k.size());
+  OPENSSL_cleanse(ipad.data(), ipad.size());
+  OPENSSL_cleanse(opad.data(), opad.size());
+  return std::string(reinterpret_cast<const char*>(digest), sizeof digest);
 }
 
 std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_agent,
@@ -116,9 +102,16 @@ Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agen
 }
 
 Result<std::string> RandomNonce() {
+  // The kernel's CSPRNG, which OpenSSL's own seeds from: RAND_bytes would set up
+  // OpenSSL's providers first (see Sha256). getrandom blocks only until the pool
+  // is first initialized at boot, and returns up to 256 bytes whole.
   std::string nonce(kNonceSize, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) != 1) {
-    return Status::Io(fmt::format("rendezvous: no random nonce (RAND_bytes: {})", OpenSslError()));
+  std::size_t got = 0;
+  while (got < nonce.size()) {
+    ssize_t n = getrandom(nonce.data() + got, nonce.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::Io(fmt::format("rendezvous: no random nonce (getrandom: {})", std::strerror(errno)));
+    got += static_cast<std::size_t>(n);
   }
   return nonce;
 }

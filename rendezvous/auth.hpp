@@ -10,7 +10,7 @@
 // reflected back to the side that made it does not verify. The token itself never
 // crosses the wire.
 //
-// Everything here is thread-safe (OpenSSL 3 needs no locking set-up).
+// Everything here is thread-safe, and none of it sets up OpenSSL's EVP layer.
 #pragma once
 
 #include <cstddef>
@@ -51,7 +51,7 @@ Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agen
                              std::string_view nonce_coordinator, std::string_view run_id,
                              std::string_view proof);
 
-// kNonceSize bytes from OpenSSL's CSPRNG, or Io when RAND_bytes fails.
+// kNonceSize bytes from the kernel's CSPRNG (getrandom), or Io when it fails.
 Result<std::string> RandomNonce();
 
 // A token file as read from disk, before any check.

@@ -52,12 +52,19 @@ Result<std::string> MakePrivateDir(const std::string& tmpdir) {
 }
 
 Status EnsureOwnDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
-  if (errno != EEXIST) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
   // lstat, not stat: a symbolic link planted by another user must not lead us
-  // into a directory of theirs.
+  // into a directory of theirs. It comes first: a mkdir that finds the
+  // directory there still locks the parent for writing (a shared /tmp that
+  // every starting dlaunch contends for), where lstat only reads.
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return Status::Io(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+    if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
+    if (errno != EEXIST) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
+    // Made by someone else between the two calls: checked like any other.
+    if (lstat(path.c_str(), &st) != 0)
+      return Status::Io(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+  }
   if (S_ISLNK(st.st_mode)) return Status::InvalidArgument(fmt::format("{}: refused (a symbolic link)", path));
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(fmt::format("{}: refused (not a directory)", path));
   if (st.st_uid != geteuid())

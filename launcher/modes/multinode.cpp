@@ -36,6 +36,10 @@ namespace {
 // How long the host keeps serving after its own exit barrier, so the other
 // agents receive their last message.
 constexpr std::chrono::seconds kHostDrain{2};
+// How often the host looks whether every agent has hung up. The server has no
+// event for it; the host's own exit ends the job's wall time, so this is what
+// the last agent to leave may wait (50 ms was a tenth of a 64-agent job).
+constexpr std::chrono::milliseconds kHostDrainPoll{5};
 
 // True when `host` names an address of this machine: binding to it succeeds.
 bool IsLocalAddress(asio::io_context& io, const std::string& host) {
@@ -182,7 +186,7 @@ class NodeMode {
       }
       return loop_.Exit(code_);
     }
-    drain_.expires_after(std::chrono::milliseconds(50));
+    drain_.expires_after(kHostDrainPoll);
     drain_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
       if (!ec && !alive.expired()) DrainHost();
     });

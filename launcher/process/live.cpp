@@ -46,6 +46,11 @@ std::string LiveDir(const envmap::EnvMap& env, uid_t uid) {
 }
 
 Status OpenLiveDir(const std::string& dir, uid_t uid) {
+  // Checked first, made only when missing: a mkdir that finds the directory
+  // there still locks its parent (/tmp) for writing, which every agent
+  // starting on the machine contends for.
+  Status there = CheckLiveDir(dir, uid);
+  if (there.code() != Code::kNotFound) return there;
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return Status::Io(fmt::format("{}: cannot create ({})", dir, std::strerror(errno)));
   return CheckLiveDir(dir, uid);
@@ -155,14 +160,23 @@ Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, cons
                                                       LiveServerOptions options) {
   std::unique_ptr<LiveServer> server(new LiveServer(io, path, source, std::move(log), options));
   boost::system::error_code ec;
-  unlink(path.c_str());  // ours from an earlier life of this pid, or a stale one
   server->acceptor_.open(Local(), ec);
   if (!ec) server->acceptor_.bind(Local::endpoint(path), ec);
+  // A file there is ours from an earlier life of this pid, or a stale one:
+  // removed only then. An unlink up front locks the directory that every
+  // dlaunch of this user shares, and a thousand agents starting at once wait
+  // on each other for it (bench/profile/agent.md).
+  if (ec == boost::asio::error::address_in_use) {
+    unlink(path.c_str());
+    ec.clear();
+    server->acceptor_.bind(Local::endpoint(path), ec);
+  }
   // The directory (0700) already keeps others out while the file has the umask's mode.
   if (!ec && chmod(path.c_str(), 0600) != 0) ec.assign(errno, boost::system::system_category());
   if (!ec) server->acceptor_.listen(static_cast<int>(options.max_clients), ec);
   if (ec) {
-    server->acceptor_.close(ec);
+    boost::system::error_code ignored;
+    server->acceptor_.close(ignored);
     unlink(path.c_str());
     return Status::Io(fmt::format("{}: cannot listen ({})", path, ec.message()));
   }

@@ -12,6 +12,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
   AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 256;  // capped at RetryCap(256), 256ms
   o.join_timeout = 60s;
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
@@ -25,7 +26,43 @@ TEST_CASE("agent: start connects; a refused connect is retried with a growing, c
     CHECK(h.TickAt(retry - h.t0 - 1ms).empty());
     REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
   }
-  CHECK(pauses == std::vector<Clock::duration>{100ms, 200ms, 400ms, 800ms, 1600ms, 2s, 2s});
+  CHECK(pauses == std::vector<Clock::duration>{50ms, 100ms, 200ms, 256ms, 256ms, 256ms, 256ms});
+}
+
+TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 100ms and 2s", "[agent]") {
+  CHECK(RetryCap(1) == 100ms);
+  CHECK(RetryCap(2) == 100ms);
+  CHECK(RetryCap(39) == 100ms);
+  CHECK(RetryCap(64) == 128ms);
+  CHECK(RetryCap(1024) == 512ms);
+  CHECK(RetryCap(16384) == 2s);
+  CHECK(RetryCap(1'000'000) == 2s);
+  CHECK(RetryCap(0) == 100ms);
+}
+
+TEST_CASE("agent: a host that comes up late is reached within one capped pause of its start", "[agent]") {
+  // At scale agents start before their host, and the job waits for the last
+  // of them to notice it: the pause must stay short however long it waited.
+  AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 1024;
+  o.join_timeout = 60s;
+  o.retry_max = RetryCap(1024);  // what the machine takes for 0, for the checks below
+  AgentHarness h(o);
+  REQUIRE(Find<DoConnect>(h.Start()));
+  int attempts = 1;
+  Clock::time_point host_up = h.t0 + 10s;
+  while (h.now < host_up) {
+    REQUIRE(h.Take(h.m.OnConnectFailed("Connection refused", h.now)).empty());
+    Clock::time_point retry = *h.m.NextDeadline();
+    CHECK(retry - h.now <= o.retry_max);
+    REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
+    ++attempts;
+  }
+  CHECK(h.now - host_up < o.retry_max);
+  // A thousand agents waiting ten seconds: at most one attempt each per pause.
+  CHECK(attempts <= 10s / (o.retry_max * 3 / 4) + 5);
+  h.Take(h.m.OnConnected("127.0.0.1", h.now));
+  CHECK(h.m.state() == AgentMachine::State::kHandshake);
 }
 
 TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
@@ -34,7 +71,7 @@ TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
   AgentHarness h(o);
   h.Start();
   h.Take(h.m.OnConnectFailed("Connection refused", h.now));
-  CHECK(*h.m.NextDeadline() - h.now == 88ms);  // 100ms less an eighth, rounded down
+  CHECK(*h.m.NextDeadline() - h.now == 44ms);  // 50ms less an eighth, the eighth rounded down
 }
 
 TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error",

@@ -146,6 +146,32 @@ TEST_CASE("the server answers one line, refuses junk, and cleans up after itself
   io.poll();
 }
 
+TEST_CASE("a stale socket file of the same name is replaced, and the new server answers", "[live]") {
+  // A dlaunch SIGKILLed with this pid left its socket file: the bind finds it
+  // (EADDRINUSE), and only then is it removed (live.cpp binds first).
+  testing::TempDir t;
+  boost::asio::io_context io;
+  FakeSource source;
+  std::string path = t.path + "/job.7.sock";
+  {
+    boost::asio::local::stream_protocol::acceptor dead(io, boost::asio::local::stream_protocol::endpoint(path));
+  }  // closed, its file left behind
+  REQUIRE(fs::exists(path));
+  Result<std::unique_ptr<LiveServer>> server = LiveServer::Start(io, path, source, nullptr);
+  REQUIRE(server.ok());
+  boost::json::value v = boost::json::parse(Exchange(io, path, "status\n"));
+  CHECK(v.at("run_id") == "job");
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  // A directory cannot be unlinked: the listen fails and says why.
+  std::string taken = t.path + "/job.8.sock";
+  fs::create_directory(taken);
+  Result<std::unique_ptr<LiveServer>> refused = LiveServer::Start(io, taken, source, nullptr);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() == taken + ": cannot listen (Address already in use)");
+}
+
 TEST_CASE("the server drops a silent client, a slow reader, and more clients than it serves", "[live][bounds]") {
   using namespace std::chrono_literals;
   testing::TempDir t;
