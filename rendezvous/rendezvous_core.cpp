@@ -303,6 +303,7 @@ std::vector<Action> RendezvousCore::AbortJob(int code, const std::string& cause)
 
 void RendezvousCore::End(int code, const std::string& summary,
                       const std::function<Message(const Agent&)>& last) {
+  out_.reserve(out_.size() + 2 * agents_.size() + 2);  // as Assign: no doubling
   for (const auto& [id, agent] : agents_) {
     if (agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned) Emit(Send{id, last(agent)});
     Emit(Close{id, "job ended"});
