@@ -31,10 +31,8 @@ namespace {
 
 constexpr int kPipeBytes = 1 << 20;
 
-// Runs in the child between clone and exec, so only async-signal-safe calls.
-// Not instrumented by AddressSanitizer (DLAUNCH_SANITIZE builds): it runs on
-// the child's own stack, which ASan does not know, and says so at _exit.
-__attribute__((no_sanitize("address"))) void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
+// Runs in the child between fork and exec, so only async-signal-safe calls.
+void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
@@ -72,7 +70,7 @@ struct ChildStart {
   int exec_errno = 0;  // written by the child when exec fails; read after it is gone
 };
 
-__attribute__((no_sanitize("address"))) int ChildMain(void* arg) {  // as SetUpChild
+int ChildMain(void* arg) {
   auto* start = static_cast<ChildStart*>(arg);
   // The launcher's handlers would run on shared memory here: default until
   // exec, which resets them anyway (posix_spawn does the same). The child has

@@ -24,11 +24,8 @@ struct SpawnSpec {
 };
 
 // Starts a worker as the leader of a new process group, with PR_SET_PDEATHSIG
-// so that it dies with the launcher. Returns its pid, or Io naming the command
-// ("EXE: cannot start (CAUSE)") when it cannot be executed. The calling thread
-// waits until the child has exec'd (it shares the launcher's memory until
-// then, as with posix_spawn). Call from the main thread only: PDEATHSIG fires
-// when the forking *thread* exits.
+// so that it dies with the launcher. Returns its pid, or Io naming the command.
+// Call from the main thread only: PDEATHSIG fires when the forking *thread* exits.
 Result<int> SpawnWorker(const SpawnSpec& spec);
 
 // A pipe whose both ends are close-on-exec, so no worker inherits another's.
