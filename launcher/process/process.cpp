@@ -15,8 +15,12 @@
 #include <set>
 #include <initializer_list>
 #include <system_error>
-#include <vector>
 
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
@@ -44,8 +48,8 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   // coordinator's listener, MASTER_PORT's hold) are opened without CLOEXEC by
   // Asio, and a worker holding them kept a dead dlaunch's listener answering
   // (a stale `dlaunch status` socket reset, a port still bound). CLOEXEC rather
-  // than close: only an exec that succeeds lets go of them. Before Linux 5.11
-  // (no close_range), the first 4096 by hand.
+  // than close, so that Boost.Process's exec-error pipe still reports. Before
+  // Linux 5.11 (no close_range), the first 4096 by hand.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
     for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   // The launcher ignores SIGPIPE; an ignored signal survives exec, so restore it.
@@ -57,78 +61,26 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
 
 }  // namespace
 
-namespace {
-
-// What the child of SpawnWorker needs, prepared before the clone: between it
-// and exec the child may not allocate (it shares the parent's memory).
-struct ChildStart {
-  const SpawnSpec* spec = nullptr;
-  pid_t parent = 0;
-  const cpu_set_t* cpus = nullptr;
-  std::vector<char*> argv;
-  std::vector<char*> envp;
-  int exec_errno = 0;  // written by the child when exec fails; read after it is gone
-};
-
-int ChildMain(void* arg) {
-  auto* start = static_cast<ChildStart*>(arg);
-  // The launcher's handlers would run on shared memory here: default until
-  // exec, which resets them anyway (posix_spawn does the same). The child has
-  // its own copy of the dispositions (no CLONE_SIGHAND).
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction sa {};
-    if (sigaction(sig, nullptr, &sa) != 0 || sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) continue;
-    sa.sa_handler = SIG_DFL;
-    sa.sa_flags = 0;
-    sigaction(sig, &sa, nullptr);
-  }
-  SetUpChild(*start->spec, start->parent, start->cpus);
-  execve(start->spec->exe.c_str(), start->argv.data(), start->envp.data());
-  start->exec_errno = errno;
-  _exit(127);
-}
-
-}  // namespace
-
 Result<int> SpawnWorker(const SpawnSpec& spec) {
-  ChildStart start;
-  start.spec = &spec;
-  start.parent = getpid();
+  pid_t parent = getpid();
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : spec.cpus) CPU_SET(c, &set);
-  start.cpus = spec.cpus.empty() ? nullptr : &set;
-  start.argv.push_back(const_cast<char*>(spec.exe.c_str()));
-  for (const std::string& a : spec.args) start.argv.push_back(const_cast<char*>(a.c_str()));
-  start.argv.push_back(nullptr);
-  for (const std::string& kv : spec.env) start.envp.push_back(const_cast<char*>(kv.c_str()));
-  start.envp.push_back(nullptr);
+  const cpu_set_t* cpus = spec.cpus.empty() ? nullptr : &set;
 
-  // The child shares this process's memory and runs on a stack of its own
-  // until it execs, while this thread waits (CLONE_VFORK): what posix_spawn does,
-  // by hand because posix_spawn sets neither PR_SET_PDEATHSIG nor the CPU
-  // affinity. A fork (Boost.Process's) copied the page tables of the whole
-  // launcher and left its every page copy-on-write afterwards, a fifth of an
-  // agent's start (bench/profile/agent.md). Signals stay blocked across the
-  // clone so that none runs a launcher's handler on the child's stack;
-  // SetUpChild unblocks them after the exec-safe set-up.
-  constexpr std::size_t kChildStack = 64 * 1024;
-  std::vector<char> stack(kChildStack);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  pid_t pid = clone(ChildMain, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
-  int clone_errno = errno;
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (pid < 0) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, std::strerror(clone_errno)));
-  if (start.exec_errno != 0) {
-    // Gone already (CLONE_VFORK returns once it has exited): reaped here, as
-    // the supervisor never learns its pid.
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, std::strerror(start.exec_errno)));
+  bp::environment env;
+  for (const std::string& kv : spec.env) {
+    size_t eq = kv.find('=');
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  return static_cast<int>(pid);
+  std::error_code ec;
+  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env,
+                  bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
+  if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));
+  int pid = child.id();
+  // The launcher reaps with waitpid(-1) (it is a subreaper); Boost must not.
+  child.detach();
+  return pid;
 }
 
 Result<Pipe> MakePipe() {
