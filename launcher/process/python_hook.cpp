@@ -242,6 +242,32 @@ bool ContainsNoCase(std::string_view text, std::string_view word) {
 
 bool NamesPython(std::string_view text) { return ContainsNoCase(text, "python") || ContainsNoCase(text, "pypy"); }
 
+std::string_view BaseName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool IsShell(std::string_view name) {
+  static constexpr std::string_view kShells[] = {"sh", "bash", "dash", "zsh", "ksh", "mksh"};
+  return std::find(std::begin(kShells), std::end(kShells), name) != std::end(kShells);
+}
+
+// The interpreter a "#!" line names: its program, or env's first argument.
+std::string_view ShebangProgram(std::string_view head) {
+  std::string_view line = head.substr(2);
+  line = line.substr(0, line.find('\n'));
+  auto word = [&line]() {
+    size_t b = line.find_first_not_of(" \t");
+    if (b == line.npos) return std::string_view();
+    size_t e = line.find_first_of(" \t", b);
+    std::string_view w = line.substr(b, e == line.npos ? line.npos : e - b);
+    line = e == line.npos ? std::string_view() : line.substr(e);
+    return w;
+  };
+  std::string_view program = BaseName(word());
+  return program == "env" ? BaseName(word()) : program;
+}
+
 }  // namespace
 
 std::string_view PythonHookSource() { return kPythonHook; }
@@ -274,12 +300,17 @@ void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::
 }
 
 bool CommandNamesPython(std::string_view exe, const std::vector<std::string>& argv) {
-  size_t slash = exe.rfind('/');
-  if (NamesPython(slash == std::string_view::npos ? exe : exe.substr(slash + 1))) return true;
-  return std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return NamesPython(a); });
+  if (NamesPython(BaseName(exe))) return true;
+  if (std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return NamesPython(a); })) return true;
+  // A shell running a script file (`bash run.sh`): what the script starts is
+  // not known, and wrappers that start Python are common. `sh -c TEXT` is
+  // judged by its text above.
+  return IsShell(BaseName(exe)) && std::find(argv.begin(), argv.end(), "-c") == argv.end();
 }
 
-bool ShebangNamesPython(std::string_view head) { return head.starts_with("#!") && NamesPython(head); }
+bool ShebangNamesPython(std::string_view head) {
+  return head.starts_with("#!") && (NamesPython(head) || IsShell(ShebangProgram(head)));
+}
 
 std::string ReadHead(const std::string& path) {
   std::string out(512, '\0');

@@ -10,9 +10,10 @@
 // when Python is told not to (PYTHONDONTWRITEBYTECODE, -B): the directory is
 // dlaunch's, not the user's. Its dumps stay in the job's private directory.
 //
-// Which: only a worker whose command names Python (CommandNamesPython,
-// ShebangNamesPython); any other gets neither the hook nor a dump directory,
-// and its stacks come from gdb.
+// Which: only a worker whose command names Python or runs a shell script,
+// which may start Python (CommandNamesPython, ShebangNamesPython); any other
+// (`true`, a native program, `sh -c` text naming no Python) gets neither the
+// hook nor a dump directory, and its stacks come from gdb.
 #pragma once
 
 #include <string>
@@ -45,11 +46,14 @@ void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::
 // Whether a command names Python: the program it runs (`exe`, resolved) or one
 // of its arguments (argv[0] as typed included) holds "python" or "pypy",
 // whatever the case: `python3 train.py`, `env python3 ...`, `numactl ...
-// python ...`, `sh -c 'python3 ...'`. A false positive costs only the hook.
+// python ...`, `sh -c 'python3 ...'`; or a shell (sh, bash, dash, zsh, ksh)
+// given a script file rather than -c: `bash run.sh`. A false positive costs only
+// the hook.
 bool CommandNamesPython(std::string_view exe, const std::vector<std::string>& argv);
 // Whether `head`, the first bytes of the program (ReadHead), is a script whose
 // "#!" lines name Python: `#!/usr/bin/env python3`, torchrun's entry point,
-// pip's `#!/bin/sh` trampoline that execs a long-named python.
+// pip's `#!/bin/sh` trampoline that execs a long-named python; or whose "#!"
+// names a shell (`#!/bin/bash`, `#!/usr/bin/env sh`), which may start Python.
 bool ShebangNamesPython(std::string_view head);
 // The first 512 bytes of `path`; empty when it cannot be read.
 std::string ReadHead(const std::string& path);

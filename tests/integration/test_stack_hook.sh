@@ -221,19 +221,21 @@ open(sys.argv[1], "w").write("#include <stdio.h>\n#include <unistd.h>\n"
   expect_rc 0 "long: the job lives on after stacks"
 fi
 
-# 7. A command that names no Python: a shell script (its #! line names sh).
+# 7. A command that runs no Python: `sh -c` text that names none. A shell
+# script, which may start Python, gets the hook (and its Python, stacks).
 cat >"$TMP/native.sh" <<'SH'
-#!/bin/sh
 v=PYT; v=${v}HONPATH
 echo "seen hook=$(printenv "$v" || echo none) dumps=${DLAUNCH_STACKS_DIR:-none}"
 ls -A "${TORCHELASTIC_ERROR_FILE%/*}"
 SH
-chmod +x "$TMP/native.sh"
 grep -qi python "$TMP/native.sh" && fail "$TMP/native.sh names Python"
-run_dl 30 --nproc-per-node 2 -- "$TMP/native.sh"
-expect_rc 0 "a shell script"
-assert_file_matches "$OUT" "^\[[01]\]: seen hook=none dumps=none$" "a shell script's environment has no hook"
-if grep -qE "^\[[01]\]: (py|stacks)$" "$OUT"; then fail_run "a shell script's job made a hook or dump directory"; fi
+run_dl 30 --nproc-per-node 2 -- sh -c "$(cat "$TMP/native.sh")"
+expect_rc 0 "sh -c"
+assert_file_matches "$OUT" "^\[[01]\]: seen hook=none dumps=none$" "sh -c's environment has no hook"
+if grep -qE "^\[[01]\]: (py|stacks)$" "$OUT"; then fail_run "sh -c's job made a hook or dump directory"; fi
+run_dl 30 --nproc-per-node 1 -- bash "$TMP/native.sh"
+expect_rc 0 "bash SCRIPT"
+assert_file_matches "$OUT" "^(\[0\]: )?seen hook=/[^ ]+ dumps=/[^ ]+$" "a shell script gets the hook"
 run_dl 30 --nproc-per-node 1 -- "$PY" -c 'import os; print("seen", os.environ["PYTHONPATH"].split(":")[0] != "", os.path.isdir(os.environ["DLAUNCH_STACKS_DIR"]))'
 expect_rc 0 "python3 -c"
 assert_file_matches "$OUT" "^(\[0\]: )?seen True True$" "a Python command gets the hook and its dump directory"

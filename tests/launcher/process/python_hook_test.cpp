@@ -56,6 +56,9 @@ TEST_CASE("a command gets the hook when it names Python", "[python_hook]") {
       {"/usr/bin/true", {"true"}, false},
       {"/bin/sleep", {"sleep", "1"}, false},
       {"/bin/sh", {"sh", "-c", "echo $RANK"}, false},
+      {"/bin/bash", {"bash", "run.sh"}, true},  // a wrapper script may start Python
+      {"/usr/bin/dash", {"dash", "-e", "run.sh"}, true},
+      {"/bin/bash", {"bash", "-e", "-c", "exec ./train"}, false},
       {"/home/u/bin/train", {"train", "--lr", "0.1"}, false},
   };
   for (const Case& c : cases) {
@@ -71,7 +74,14 @@ TEST_CASE("a script gets the hook when its #! lines name Python", "[python_hook]
   CHECK(ShebangNamesPython("#!/usr/bin/python3\n# -*- coding: utf-8 -*-\nimport re\n"));
   CHECK(ShebangNamesPython("#!/usr/bin/env python3\n"));
   CHECK(ShebangNamesPython("#!/bin/sh\n'''exec' '/very/long/venv/bin/python3' \"$0\" \"$@\"\n' '''\n"));  // pip's trampoline
-  CHECK_FALSE(ShebangNamesPython("#!/bin/bash\necho hello\n"));
+  // A shell script may start Python, whatever its first 512 bytes say.
+  CHECK(ShebangNamesPython("#!/bin/bash\necho hello\n"));
+  CHECK(ShebangNamesPython("#!/usr/bin/env sh\nexec ./train\n"));
+  CHECK(ShebangNamesPython("#! /bin/dash -e"));
+  CHECK_FALSE(ShebangNamesPython("#!/usr/bin/perl -w\nprint 1;\n"));
+  CHECK_FALSE(ShebangNamesPython("#!/usr/bin/env node\n"));
+  CHECK_FALSE(ShebangNamesPython("#!/bin/shell-tool\n"));
+  CHECK_FALSE(ShebangNamesPython("#!"));
   CHECK_FALSE(ShebangNamesPython("\x7f" "ELF\x02\x01\x01 python in a native program's bytes"));
   CHECK_FALSE(ShebangNamesPython(""));
 }
