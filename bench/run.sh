@@ -201,8 +201,8 @@ for ((i = 0; i < REPS; i++)); do
 done
 m_fail=$(median "${F_MS[@]}")
 
-# --- 4. Output throughput: 8 x cat of a 64 MiB text file -----------------------
-note "output throughput: $REPS reps"
+# --- 4. Output throughput: N x cat of a text file, 512 MiB in all (64 MiB for one rank) ---
+note "output throughput: $REPS reps of 1, 8 and 64 ranks, tagged and untagged, each beside its floor"
 "$PY" - "$T/lines.txt" <<'EOF'
 import sys
 size = 64 << 20
@@ -217,24 +217,59 @@ with open(sys.argv[1], "w") as f:
         i += 1
 EOF
 FILE_BYTES=$(stat -c %s "$T/lines.txt")
-TOTAL_BYTES=$((FILE_BYTES * 8))
+# 64 ranks write an eighth of the file each (the same 512 MiB in all as 8 ranks).
+head -c $((FILE_BYTES / 8)) "$T/lines.txt" >"$T/lines8.txt"
+# plain_cat N FILE: N cats into one pipe, the floor. dl_cat N FILE FLAG...: the same through dlaunch.
 plain_cat() {
-  { for i in 1 2 3 4 5 6 7 8; do cat "$T/lines.txt" & done; wait; } | cat >/dev/null
+  local i
+  { for ((i = 0; i < $1; i++)); do cat "$2" & done; wait; } | cat >/dev/null
 }
 dl_cat() {
-  timeout -k 5 120 "$DLAUNCH" --nproc-per-node 8 -- cat "$T/lines.txt" | cat >/dev/null
+  local n=$1 file=$2
+  shift 2
+  timeout -k 5 120 "$DLAUNCH" --nproc-per-node "$n" "$@" -- cat "$file" 2>"$T/last.err" | cat >/dev/null
   return "${PIPESTATUS[0]}"
 }
 cat "$T/lines.txt" >/dev/null
-O_PLAIN=() O_DL=()
+# Each case k: OUT_N[k] ranks each write OUT_F[k] through dlaunch with the flag
+# OUT_FLAG[k] (one rank is untagged unless told); the floor of its N and file
+# runs beside it in each rep.
+OUT_N=(8 8 1 1 64 64)
+OUT_F=(lines.txt lines.txt lines.txt lines.txt lines8.txt lines8.txt)
+OUT_FLAG=("" --no-tag "--tag-output=[{rank}]: " "" "" --no-tag)
+declare -A O_PLAIN=()
+O_DL=()
 for ((i = 0; i < REPS; i++)); do
-  t0=$(now); plain_cat; t1=$(now); O_PLAIN+=("$(elapsed "$t0" "$t1")")
-  t0=$(now); dl_cat; rc=$?; t1=$(now)
-  if [[ $rc == 0 ]]; then O_DL+=("$(elapsed "$t0" "$t1")"); else ERRORS+=("dlaunch 8 x cat exited $rc"); fi
+  declare -A timed=()
+  for k in "${!OUT_N[@]}"; do
+    n=${OUT_N[k]} f=${OUT_F[k]} flag=${OUT_FLAG[k]}
+    if [[ -z ${timed[$n $f]+x} ]]; then
+      timed[$n $f]=1
+      t0=$(now); plain_cat "$n" "$T/$f"; t1=$(now); O_PLAIN[$n $f]+=" $(elapsed "$t0" "$t1")"
+    fi
+    t0=$(now); dl_cat "$n" "$T/$f" ${flag:+"$flag"}; rc=$?; t1=$(now)
+    if [[ $rc == 0 ]]; then O_DL[k]+=" $(elapsed "$t0" "$t1")"; else ERRORS+=("dlaunch $n x cat $flag exited $rc"); fi
+  done
+  unset timed
 done
-mbps() { awk -v b="$TOTAL_BYTES" -v s="$1" 'BEGIN{ if (s=="nan") print "nan"; else printf "%.1f", b/s/1e6 }'; }
-m_out_plain=$(mbps "$(median "${O_PLAIN[@]}")")
-m_out_dl=$(mbps "$(median "${O_DL[@]}")")
+# mbps N FILE SECONDS...: MB/s of N ranks each writing FILE, from the median time.
+mbps() {
+  local bytes=$(($(stat -c %s "$T/$2") * $1))
+  shift 2
+  awk -v b="$bytes" -v s="$(median "$@")" 'BEGIN{ if (s=="nan") print "nan"; else printf "%.1f", b/s/1e6 }'
+}
+# shellcheck disable=SC2086  # word lists of times
+{
+  m_out_plain=$(mbps 8 lines.txt ${O_PLAIN[8 lines.txt]})
+  m_out_plain1=$(mbps 1 lines.txt ${O_PLAIN[1 lines.txt]})
+  m_out_plain64=$(mbps 64 lines8.txt ${O_PLAIN[64 lines8.txt]})
+  m_out_dl=$(mbps 8 lines.txt ${O_DL[0]})
+  m_out_dl_nt=$(mbps 8 lines.txt ${O_DL[1]})
+  m_out_dl1t=$(mbps 1 lines.txt ${O_DL[2]})
+  m_out_dl1=$(mbps 1 lines.txt ${O_DL[3]})
+  m_out_dl64=$(mbps 64 lines8.txt ${O_DL[4]})
+  m_out_dl64_nt=$(mbps 64 lines8.txt ${O_DL[5]})
+}
 
 # --- 5. The hang watch ------------------------------------------------------------
 # (a) From the silence threshold to the printed summary: 8 Python ranks print a
@@ -306,7 +341,14 @@ table() {
   row "failure teardown: rank 0 exits 1 → dlaunch exits (7 ranks in \`sleep 60\`)" "$(fmt "$m_fail" '%.1f ms')" "≤ 50 ms" "$(verdict "$m_fail" '<=' 50)"
   row "output: plain, 8 × \`cat\` 64 MiB into one pipe" "$(fmt "$m_out_plain" '%.0f MB/s')" "" ""
   row "output: dlaunch, 8 × \`cat\` 64 MiB, tagged \`[R]: \`" "$(fmt "$m_out_dl" '%.0f MB/s')" "" ""
-  row "output: dlaunch / plain" "$(fmt "$r_out" '%.2f')" "≥ 0.5" "$(verdict "$r_out" '>=' 0.5)"
+  row "output: dlaunch / plain" "$(fmt "$r_out" '%.2f')" "≥ 0.7" "$(verdict "$r_out" '>=' 0.7)"
+  row "output: dlaunch, 8 ranks, \`--no-tag\` / plain" "$(fmt "$(ratio "$m_out_dl_nt" "$m_out_plain")" '%.2f') ($(fmt "$m_out_dl_nt" '%.0f MB/s'))" "" ""
+  row "output: plain, 1 × \`cat\` 64 MiB" "$(fmt "$m_out_plain1" '%.0f MB/s')" "" ""
+  row "output: dlaunch, 1 rank, tagged / plain" "$(fmt "$(ratio "$m_out_dl1t" "$m_out_plain1")" '%.2f') ($(fmt "$m_out_dl1t" '%.0f MB/s'))" "" ""
+  row "output: dlaunch, 1 rank, untagged / plain" "$(fmt "$(ratio "$m_out_dl1" "$m_out_plain1")" '%.2f') ($(fmt "$m_out_dl1" '%.0f MB/s'))" "" ""
+  row "output: plain, 64 × \`cat\` 8 MiB" "$(fmt "$m_out_plain64" '%.0f MB/s')" "" ""
+  row "output: dlaunch, 64 ranks, tagged / plain" "$(fmt "$(ratio "$m_out_dl64" "$m_out_plain64")" '%.2f') ($(fmt "$m_out_dl64" '%.0f MB/s'))" "" ""
+  row "output: dlaunch, 64 ranks, \`--no-tag\` / plain" "$(fmt "$(ratio "$m_out_dl64_nt" "$m_out_plain64")" '%.2f') ($(fmt "$m_out_dl64_nt" '%.0f MB/s'))" "" ""
   row "hang watch: silence threshold → printed summary, 8 Python ranks" "$(fmt "$m_hang" '%.0f ms')" "< 2000 ms" "$(verdict "$m_hang" '<' 2000)"
   row "hang watch: CPU of dlaunch per hour of a quiet 8-rank job (watch on)" "$(fmt "$m_quiet" '%.2f s')" "< 1 s" "$(verdict "$m_quiet" '<' 1)"
   echo

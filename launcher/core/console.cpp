@@ -74,6 +74,11 @@ std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
   return s;
 }
 
+// One non-blocking write of a socket or pipe sink: send's or write's result.
+ssize_t WriteSome(const Sink& s, const char* p, size_t n) {
+  return s.kind == Sink::Kind::kSocket ? send(s.fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : write(s.fd, p, n);
+}
+
 bool SameObject(int a, int b) {
   struct stat sa {}, sb {};
   return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
@@ -120,15 +125,34 @@ void Console::Enqueue(Sink& s, std::string_view data) {
     WriteAll(s.fd, data);
     return;
   }
+  if (s.pending() == 0 && !s.waiting) {
+    // Nothing queued ahead: write from the caller's buffer, and copy into the
+    // queue only what the reader does not take now (the worker's tagged lines
+    // were copied once already; perf showed the queue's copy at about 7% of
+    // dlaunch's time under 8 ranks of cat).
+    while (!data.empty()) {
+      ssize_t n = WriteSome(s, data.data(), data.size());
+      if (n > 0) {
+        data.remove_prefix(static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      } else {
+        return Gone(s);
+      }
+    }
+    if (data.empty()) return;
+    s.queue.append(data);
+    return Arm(s);
+  }
   s.queue.append(data);
   if (!s.waiting) Flush(s);
 }
 
 void Console::Flush(Sink& s) {
   while (s.kind != Sink::Kind::kGone && s.pending() > 0) {
-    const char* p = s.queue.data() + s.head;
-    ssize_t n = s.kind == Sink::Kind::kSocket ? send(s.fd, p, s.pending(), MSG_DONTWAIT | MSG_NOSIGNAL)
-                                              : write(s.fd, p, s.pending());
+    ssize_t n = WriteSome(s, s.queue.data() + s.head, s.pending());
     if (n > 0) {
       s.head += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
@@ -150,6 +174,13 @@ void Console::Flush(Sink& s) {
     s.queue.erase(0, s.head);
     s.head = 0;
   }
+  Release();
+}
+
+void Console::Gone(Sink& s) {
+  s.kind = Sink::Kind::kGone;
+  s.queue.clear();
+  s.head = 0;
   Release();
 }
 

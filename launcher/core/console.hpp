@@ -74,6 +74,7 @@ class Console {
 
  private:
   void Enqueue(Sink& sink, std::string_view data);
+  void Gone(Sink& sink);
   void Flush(Sink& sink);
   void Arm(Sink& sink);
   void Release();

@@ -309,3 +309,73 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   for (Child* c : {&busy, &done, &quiet}) close(c->fds[1]);
   streams.CloseAll();
 }
+
+TEST_CASE("streams: a worker's line without a newline is ended when its pipe closes", "[console][streams]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1]);
+  Streams streams(io, console, 16 * 1024);
+  int child[2];
+  REQUIRE(pipe2(child, O_CLOEXEC) == 0);
+  bool closed = false;
+  StreamRoute route;
+  route.console = ConsoleStream::kOut;
+  route.prefix = "[2]: ";
+  streams.Add(child[0], 0, route, [&] { closed = true; });
+  REQUIRE(write(child[1], "first\nlast, unterminated", 24) == 24);
+  close(child[1]);
+  std::string want = "[2]: first\n[2]: last, unterminated\n";
+  CHECK(console_pipe.ReadAll(io, want.size()) == want);
+  CHECK(closed);
+}
+
+TEST_CASE("streams: many short lines a read, a line longer than a read, a stalled reader: bounded, whole, none lost", "[console][streams][bounds]") {
+  StalledPipe console_pipe;
+  asio::io_context io;
+  const size_t cap = 64 * 1024;
+  Console console(io, console_pipe.fds[1], console_pipe.fds[1], cap);
+  int child[2];
+  REQUIRE(pipe2(child, O_CLOEXEC) == 0);
+  std::string all;
+  for (int i = 0; i < 200000; ++i) {
+    all += fmt::format("{}\n", i);
+    if (i % 50000 == 7) all += std::string(100000, 'L') + "\n";  // six reads long
+  }
+  std::thread writer([fd = child[1], &all] {
+    for (size_t at = 0; at < all.size();) {
+      ssize_t n = write(fd, all.data() + at, std::min<size_t>(all.size() - at, 70000));
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    close(fd);
+  });
+  Streams streams(io, console, 16 * 1024);
+  bool closed = false;
+  StreamRoute route;
+  route.console = ConsoleStream::kOut;
+  route.prefix = "[1]: ";
+  streams.Add(child[0], 0, route, [&] { closed = true; });
+  size_t most = 0;
+  for (int i = 0; i < 30; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+    most = std::max(most, console.buffered());
+  }
+  CHECK(console.full());
+  CHECK(most < cap + 2 * 16 * 1024 * 2);  // the cap and about one tagged read
+  std::string want;
+  for (size_t at = 0; at < all.size();) {
+    size_t nl = all.find('\n', at);
+    want += "[1]: " + all.substr(at, nl + 1 - at);
+    at = nl + 1;
+  }
+  std::string got = console_pipe.ReadAll(io, want.size());
+  writer.join();
+  for (int i = 0; i < 100 && !closed; ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  CHECK(closed);
+  CHECK(got.size() == want.size());
+  CHECK(got == want);
+}

@@ -92,3 +92,22 @@ TEST_CASE("the last line: the line being written, else the last whole one, as a 
   l.Append(std::string(1 << 20, 'z'), t0);
   CHECK(l.line() == "zzzzzzzz");
 }
+
+TEST_CASE("an over-long line is cut at the cap across reads, and a line longer than a read stays whole", "[output][bounds]") {
+  LineTagger t(4);
+  std::string out;
+  t.Feed("ab", "|", out);
+  t.Feed("cdef", "|", out);
+  t.Feed("ghij\nxy", "|", out);
+  CHECK(out == "|abcd\n|efgh\n|ij\n");
+  t.Finish("|", out);
+  CHECK(out == "|abcd\n|efgh\n|ij\n|xy\n");
+  // At the default cap, a line of several reads comes out whole, once.
+  LineTagger big;
+  std::string line(3 * 65536 + 17, 'q');
+  line += '\n';
+  out.clear();
+  for (size_t at = 0; at < line.size(); at += 65536) big.Feed(std::string_view(line).substr(at, 65536), "[0]: ", out);
+  CHECK(out == "[0]: " + line);
+  CHECK_FALSE(big.has_partial());
+}
