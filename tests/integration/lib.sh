@@ -315,6 +315,16 @@ since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.2f", b-a}'; }
 # le A B: true when the number A <= B.
 le() { [[ $(awk -v a="$1" -v b="$2" 'BEGIN{print (a <= b)}') == 1 ]]; }
 
+# in_time SECONDS BOUND: true when a measured wall time is within BOUND seconds,
+# times TIME_SCALE. A bound is what a user of the release build is promised ("a
+# bad input fails within a second"). The sanitized build runs several times
+# slower, and scripts/test.sh's asan stage shares the two cores with the
+# fuzzers' build: there (DLAUNCH_SANITIZER_REPORTS is set) a bound counts three
+# times, which still catches a hang or a missed wake-up but not ASan's own cost.
+# DLAUNCH_TIME_SCALE overrides the factor.
+TIME_SCALE=${DLAUNCH_TIME_SCALE:-$([[ -n ${DLAUNCH_SANITIZER_REPORTS:-} ]] && echo 3 || echo 1)}
+in_time() { le "$1" "$(awk -v b="$2" -v s="$TIME_SCALE" 'BEGIN{print b * s}')"; }
+
 # file_has FILE ERE: for wait_for.
 file_has() { grep -Eq -- "$2" "$1" 2>/dev/null; }
 

@@ -41,7 +41,7 @@ run_case() {
   log "case $c ($mode challenge): agent exited $RC after ${ELAPSED}s; the fake saw: $(grep -E 'got|sent|closed' "$TMP/fake$c.out" | sed 's/^fake: //' | tr '\n' ',' | cut -c1-200)"
   local problems=""
   exited_badly "$RC" || problems+=" the agent exited $RC (expected a non-zero exit of its own);"
-  le "$ELAPSED" 10 || problems+=" it took ${ELAPSED}s (expected under 10s);"
+  in_time "$ELAPSED" 10 || problems+=" it took ${ELAPSED}s (expected under 10s);"
   [[ -s $OUT ]] && problems+=" it started a worker ($(head -n 1 "$OUT"));"
   grep -q '^fake: got join' "$TMP/fake$c.out" && problems+=" it sent its Join to the fake;"
   grep -Eq "rendezvous 127\.0\.0\.1:$port: the coordinator did not prove it holds the token" "$ERR" ||

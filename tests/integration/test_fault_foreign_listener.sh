@@ -35,7 +35,7 @@ run_dl 20 --nnodes 2 --rdzv-endpoint "$endpoint" --rdzv-id "foreign-$$" \
   --rdzv-conf is_host=0,join_timeout=10 -- "$TMP/bin/sleep" 0
 log "foreign listener: exit $RC after ${ELAPSED}s: $(head -c 300 "$ERR")"
 exited_badly "$RC" || fail_run "expected a non-zero exit of dlaunch's own, got $RC"
-le "$ELAPSED" 5 || fail_run "expected the agent to give up within 5s, took ${ELAPSED}s"
+in_time "$ELAPSED" 5 || fail_run "expected the agent to give up within 5s, took ${ELAPSED}s"
 [[ -s $OUT ]] && fail_run "no worker should have started"
 assert_eq "$(grep -c . "$ERR")" 1 "lines on stderr"
 assert_file_matches "$ERR" "^dlaunch: .*$endpoint.*not a dlaunch coordinator" \

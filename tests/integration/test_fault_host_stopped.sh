@@ -69,7 +69,7 @@ run_case() {
     took=$(since "$t_stop")
     rcs+=" $n=$RC(${took}s after the stop)"
     exited_badly "$RC" || { kill -CONT "$host_pid"; show_nodes "$n"; fail "case $c: with the host stopped, $n should give up with a non-zero exit of its own, got $RC (${took}s after the stop)"; }
-    le "$took" "$limit" || { kill -CONT "$host_pid"; show_nodes "$n"; fail "case $c: $n took ${took}s to give up on the stopped host; expected within ${limit}s (heartbeat_timeout + 2s)"; }
+    in_time "$took" "$limit" || { kill -CONT "$host_pid"; show_nodes "$n"; fail "case $c: $n took ${took}s to give up on the stopped host; expected within ${limit}s (heartbeat_timeout + 2s)"; }
     assert_file_matches "$TMP/$n.err" "^dlaunch: .*$endpoint.*(lost|coordinator)" "case $c: $n names the lost coordinator at $endpoint"
   done
   log "case $c: the others:$rcs"
@@ -94,7 +94,7 @@ run_case() {
     took=$(since "$t_act")
     log "case $c: node 0 resumed after $(awk -v a="$t_stop" -v b="$t_act" 'BEGIN{printf "%.1f", b-a}')s stopped; exited $RC ${took}s later"
     exited_badly "$RC" || { show_nodes "${c}0"; fail "case $c: the resumed host, whose nodes are gone, should exit non-zero on its own, got $RC"; }
-    le "$took" "$limit" || { show_nodes "${c}0"; fail "case $c: the resumed host took ${took}s to end; expected within ${limit}s"; }
+    in_time "$took" "$limit" || { show_nodes "${c}0"; fail "case $c: the resumed host took ${took}s to end; expected within ${limit}s"; }
   else
     kill -KILL "$host_pid"
     wait_dl "${c}0"

@@ -54,7 +54,7 @@ run_case() {
     took=$(since "$t_cut")
     rcs+=" host$i=$RC(${took}s)"
     exited_badly "$RC" || bad+=" host $i exited $RC, expected a non-zero exit of its own;"
-    le "$took" "$LIMIT" || bad+=" host $i ended ${took}s after the cut, expected within ${LIMIT}s;"
+    in_time "$took" "$LIMIT" || bad+=" host $i ended ${took}s after the cut, expected within ${LIMIT}s;"
   done
   log "case $c: after the cut:$rcs"
   [[ -z $bad ]] || { show_nodes "${c}1" "${c}2" "${c}3"; fail "case $c (host $cut's link down, heartbeat_timeout=$HB):$bad"; }

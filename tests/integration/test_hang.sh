@@ -35,7 +35,7 @@ check_stop() {
   local ended=$EPOCHREALTIME quiet_from
   expect_rc 124 "$1"
   # Ended by dlaunch, not by run_dl's timeout (also 124); 4 ranks importing torch at load 10 take a minute.
-  le "$ELAPSED" 170 || fail_run "$1: took ${ELAPSED}s"
+  in_time "$ELAPSED" 170 || fail_run "$1: took ${ELAPSED}s"
   quiet_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$OUT" | sort -n | tail -n 1)
   [[ -n $quiet_from ]] || fail_run "$1: the ranks never reached their step"
   le "$(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')" 15 ||

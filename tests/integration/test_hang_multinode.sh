@@ -49,7 +49,7 @@ silent_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$TM
 [[ -n $silent_from ]] || { ERR=$TMP/host.err OUT=$TMP/host.out show_run; fail "no rank reached its all_reduce"; }
 took=$(awk -v a="$silent_from" -v b="$host_end" 'BEGIN{printf "%.1f", b-a}')
 log "the job stopped ${took}s after its ranks' last line"
-le "$took" 15 || fail "the job stopped ${took}s after its last line (expected within timeout + 10 s)"
+in_time "$took" 15 || fail "the job stopped ${took}s after its last line (expected within timeout + 10 s)"
 
 ERR=$TMP/host.err
 OUT=$TMP/host.out
@@ -181,7 +181,7 @@ done
 for i in 0 1; do
   wait_dl "agent$i"
   expect_rc 124 "agent $i of a stand-alone coordinator's hung job"
-  le "$ELAPSED" 25 || fail_run "agent $i took ${ELAPSED}s"
+  in_time "$ELAPSED" 25 || fail_run "agent $i took ${ELAPSED}s"
 done
 kill -TERM "$(dl_pid daemon)"
 wait_dl daemon

@@ -177,7 +177,7 @@ EOF
 chmod +x "$TMP/dl_rc.sh"
 run_mpi 60 2 "$TMP/dl_rc.sh" --nproc-per-node 2 -- "$TMP/fail.sh"
 [[ $RC == 3 ]] || fail_run "mpirun after rank 3 exited 3: expected exit code 3, got $RC"
-le "$ELAPSED" 20 || fail_run "mpirun took ${ELAPSED}s to end after rank 3 failed (the others sleep 60 s)"
+in_time "$ELAPSED" 20 || fail_run "mpirun took ${ELAPSED}s to end after rank 3 failed (the others sleep 60 s)"
 for m in 0 1; do
   [[ -f $TMP/dl_rc.$m ]] || fail_run "dlaunch under mpirun rank $m left no exit code (killed?)"
   assert_eq "$(cat "$TMP/dl_rc.$m")" 3 "exit code of the dlaunch under mpirun rank $m"

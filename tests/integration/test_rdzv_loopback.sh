@@ -115,7 +115,7 @@ wait_for 20 both_started || { show_nodes tok0 tok1; fail "the two agents with th
 run_dl 20 "${common[@]}" --rdzv-token "wrong-$token" -- "$TMP/sleep3.sh"
 log "wrong token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent with the wrong token should be refused (non-zero exit)"
-le "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
+in_time "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
 # Mutual authentication: with another token, the agent is the first to notice.
 assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\)$" "the wrong-token agent names the failed proof"
 [[ -s $OUT ]] && fail_run "the refused agent started workers"
@@ -123,7 +123,7 @@ assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did 
 run_dl 20 "${common[@]}" -- "$TMP/sleep3.sh"
 log "no token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent without the token should be refused (non-zero exit)"
-le "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
+in_time "$ELAPSED" 3 || fail_run "the refusal should be quick (under 3s), took ${ELAPSED}s"
 # Given no token on a loopback endpoint, the agent uses its user's loopback
 # token (issue 18, item 9), which is not this job's: the failed proof says so.
 assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\); given no token, this agent used its user's loopback token \(/tmp/dlaunch-$(id -u)/rdzv-token\)" \
@@ -216,7 +216,7 @@ run_dl 20 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "$endpoint" --rdzv-id "l
   --rdzv-conf join_timeout=1 -- "$TMP/sleep3.sh"
 log "join timeout, 1 of 2 nodes: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "a lone agent of 2 should give up with a non-zero exit"
-le "$ELAPSED" 4 || fail_run "join_timeout=1 should end the wait within a few seconds, took ${ELAPSED}s"
+in_time "$ELAPSED" 4 || fail_run "join_timeout=1 should end the wait within a few seconds, took ${ELAPSED}s"
 [[ -s $OUT ]] && fail_run "no worker should start without a rendezvous"
 # e.g. "rendezvous 127.0.0.1:PORT: timed out after 1s waiting for 1 of 2 nodes (joined: HOST)"
 assert_file_matches "$ERR" "^dlaunch: .*$endpoint: timed out .*1 of 2 nodes \(joined: $HOST\)" \
@@ -231,7 +231,7 @@ for n in join0 join1; do
   wait_dl "$n"
   log "join timeout, 2 of 3 nodes: $n exited $RC after ${ELAPSED}s"
   [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "$n: expected a non-zero exit when only 2 of 3 nodes come"
-  le "$ELAPSED" 4 || fail_run "$n: join_timeout=1 should end the wait within a few seconds, took ${ELAPSED}s"
+  in_time "$ELAPSED" 4 || fail_run "$n: join_timeout=1 should end the wait within a few seconds, took ${ELAPSED}s"
   [[ -s $OUT ]] && fail_run "$n: no worker should start without a rendezvous"
   assert_file_matches "$ERR" "^dlaunch: .*$endpoint: timed out .*1 of 3 nodes \(joined: $HOST, $HOST\)" \
     "$n: the join-timeout line"
@@ -243,7 +243,7 @@ run_dl 20 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv
   --rdzv-conf is_host=0,join_timeout=1 -- "$TMP/sleep3.sh"
 log "no coordinator: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent with no coordinator to reach should exit non-zero"
-le "$ELAPSED" 4 || fail_run "join_timeout=1 should end the attempts within a few seconds, took ${ELAPSED}s"
+in_time "$ELAPSED" 4 || fail_run "join_timeout=1 should end the attempts within a few seconds, took ${ELAPSED}s"
 assert_file_matches "$ERR" "127\.0\.0\.1:$port" "the agent names the endpoint it could not reach"
 
 wait_for 5 no_marked_processes

@@ -120,7 +120,7 @@ log "kill -9 of C's dlaunch: A exited $rcA, B exited $rcB, the later of the two 
 [[ $rcA != 0 && $rcB != 0 && $rcA != 124 && $rcB != 124 && $rcA != 137 && $rcB != 137 ]] ||
   { show_nodes killA killB killC; fail "after C's agent died, A and B should exit non-zero on their own; got A=$rcA B=$rcB"; }
 limit=$(awk -v h=$HB 'BEGIN{print 2*h+1.5}')
-le "$took" "$limit" ||
+in_time "$took" "$limit" ||
   { show_nodes killA killB; fail "A and B took ${took}s to exit after C died; expected within ${limit}s (2 x heartbeat + 1.5s)"; }
 assert_file_matches "$TMP/killA.err" '^dlaunch: job: .*(lost|closed|vanished|missing)' "A's job-wide root cause names the lost node"
 assert_no_workers "after the kill -9 of C"

@@ -35,7 +35,7 @@ for mode in empty wrongproof nochallenge; do
     fail_run "$mode: the agent ran a worker against the fake coordinator's master"
   fi
   [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "$mode: expected a non-zero exit of its own"
-  le "$ELAPSED" 5 || fail_run "$mode: took ${ELAPSED}s (expected under 5s)"
+  in_time "$ELAPSED" 5 || fail_run "$mode: took ${ELAPSED}s (expected under 5s)"
   grep -qxF -- "$want" "$ERR" || fail_run "$mode: expected the line '$want'"
   kill "$fake" 2>/dev/null
   wait "$fake" 2>/dev/null

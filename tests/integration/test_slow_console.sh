@@ -65,7 +65,7 @@ took=$(since "$t0")
 wait "$DLPID"
 RC=$?
 exec 3<&-
-le "$took" 2 || fail "SIGTERM with a stalled reader: dlaunch took ${took}s to exit (expected <= 2s)"
+in_time "$took" 2 || fail "SIGTERM with a stalled reader: dlaunch took ${took}s to exit (expected <= 2s)"
 OUT=/dev/null ERR=$TMP/2.err ELAPSED=$took
 expect_rc 143 "SIGTERM with a stalled reader"
 wait_for 2 no_marked_processes
@@ -133,7 +133,7 @@ took=$(since "$t0")
 wait "$DLPID"
 RC=$?
 exec 3<&-
-le "$took" 2 || fail "SIGTERM to the head with a stalled reader: it took ${took}s to exit (expected <= 2s)"
+in_time "$took" 2 || fail "SIGTERM to the head with a stalled reader: it took ${took}s to exit (expected <= 2s)"
 OUT=/dev/null ERR=$TMP/5.err ELAPSED=$took
 expect_rc 143 "SIGTERM to the head with a stalled reader"
 wait_for 5 no_marked_processes

@@ -209,7 +209,7 @@ took=$(since "$t_kill")
 log "case 2 (kill -9 of B's agent, pid $victim): head exited $RC ${took}s after the kill"
 failed_alone "$RC" || fail_run "case 2: after B's agent died the head should exit non-zero on its own, got $RC"
 limit=$(awk -v h=$HB 'BEGIN{print 2*h+3}')
-le "$took" "$limit" || fail_run "case 2: the head took ${took}s to exit after B's agent died; expected within ${limit}s (2 x heartbeat + 3s)"
+in_time "$took" "$limit" || fail_run "case 2: the head took ${took}s to exit after B's agent died; expected within ${limit}s (2 x heartbeat + 3s)"
 assert_file_matches "$ERR" "^dlaunch: job: .*(node 1\\b|$ADDR_B)" "case 2: the head's job summary (stderr) names the lost node (node 1 or $ADDR_B)"
 assert_nothing_left 5 "case 2: after the kill -9 of B's agent"
 
@@ -226,7 +226,7 @@ wait_dl int
 took=$(since "$t_int")
 log "case 3 (SIGINT to the head): exited $RC ${took}s after the signal"
 expect_rc 130 "case 3: SIGINT to the head (128 + SIGINT)"
-le "$took" 10 || fail_run "case 3: the head took ${took}s to exit after SIGINT; expected within 10s"
+in_time "$took" 10 || fail_run "case 3: the head took ${took}s to exit after SIGINT; expected within 10s"
 assert_nothing_left 10 "case 3: after SIGINT to the head"
 
 # ---------------------------------------------------------------------------
@@ -247,7 +247,7 @@ wait_dl dead
 log "case 4a (black-hole host $ADDR_DEAD): head exited $RC after ${ELAPSED}s"
 failed_alone "$RC" || fail_run "case 4a: a host that does not answer should fail the launch on its own, got exit $RC"
 limit=$((CT + 5))
-le "$ELAPSED" "$limit" || fail_run "case 4a: the launch took ${ELAPSED}s to fail; expected within ${limit}s (ConnectTimeout=$CT + 5s; --ssh-option must override dlaunch's default)"
+in_time "$ELAPSED" "$limit" || fail_run "case 4a: the launch took ${ELAPSED}s to fail; expected within ${limit}s (ConnectTimeout=$CT + 5s; --ssh-option must override dlaunch's default)"
 grep -qF -- "$ADDR_DEAD" "$ERR" || fail_run "case 4a: stderr should name the unreachable host $ADDR_DEAD"
 assert_file_matches "$ERR" "connect to host $ADDR_DEAD port $SSH_PORT: " "case 4a: ssh's own error reaches the head's stderr"
 grep -q 'started rank' "$OUT" && fail_run "case 4a: workers started although a host never joined"
@@ -259,7 +259,7 @@ start_head refused 25 -H "$ADDR_A:2,$ADDR_HEAD:2" --nproc-per-node 2 "${SSH_FLAG
 wait_dl refused
 log "case 4b (refused host $ADDR_HEAD): head exited $RC after ${ELAPSED}s"
 failed_alone "$RC" || fail_run "case 4b: a host refusing ssh should fail the launch on its own, got exit $RC"
-le "$ELAPSED" "$limit" || fail_run "case 4b: the launch took ${ELAPSED}s to fail; expected within ${limit}s"
+in_time "$ELAPSED" "$limit" || fail_run "case 4b: the launch took ${ELAPSED}s to fail; expected within ${limit}s"
 assert_file_matches "$ERR" "connect to host $ADDR_HEAD port $SSH_PORT: Connection refused" "case 4b: ssh's own error (with the host) reaches the head's stderr"
 assert_nothing_left 5 "case 4b: after the failed launch"
 

@@ -50,7 +50,7 @@ start_job st1 st1 60
 wait_for 5 file_has "$TMP/st1.out" "rank 2 tick 1" || { show_nodes st1; fail "st1: no output"; }
 run_dl 5 status st1
 expect_rc 0 "status st1"
-le "$ELAPSED" 1 || fail_run "status st1 took ${ELAPSED}s"
+in_time "$ELAPSED" 1 || fail_run "status st1 took ${ELAPSED}s"
 assert_file_matches "$OUT" "^run st1 \(dlaunch pid [0-9]+\), started 20[0-9-]+T[0-9:]+Z: $PY $TMP/work.py$" "status: the job's line"
 assert_file_matches "$OUT" "^NODE +HOST +RANK +LOCAL +PID +STATE +TIME +CPU% +RSS +RESTARTS +SILENT +LAST LINE$" "status: the header"
 for r in 0 1 2; do
@@ -169,7 +169,7 @@ finish_job st3 "modes"
 # 4. Unknown run id, no job, a stale socket.
 run_dl 5 status nosuch
 expect_rc 1 "status nosuch"
-le "$ELAPSED" 1 || fail_run "status nosuch took ${ELAPSED}s"
+in_time "$ELAPSED" 1 || fail_run "status nosuch took ${ELAPSED}s"
 assert_eq "$(cat "$ERR")" "dlaunch status nosuch: no running job with this id on this machine (looked in $LIVE)" "status nosuch"
 run_dl 5 stacks nosuch
 expect_rc 1 "stacks nosuch"
@@ -208,7 +208,7 @@ wait_dl st4
 [[ -S $LIVE/st4.$pid.sock ]] || fail "the socket of a dlaunch killed with its watchdog should still be there"
 run_dl 5 status st4
 expect_rc 1 "status of a SIGKILLed job"
-le "$ELAPSED" 1 || fail_run "status of a SIGKILLed job took ${ELAPSED}s"
+in_time "$ELAPSED" 1 || fail_run "status of a SIGKILLed job took ${ELAPSED}s"
 assert_eq "$(cat "$ERR")" "dlaunch status st4: no running job with this id on this machine (looked in $LIVE)" "stale socket"
 [[ -e $LIVE/st4.$pid.sock ]] && fail "the stale socket was not removed"
 wait_for 10 no_marked_processes || true

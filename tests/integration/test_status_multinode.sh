@@ -64,7 +64,7 @@ wait_for 20 both_ticking h1 p1 || { show_nodes h1; show_nodes p1; fail "sm1: no 
 compgen -G "$TMP/xdg1/dlaunch/$id.*.sock" >/dev/null || fail "sm1: node 1 has no socket of its own in $TMP/xdg1"
 run_dl 5 status "$id"
 expect_rc 0 "status $id"
-le "$ELAPSED" 2 || fail_run "status $id took ${ELAPSED}s"
+in_time "$ELAPSED" 2 || fail_run "status $id took ${ELAPSED}s"
 assert_file_matches "$OUT" "^run $id \(dlaunch pid [0-9]+\), started 20[0-9-]+T[0-9:]+Z: $PY $TMP/work.py$" "status: the job's line"
 [[ $(grep -c ' tick ' "$OUT") == 4 ]] || fail_run "status: expected 4 rows"
 check_rows "$OUT" 0 1 2 3
@@ -100,7 +100,7 @@ kill -STOP "$peer"
 run_dl 5 status "$id"
 kill -CONT "$peer"
 expect_rc 0 "status $id with node 1 stopped"
-le "$ELAPSED" 3 || fail_run "status $id took ${ELAPSED}s with node 1 stopped"
+in_time "$ELAPSED" 3 || fail_run "status $id took ${ELAPSED}s with node 1 stopped"
 [[ $(grep -c ' tick ' "$OUT") == 2 ]] || fail_run "status: expected node 0's 2 rows"
 check_rows "$OUT" 0 1
 assert_file_matches "$OUT" "^missing: node 1 \([^)]+\), ranks 2-3: no answer within 2s$" "status: node 1 named"
