@@ -50,9 +50,9 @@
 // --codec-cost N times, with no sockets, the coordinator's share of assigning N
 // nodes three ways, and prints one line:
 //   rdzv_load codec n=N frame_bytes=B per_agent_s=A encode_once_copy_s=C encode_once_s=O
-// per_agent_s: what Coordinator::Assign and the server do today, a copy of the
-// Assignment (node table included) per agent in its Send action, then Encode of
-// each; encode_once_copy_s: one Encode, then per agent a copy of the frame with its
+// per_agent_s: a copy of the Assignment (node table included) per agent, all
+// alive at once, then Encode of each (what the coordinator did before one
+// SendAssignments action built each agent's as it was written); encode_once_copy_s: one Encode, then per agent a copy of the frame with its
 // node rank patched in (4 bytes at a fixed offset); encode_once_s: one Encode and
 // one shared frame, each agent getting only its 4-byte rank (e.g. a small prefix
 // frame, or a scatter-gather write of a rank header and the shared table).
@@ -209,7 +209,7 @@ int CodecCost(long n) {
   a.run_id = "rdzv-load";
   auto seconds = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   std::size_t bytes = 0;
-  // Today: a copy per Send action (all alive until Apply ends), then one Encode each.
+  // A copy per agent (all alive at once), then one Encode each.
   auto t0 = Clock::now();
   {
     std::vector<rdzv::Message> sends;

@@ -162,6 +162,25 @@ struct Coordinator::Parts final : CoreListener {
   RendezvousCore core;  // last: it calls the others
 };
 
+bool ExpandWrites(const Action& action, const std::function<void(const Action&)>& each) {
+  if (std::holds_alternative<Send>(action) || std::holds_alternative<Close>(action)) {
+    each(action);
+    return true;
+  }
+  if (const auto* many = std::get_if<SendAssignments>(&action)) {
+    for (const SendAssignments::To& to : many->to)
+      each(Send{to.conn, AssignmentFor(*many->generation, to.node_rank, to.wants_table)});
+    return true;
+  }
+  const auto* bye = std::get_if<Farewell>(&action);
+  if (bye == nullptr) return false;
+  for (const Farewell::To& to : bye->to) {
+    if (to.last) each(Send{to.conn, bye->last(to.node_rank)});
+    each(Close{to.conn, bye->reason});
+  }
+  return true;
+}
+
 Coordinator::Coordinator(CoordinatorOptions options) : parts_(std::make_unique<Parts>(std::move(options))) {}
 Coordinator::Coordinator(Coordinator&&) noexcept = default;
 Coordinator& Coordinator::operator=(Coordinator&&) noexcept = default;

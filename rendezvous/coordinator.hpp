@@ -81,6 +81,7 @@
 #include "envmap/defaults.hpp"
 #include "envmap/status.hpp"
 #include "rendezvous/codec.hpp"
+#include "rendezvous/generation.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -130,6 +131,34 @@ std::string JoinProblem(const Join& join, const std::string& run_id);
 struct Send {
   ConnId conn = 0;
   Message message;
+};
+// Write each recipient of a generation its Assignment (AssignmentFor), in order.
+// One action for the whole generation, not a Send each: the N messages are then
+// built one at a time as they are written, instead of all being held at once
+// (at 10,000 agents that was a quarter of the coordinator's peak memory:
+// bench/profile/coordinator.md).
+struct SendAssignments {
+  struct To {
+    ConnId conn = 0;
+    int node_rank = 0;
+    bool wants_table = false;
+  };
+  std::shared_ptr<const Generation> generation;  // never null
+  std::vector<To> to;
+};
+// The job's end: each recipient that joined (`last`) is written last(node_rank),
+// then every recipient's connection is closed, one after the other, as a Send
+// and a Close each would. One action for the whole job: N of each, all alive at
+// once, were the coordinator's peak memory (bench/profile/coordinator.md).
+struct Farewell {
+  struct To {
+    ConnId conn = 0;
+    int node_rank = -1;
+    bool last = false;
+  };
+  std::vector<To> to;
+  std::function<Message(int node_rank)> last;  // set when any recipient has `last`
+  std::string reason;                          // the Closes' reason
 };
 // Write what is queued for `conn`, then close it. The coordinator has already
 // forgotten it, so a later OnDisconnect(conn) is ignored. `reason` is for a debug
@@ -190,7 +219,13 @@ struct QueryAnswered {
   std::vector<NodeStacks> nodes;
   std::string problem;
 };
-using Action = std::variant<Send, Close, Log, JobEnded, NodeLost, HangSuspected, HangReport, QueryAnswered>;
+using Action = std::variant<Send, SendAssignments, Close, Farewell, Log, JobEnded, NodeLost, HangSuspected, HangReport,
+                            QueryAnswered>;
+// Calls `each` with every plain Send and Close that `action` stands for, in
+// order: itself for a Send or a Close, one Send a recipient for SendAssignments,
+// a Send (when due) and a Close a recipient for Farewell. Each is built just
+// before its call and gone after it. False, with no call, for the other actions.
+bool ExpandWrites(const Action& action, const std::function<void(const Action&)>& each);
 
 struct CoordinatorOptions {
   std::string endpoint;  // "head:29400", for messages only

@@ -233,11 +233,17 @@ class LoadSim {
   // Carries out the coordinator's actions: each Send crosses the wire to its agent.
   Status Deliver(std::vector<Action> actions) {
     for (Action& action : actions) {
-      if (auto* send = std::get_if<Send>(&action)) {
-        if (Status s = ToAgent(static_cast<int>(send->conn) - 1, send->message); !s.ok()) return s;
-      } else if (std::holds_alternative<Close>(action)) {
-        ++closes_;
-      } else if (auto* ended = std::get_if<JobEnded>(&action)) {
+      Status wrong = Status::Ok();
+      bool wrote = ExpandWrites(action, [&](const Action& one) {
+        if (const auto* send = std::get_if<Send>(&one)) {
+          if (wrong.ok()) wrong = ToAgent(static_cast<int>(send->conn) - 1, send->message);
+        } else {
+          ++closes_;
+        }
+      });
+      if (!wrong.ok()) return wrong;
+      if (wrote) continue;
+      if (auto* ended = std::get_if<JobEnded>(&action)) {
         ended_ = *ended;
       } else if (auto* lost = std::get_if<NodeLost>(&action)) {
         return Status::InvalidArgument(fmt::format("node {} ({}) {}", lost->node_rank, lost->host, lost->what));

@@ -32,7 +32,7 @@ void RendezvousCore::Take(std::vector<Action> actions) {
     if (!stop) continue;
     std::string reason = fmt::format("{}: no rank on any node made progress for {}s (--hang-action stop)", Subject(),
                                      std::chrono::duration_cast<std::chrono::seconds>(*stop).count());
-    return End(kJobHangExitCode, reason, [&](const Agent&) { return Message(Abort{reason, kJobHangExitCode}); });
+    return End(kJobHangExitCode, reason, [reason](int) { return Message(Abort{reason, kJobHangExitCode}); });
   }
 }
 
@@ -131,7 +131,7 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   }
   if (state_ == State::kRunning && options_.min_nodes == options_.max_nodes) {
     return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
-                                    table_.size(), options_.max_nodes), now);
+                                    plan_->table.size(), options_.max_nodes), now);
   }
   Result<int> slot = ClaimSlot(join, node_list_, options_.max_nodes, slots_);
   if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
@@ -192,12 +192,13 @@ void RendezvousCore::Assign(Clock::time_point now) {
   if (members.empty()) return;
   std::vector<GenerationMember> claims;
   for (const auto& [id, agent] : members) claims.push_back({&agent->join, agent->slot, agent->arrival});
-  Generation g = PlanGeneration(claims, {++generation_, restart_count_, options_.run_id, options_.master_port,
-                                         kDefaultMasterPort});
+  auto planned = std::make_shared<Generation>(PlanGeneration(
+      claims, {++generation_, restart_count_, options_.run_id, options_.master_port, kDefaultMasterPort}));
+  plan_ = planned;
+  const Generation& g = *planned;
   if (!g.problem.empty()) {
-    table_ = std::move(g.table);
     std::string why = Subject() + ": " + g.problem;
-    return End(1, why, [&](const Agent&) { return Message(Abort{why, 1}); });
+    return End(1, why, [why](int) { return Message(Abort{why, 1}); });
   }
   state_ = State::kRunning;
   join_deadline_.reset();
@@ -209,18 +210,17 @@ void RendezvousCore::Assign(Clock::time_point now) {
                        generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port,
                        restart_count_, options_.max_restarts)});
   unfinished_ = static_cast<int>(members.size());
-  // A Send for every member at once: grown by doubling, the actions would hold up
-  // to three times their size while reallocating (bench/profile/coordinator.md).
-  out_.reserve(out_.size() + members.size() + 1);
+  SendAssignments sends{plan_, {}};
+  sends.to.reserve(members.size());
   for (std::size_t i = 0; i < members.size(); ++i) {
     Agent& agent = *members[i].second;
     if (agent.phase == Phase::kWaiting) --waiting_;
     agent.phase = Phase::kAssigned;
     agent.node_rank = g.node_ranks[i];
     agent.done = false;
-    Emit(Send{members[i].first, AssignmentFor(g, agent.node_rank, agent.join.wants_table != 0)});
+    sends.to.push_back({members[i].first, agent.node_rank, agent.join.wants_table != 0});
   }
-  table_ = std::move(g.table);
+  Emit(std::move(sends));
 }
 
 void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now) {
@@ -237,10 +237,10 @@ void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Cl
                          failed.code), kLimitNumbers});
     code = 1;
   }
-  int first = 0, count = 0;
-  for (int r = 0; r < agent.node_rank && r < static_cast<int>(table_.size()); ++r)
-    first += table_[static_cast<std::size_t>(r)].nproc;
-  if (agent.node_rank < static_cast<int>(table_.size())) count = table_[static_cast<std::size_t>(agent.node_rank)].nproc;
+  // (A node rank outside the table, -1 included, owns no rank.)
+  auto node = static_cast<std::size_t>(agent.node_rank);
+  int first = node < plan_->rank_offsets.size() ? plan_->rank_offsets[node] : 0;
+  int count = node < plan_->table.size() ? plan_->table[node].nproc : 0;
   std::string rank = fmt::format("rank {}", failed.rank);
   if (failed.rank < first || failed.rank - first >= count) {
     Emit(Log{fmt::format("{}: {} says rank {} failed, which is not one of its ranks {}-{}", Subject(),
@@ -271,12 +271,11 @@ void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::
   Take(listener_.OnNodeDone(conn, agent.node_rank, now));
   // A count, not a walk over every agent: N Dones cost O(N), not O(N^2).
   if (state_ != State::kRunning || unfinished_ > 0) return;
-  int workers = 0;
-  for (const envmap::Node& node : table_) workers += node.nproc;
+  int workers = plan_->workers;
   std::string summary = fmt::format("{}: job '{}' finished on {} nodes ({} workers, generation {})", Subject(),
-                                    options_.run_id, table_.size(), workers, generation_);
+                                    options_.run_id, plan_->table.size(), workers, generation_);
   int generation = generation_;
-  End(0, summary, [generation](const Agent& a) { return Message(Done{generation, a.node_rank, 0}); });
+  End(0, summary, [generation](int node_rank) { return Message(Done{generation, node_rank, 0}); });
 }
 
 void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now) {
@@ -291,23 +290,24 @@ void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Cl
     Emit(Log{fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts)});
     return Assign(now);
   }
-  End(code, reason, [&](const Agent&) { return Message(Abort{reason, code}); });
+  End(code, reason, [reason, code](int) { return Message(Abort{reason, code}); });
 }
 
 std::vector<Action> RendezvousCore::AbortJob(int code, const std::string& cause) {
   if (state_ == State::kEnded) return {};
   std::string reason = Subject() + ": " + cause;
-  End(code, reason, [&](const Agent&) { return Message(rendezvous::Abort{reason, code}); });
+  End(code, reason, [reason, code](int) { return Message(rendezvous::Abort{reason, code}); });
   return Flush();
 }
 
-void RendezvousCore::End(int code, const std::string& summary,
-                      const std::function<Message(const Agent&)>& last) {
-  out_.reserve(out_.size() + 2 * agents_.size() + 2);  // as Assign: no doubling
+void RendezvousCore::End(int code, const std::string& summary, std::function<Message(int node_rank)> last) {
+  Farewell bye{{}, std::move(last), "job ended"};
+  bye.to.reserve(agents_.size());
   for (const auto& [id, agent] : agents_) {
-    if (agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned) Emit(Send{id, last(agent)});
-    Emit(Close{id, "job ended"});
+    bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
+    bye.to.push_back({id, agent.node_rank, joined});
   }
+  Emit(std::move(bye));
   agents_.clear();
   slots_.clear();
   waiting_ = 0;
@@ -412,7 +412,7 @@ void RendezvousCore::GatheringDeadlines(Clock::time_point now) {
                                    FormatDuration(options_.join_timeout),
                                    options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
                                    NameList(hosts));
-  End(1, reason, [&](const Agent&) { return Message(Abort{reason, 1}); });
+  End(1, reason, [reason](int) { return Message(Abort{reason, 1}); });
 }
 
 std::optional<Clock::time_point> RendezvousCore::NextDeadline() const {

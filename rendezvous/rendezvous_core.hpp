@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -73,7 +74,7 @@ class RendezvousCore {
   State state() const { return state_; }
   int generation() const { return generation_; }
   int restart_count() const { return restart_count_; }
-  const std::vector<envmap::Node>& nodes() const { return table_; }
+  const std::vector<envmap::Node>& nodes() const { return plan_->table; }
   // Connections it holds (handshaking, waiting or assigned).
   std::size_t connections() const { return agents_.size(); }
 
@@ -117,8 +118,9 @@ class RendezvousCore {
   void Assign(Clock::time_point now);
   // A failure in the running generation: restart or abort.
   void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
-  // Sends `last(agent)` to every joined agent, closes every connection, ends the job.
-  void End(int code, const std::string& summary, const std::function<Message(const Agent&)>& last);
+  // Sends `last(node_rank)` to every joined agent, closes every connection (one
+  // Farewell), ends the job. `last` is kept in the action: it owns what it uses.
+  void End(int code, const std::string& summary, std::function<Message(int node_rank)> last);
 
   // Emits the listener's `actions`, ending the job after a stopping HangReport.
   void Take(std::vector<Action> actions);
@@ -143,7 +145,9 @@ class RendezvousCore {
   std::uint64_t arrivals_ = 0;
   int generation_ = 0;
   int restart_count_ = 0;
-  std::vector<envmap::Node> table_;
+  // The last generation planned (its table is nodes()); shared with the
+  // SendAssignments that writes it out.
+  std::shared_ptr<const Generation> plan_ = std::make_shared<const Generation>();
   std::optional<Clock::time_point> join_deadline_;
   std::optional<Clock::time_point> last_call_deadline_;
   std::vector<Action> out_;

@@ -259,17 +259,22 @@ void CoordinatorServer::Ask(const std::string& run_id, std::uint64_t tag, const 
 
 void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
   for (Action& action : actions) {
-    if (auto* send = std::get_if<Send>(&action)) {
-      auto it = conns_.find(send->conn);
-      if (it != conns_.end()) SendTo(*it->second, send->message);
-    } else if (auto* close = std::get_if<Close>(&action)) {
-      auto it = conns_.find(close->conn);
+    bool wrote = ExpandWrites(action, [this](const Action& one) {
+      if (const auto* send = std::get_if<Send>(&one)) {
+        auto it = conns_.find(send->conn);
+        if (it != conns_.end()) SendTo(*it->second, send->message);
+        return;
+      }
+      ConnId conn = std::get<Close>(one).conn;
+      auto it = conns_.find(conn);
       if (it != conns_.end()) {
         it->second->Close();
         conns_.erase(it);
       }
-      route_.erase(close->conn);
-    } else if (auto* log = std::get_if<Log>(&action)) {
+      route_.erase(conn);
+    });
+    if (wrote) continue;
+    if (auto* log = std::get_if<Log>(&action)) {
       if (log->limit.empty()) {
         if (log_) log_(log->line);
       } else {

@@ -43,12 +43,18 @@ class Harness {
 
   void Apply(std::vector<Action> actions) {
     for (Action& action : actions) {
-      if (auto* s = std::get_if<rendezvous::Send>(&action)) {
-        inbox[s->conn].push_back(std::move(s->message));
-      } else if (auto* x = std::get_if<rendezvous::Close>(&action)) {
-        CHECK_FALSE(closed.count(x->conn));  // never closed twice
-        closed[x->conn] = x->reason;
-      } else if (auto* l = std::get_if<rendezvous::Log>(&action)) {
+      bool wrote = ExpandWrites(action, [&](const Action& one) {
+        if (const auto* s = std::get_if<rendezvous::Send>(&one)) {
+          CHECK_FALSE(closed.count(s->conn));  // nothing is written to a closed connection
+          inbox[s->conn].push_back(s->message);
+          return;
+        }
+        const auto& x = std::get<rendezvous::Close>(one);
+        CHECK_FALSE(closed.count(x.conn));  // never closed twice
+        closed[x.conn] = x.reason;
+      });
+      if (wrote) continue;
+      if (auto* l = std::get_if<rendezvous::Log>(&action)) {
         logs.push_back(l->line);
         limits.push_back(l->limit);
       } else if (auto* n = std::get_if<rendezvous::NodeLost>(&action)) {

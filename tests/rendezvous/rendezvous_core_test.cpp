@@ -4,6 +4,8 @@
 // gathering, restarts) are tested through Coordinator in coordinator*_test.cpp.
 #include "rendezvous/rendezvous_core.hpp"
 
+#include <map>
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -75,8 +77,11 @@ struct CoreJob {
     for (Action& action : actions) {
       if (const auto* log = std::get_if<Log>(&action)) {
         trail.push_back(log->line.rfind("listener: ", 0) == 0 ? log->line : "log");
-      } else if (const auto* send = std::get_if<rendezvous::Send>(&action)) {
-        trail.push_back(fmt::format("send {} {}", send->conn, TypeName(send->message)));
+      } else if (ExpandWrites(action, [&](const Action& one) {
+                   if (const auto* send = std::get_if<rendezvous::Send>(&one))
+                     trail.push_back(fmt::format("send {} {}", send->conn, TypeName(send->message)));
+                 })) {
+        // (closes are not in the trail)
       } else if (const auto* ended = std::get_if<JobEnded>(&action)) {
         trail.push_back(fmt::format("ended {} {}", ended->exit_code, ended->summary));
       } else if (std::holds_alternative<HangReport>(action)) {
@@ -114,6 +119,87 @@ TEST_CASE("rendezvous_core: a generation is announced before its assignments", "
                                               fmt::format("send {} assignment", a),
                                               fmt::format("send {} assignment", b)});
   CHECK(j.core.state() == RendezvousCore::State::kRunning);
+}
+
+TEST_CASE("rendezvous_core: a generation's assignments leave as one action, built one at a time", "[rendezvous_core]") {
+  // Three agents; "c" asks for the whole node table, the others for their own row.
+  CoordinatorOptions o = CoreJob::Options(3, 3);
+  RecordingListener listener;
+  RendezvousCore core(o, listener);
+  std::vector<Action> out;
+  for (ConnId conn = 1; conn <= 3; ++conn) {
+    Join join = CoreJoin(std::string(1, static_cast<char>('a' + conn - 1)));
+    join.nproc = static_cast<int>(conn);  // 1, 2, 3 workers
+    join.wants_table = conn == 3 ? 1 : 0;
+    for (Action& action : core.OnAuthenticated(conn, "10.0.0.9:5000", {})) out.push_back(std::move(action));
+    for (Action& action : core.OnMessage(conn, join, {})) out.push_back(std::move(action));
+  }
+  int whole = 0;
+  for (const Action& action : out) {
+    CHECK_FALSE(std::holds_alternative<rendezvous::Send>(action));  // nothing else was sent to them
+    if (const auto* many = std::get_if<SendAssignments>(&action)) {
+      ++whole;
+      REQUIRE(many->to.size() == 3);
+      CHECK(&many->generation->table == &core.nodes());  // the core's plan, shared, not copied
+    }
+  }
+  CHECK(whole == 1);
+  std::map<ConnId, Assignment> got;
+  for (const Action& action : out)
+    ExpandWrites(action, [&](const Action& one) {
+      const auto& send = std::get<rendezvous::Send>(one);
+      got[send.conn] = std::get<Assignment>(send.message);
+    });
+  REQUIRE(got.size() == 3);
+  int offset = 0;
+  for (int r = 0; r < 3; ++r) {
+    // Node ranks follow arrival here: a is 0 (1 worker), b 1 (2), c 2 (3).
+    const Assignment& a = got[static_cast<ConnId>(r + 1)];
+    CHECK(a.node_rank == r);
+    CHECK(a.rank_offset == offset);
+    CHECK(a.world_size == 6);
+    CHECK(a.nodes.size() == (r == 2 ? 3u : 1u));
+    CHECK(a.nodes.at(r == 2 ? 2 : 0).nproc == r + 1);
+    offset += r + 1;
+  }
+  CHECK(core.nodes().size() == 3);
+}
+
+TEST_CASE("rendezvous_core: the job's end leaves as one Farewell: the last word to each joined agent, then its close",
+          "[rendezvous_core]") {
+  CoreJob j(2, 2);
+  ConnId shy = j.next++;
+  j.Take(j.core.OnAuthenticated(shy, "10.0.0.9:5001", j.now));  // connected, never joins
+  ConnId a = j.Join("a");
+  ConnId b = j.Join("b");
+  j.Send(a, Done{1, 0, 0});
+  std::vector<Action> out = j.core.OnMessage(b, Done{1, 1, 0}, j.now);
+  int farewells = 0;
+  std::vector<std::string> writes;
+  for (const Action& action : out) {
+    CHECK_FALSE(std::holds_alternative<rendezvous::Send>(action));
+    CHECK_FALSE(std::holds_alternative<Close>(action));
+    farewells += std::holds_alternative<Farewell>(action);
+    ExpandWrites(action, [&](const Action& one) {
+      if (const auto* send = std::get_if<rendezvous::Send>(&one)) {
+        const auto& done = std::get<Done>(send->message);
+        writes.push_back(fmt::format("done {} {} {}", send->conn, done.generation, done.node_rank));
+      } else {
+        writes.push_back(fmt::format("close {} {}", std::get<Close>(one).conn, std::get<Close>(one).reason));
+      }
+    });
+  }
+  CHECK(farewells == 1);
+  CHECK(writes == std::vector<std::string>{fmt::format("close {} job ended", shy), fmt::format("done {} 1 0", a),
+                                           fmt::format("close {} job ended", a), fmt::format("done {} 1 1", b),
+                                           fmt::format("close {} job ended", b)});
+  CHECK(j.core.state() == RendezvousCore::State::kEnded);
+  // A plain Send or Close stands for itself; a Log for nothing.
+  int calls = 0;
+  CHECK(ExpandWrites(Action(rendezvous::Send{7, Heartbeat{}}), [&](const Action&) { calls += 7; }));
+  CHECK(ExpandWrites(Action(Close{8, "x"}), [&](const Action&) { calls += 8; }));
+  CHECK_FALSE(ExpandWrites(Action(Log{"x", ""}), [&](const Action&) { ++calls; }));
+  CHECK(calls == 15);
 }
 
 TEST_CASE("rendezvous_core: heartbeats of assigned nodes go on, each answered", "[rendezvous_core]") {
