@@ -118,8 +118,8 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
 }
 
 // The stack hook, when the workers get it: in this user's directory, kept
-// across jobs (python_hook.hpp), else in the private one; its dumps in the
-// private one. Neither: the workers run without it.
+// across jobs (python_hook.hpp), else in the private one; its dumps go into
+// the private one, which the job already has. Neither: the workers run without it.
 void PreparePythonHook(RunPlan& plan, Console& console) {
   if (!plan.python_hook) return;
   std::string user_dir = LiveDir(plan.inherited, geteuid());
@@ -132,7 +132,6 @@ void PreparePythonHook(RunPlan& plan, Console& console) {
     plan.hook_dir = plan.private_dir + "/py";
     s = WritePythonHook(plan.hook_dir);
   }
-  if (s.ok()) s = EnsureOwnDir(plan.private_dir + "/stacks");
   if (!s.ok()) {
     plan.python_hook = false;
     console.Say(fmt::format("{}; Python stacks will come from gdb", s.message()));

@@ -25,7 +25,8 @@ struct RunPlan {
   size_t local_rank_arg_at = 0;      // where in argv --local-rank=N goes (0: at the end)
   std::string work_dir;              // the run directory: stacks-N.txt and, with write_logs, logs
   // dlaunch's own directory (0700, made for this job, removed after it): the
-  // stack hook's dumps (stacks/), the error files, Azure's hostfile.
+  // stack hook's dumps (PID.stacks, beside the rest: a directory of their own
+  // cost an inode made and removed in every job), the error files, Azure's hostfile.
   std::string private_dir;
   bool write_logs = false;
   // Per local rank, the streams kept off the console (torchrun's Std: 1

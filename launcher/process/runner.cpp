@@ -217,7 +217,7 @@ void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
   std::vector<StackCollector::Target> targets;
   for (const WorkerRecord& w : supervisor().workers())
     if (w.running) targets.push_back({group_.RankOf(w.local_rank), w.pid});
-  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.private_dir + "/stacks", kStackLimit);
+  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.private_dir, kStackLimit);
   // The collector may finish inside Collect (nothing to sample): the waiters are
   // called from a handler of their own, never from inside Stacks().
   stacks_->Collect(std::move(targets), [this, alive = life_.token()](std::vector<RankStack> stacks) {

@@ -111,7 +111,7 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
 
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
-  if (plan_.python_hook) AddPythonHook(env, plan_.hook_dir, plan_.private_dir + "/stacks");
+  if (plan_.python_hook) AddPythonHook(env, plan_.hook_dir, plan_.private_dir);
   // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
   if (!job_mark_.empty()) env[std::string(kJobMarkVar)] = job_mark_;
   if (plan_.pin_gpu && !plan_.gpus.empty())

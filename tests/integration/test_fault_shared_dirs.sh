@@ -111,7 +111,8 @@ assert_eq "$(ls -A "$SHARED/job44/attempt_0/0")" "$(printf 'stderr.log\nstdout.l
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 USER_DIR=$XDG_RUNTIME_DIR/dlaunch
-# The worker says where the hook, its dumps and its error file are.
+# The worker says where the hook, its dumps and its error file are (the dumps
+# go into the private directory itself).
 cat >"$TMP/where.py" <<'EOF'
 import os, sys
 hook = os.environ["PYTHONPATH"].split(":")[0]
@@ -121,11 +122,11 @@ if len(sys.argv) > 1:
     sys.exit(int(sys.argv[1]))
 EOF
 # private_dir_of FILE: the private directory a worker named in FILE.
-private_dir_of() { sed -n 's/^\(\[[0-9]*\]: \)\{0,1\}hook .* dumps \(.*\)\/stacks error .*/\2/p' "$1" | head -n 1; }
+private_dir_of() { sed -n 's/^\(\[[0-9]*\]: \)\{0,1\}hook .* dumps \(.*\) error .*/\2/p' "$1" | head -n 1; }
 check_private() {
   local what=$1 dir=$2 parent_must=$3
   [[ -n $dir ]] || fail_run "$what: the worker did not say where the hook is"
-  assert_file_matches "$OUT" "hook $USER_DIR/hook-[0-9a-f]{16} dumps $dir/stacks error $dir/error-0-0\.json$" \
+  assert_file_matches "$OUT" "hook $USER_DIR/hook-[0-9a-f]{16} dumps $dir error $dir/error-0-0\.json$" \
     "$what: the hook in the user's directory, dumps and error file in the private one"
   [[ $dir == "$parent_must"/* ]] || fail "$what: the private directory $dir is not under $parent_must"
   [[ -e $dir ]] && fail "$what: the private directory $dir is still there after the job"
@@ -135,11 +136,11 @@ run_dl 30 --log-dir "$SHARED" --rdzv-id job47 --nproc-per-node 1 -- "$PY" -u "$T
 expect_rc 0 "a job that reports its private directory"
 assert_file_matches "$OUT" "^loaded True$" "the hook ran"
 check_private "with --log-dir" "$(private_dir_of "$OUT")" "${TMPDIR:-/tmp}"
-[[ -e $SHARED/job47/py || -e $SHARED/job47/stacks ]] && fail "the hook was written into the shared log dir"
+[[ -e $SHARED/job47/py || -n $(find "$SHARED/job47" -name "*.stacks") ]] && fail "the hook was written into the shared log dir"
 # The modes while it lives: a worker that looks at them.
 run_dl 30 --log-dir "$SHARED" --rdzv-id job48 --nproc-per-node 1 -- "$PY" -c '
 import os
-d = os.path.dirname(os.environ["DLAUNCH_STACKS_DIR"])
+d = os.environ["DLAUNCH_STACKS_DIR"]
 h = os.environ["PYTHONPATH"].split(":")[0]
 for what, p in (("private", d), ("hookdir", h), ("hook", h + "/sitecustomize.py")):
     st = os.stat(p)
@@ -167,7 +168,7 @@ import os, time
 print("dumps", os.environ["DLAUNCH_STACKS_DIR"], flush=True)
 time.sleep(60)'
 wait_for 20 file_has "$TMP/killed.out" '^dumps ' || fail "the killed job's worker did not start"
-dir=$(sed -n 's/^dumps \(.*\)\/stacks$/\1/p' "$TMP/killed.out")
+dir=$(sed -n 's/^dumps \(.*\)$/\1/p' "$TMP/killed.out")
 [[ -d $dir ]] || fail "the private directory $dir of a running job does not exist"
 kill -KILL "$(dl_pid killed)"
 wait_for 10 test ! -e "$dir" || fail "the private directory $dir outlived a killed dlaunch"
@@ -188,7 +189,7 @@ if ((ATTACK)); then
   expect_rc 0 "a job whose user directory nobody planted"
   assert_file_matches "$OUT" "^loaded True$" "the hook ran from the private directory"
   dir=$(private_dir_of "$OUT")
-  assert_file_matches "$OUT" "hook $dir/py dumps $dir/stacks " "the hook in the private directory"
+  assert_file_matches "$OUT" "hook $dir/py dumps $dir " "the hook in the private directory"
   export XDG_RUNTIME_DIR=$TMP/xdg
 fi
 
