@@ -60,18 +60,19 @@ MANWIDTH=120 man --warnings -E UTF-8 -l /usr/share/man/man1/dlaunch.1.gz >"$TMP/
 [[ ! -s $TMP/man.err ]] || fail "man dlaunch: groff warns: $(head -n 5 "$TMP/man.err")"
 grep -q -- '--nproc-per-node N' "$TMP/man.txt" || fail "man dlaunch does not show --nproc-per-node N"
 
-# Completion through bash-completion's own loader, as Tab would load it.
+# Completion through bash-completion's own loader, as Tab would load it (an
+# interactive bash, so that bash-completion loads; no history written).
 # complete_words WORD... : what Tab offers for the last WORD (a fresh interactive bash, in $TMP/cwd).
 mkdir -p "$TMP/cwd"
 complete_words() {
-  (cd "$TMP/cwd" && bash --norc --noprofile -ic '
+  (cd "$TMP/cwd" && HISTFILE=/dev/null bash --norc --noprofile -ic '
     source /usr/share/bash-completion/bash_completion
     __load_completion dlaunch || exit 3
     COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
     _dlaunch
     printf "%s\n" "${COMPREPLY[@]}" | sort' _ "$@" 2>/dev/null)
 }
-registered=$(bash --norc --noprofile -ic 'source /usr/share/bash-completion/bash_completion
+registered=$(HISTFILE=/dev/null bash --norc --noprofile -ic 'source /usr/share/bash-completion/bash_completion
   __load_completion dlaunch; complete -p dlaunch' 2>/dev/null)
 assert_eq "$registered" "complete -F _dlaunch dlaunch" "complete -p dlaunch after bash-completion loads it"
 assert_eq "$(complete_words dlaunch --hang-action '')" $'report\nstop' "Tab after --hang-action"
