@@ -49,6 +49,7 @@ if [[ -x $(dirname "$DLAUNCH")/dlaunch-mpi-bootstrap ]]; then
 fi
 
 # From here on dpkg's state is changed: whatever happens, the package goes again.
+# shellcheck disable=SC2317  # called through at_exit / wait_for
 remove_package() { dpkg -r dlaunch >/dev/null 2>&1 || true; }
 at_exit remove_package
 run_cmd 120 dpkg -i "$deb"
@@ -87,6 +88,7 @@ assert_eq "$(complete_words dlaunch coordinator --rdzv-token-)" "--rdzv-token-fi
 # Run ids come from the live view: a job that runs now.
 id=pkg$$
 start_dl live 60 --nproc-per-node 1 --rdzv-id "$id" -- "$TMP/bin/sleep" 30
+# shellcheck disable=SC2317  # called through at_exit / wait_for
 listed() { /usr/bin/dlaunch status "$id" >/dev/null 2>&1; }
 wait_for 10 listed || fail "dlaunch status $id: the job never showed"
 assert_eq "$(complete_words dlaunch status pkg)" "$id" "Tab after dlaunch status"
@@ -118,6 +120,7 @@ assert_eq "$(PATH=$TMP/venv/bin:$PATH command -v dlaunch)" "$TMP/venv/bin/dlaunc
 assert_eq "$("$TMP/venv/bin/dlaunch" --version)" "$want_version" "the venv's dlaunch --version"
 assert_eq "$("$TMP/venv/bin/python" -m dlaunch --version)" "$want_version" "python -m dlaunch --version"
 
+# shellcheck disable=SC2016  # $LOCAL_RANK is the worker's
 printf '#!/bin/sh\n[ "$LOCAL_RANK" = 1 ] && exit 7\nexec %s 30\n' "$TMP/bin/sleep" >"$TMP/fail.sh"
 chmod +x "$TMP/fail.sh"
 for how in "$TMP/venv/bin/dlaunch" "$TMP/venv/bin/python -m dlaunch"; do
@@ -132,6 +135,7 @@ done
 "$TMP/venv/bin/python" -m dlaunch --nproc-per-node 2 -- "$TMP/bin/sleep" 60 >"$TMP/term.out" 2>"$TMP/term.err" </dev/null &
 pid=$!
 track_pid "$pid"
+# shellcheck disable=SC2317  # called through at_exit / wait_for
 two_sleeping() { [[ $(count_marked /bin/sleep) -ge 2 ]]; }
 wait_for 20 two_sleeping || fail "python -m dlaunch: the 2 ranks never started ($(cat "$TMP/term.err"))"
 assert_eq "$(cat "/proc/$pid/comm")" dlaunch "the process the user started, once its ranks run"
