@@ -20,6 +20,14 @@
 #include "launcher/modes/daemon.hpp"
 #include "launcher/modes/dispatch.hpp"
 #include "launcher/modes/live_client.hpp"
+#include "rendezvous/codec.hpp"
+
+// Written by the build (cmake/BuildInfo.cmake): what --version says.
+namespace dlaunch {
+extern const char kBuildVersion[];
+extern const char kBuildCommit[];
+extern const char kBuildType[];
+}  // namespace dlaunch
 
 using namespace dlaunch;
 using namespace dlaunch::launcher;
@@ -65,7 +73,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags->version) {
-    std::puts("dlaunch 0.1.0");
+    // The protocol, so that nodes that refuse each other can be told apart
+    // from a bug: they differ in it.
+    std::printf("dlaunch %s (commit %s, %s build, rendezvous protocol %d)\n", kBuildVersion, kBuildCommit, kBuildType,
+                rendezvous::kProtocolVersion);
     return 0;
   }
 

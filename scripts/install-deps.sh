@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything dlaunch needs to build and test, from Debian packages only.
+# Installs everything dlaunch needs to build, package and test, from Debian
+# packages only (--build-only: to build; --package: to build and package).
 # Idempotent: packages already present are left alone, and apt's lists are refreshed
 # only when something is missing.
 set -euo pipefail
@@ -11,10 +12,16 @@ test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py opens
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
            gdb  # --hang-timeout: stacks of workers that are not Python
            clang libclang-rt-14-dev llvm)  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
+# scripts/package.sh: the .deb (CPack runs dpkg-shlibdeps from dpkg-dev, and
+# file(1) to find the binaries) and the wheel, built offline.
+package_pkgs=(dpkg-dev file python3-build python3-setuptools python3-wheel)
+test_pkgs+=(man-db bash-completion python3-venv)  # tests/integration/test_package.sh
 want=("${build_pkgs[@]}")
-if [[ "${1:-}" != "--build-only" ]]; then
-  want+=("${test_pkgs[@]}")
-fi
+case "${1:-}" in
+  --build-only) ;;
+  --package) want+=("${package_pkgs[@]}") ;;
+  *) want+=("${package_pkgs[@]}" "${test_pkgs[@]}") ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do

@@ -12,6 +12,7 @@
 
 #include "launcher/config/flag_table.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/subcommands.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -236,14 +237,16 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
 }
 
 std::string UsageText() {
+  // As git's: the subcommands first, one line each, then the flags.
   std::string out =
       "usage: dlaunch [flags] -- COMMAND [ARGS...]\n"
       "       dlaunch [flags] SCRIPT.py [ARGS...]      (torchrun form: python is prepended)\n"
-      "Flags take '--a-b' or '--a_b' spelling and '--flag value' or '--flag=value'.\n\n";
+      "       dlaunch SUBCOMMAND [ARGS...]             (dlaunch SUBCOMMAND --help for its own)\n\n"
+      "Subcommands:\n";
+  for (const Subcommand& s : Subcommands()) out += fmt::format("  {:<12} {}\n", s.name, s.summary);
+  out += "\nFlags take '--a-b' or '--a_b' spelling and '--flag value' or '--flag=value' (man dlaunch).\n";
   for (const Flag& f : Flags()) {
-    std::string name = f.short_name ? fmt::format("-{}, --{}", f.short_name, f.name) : fmt::format("    --{}", f.name);
-    if (f.arity == Arity::kValue) name += " V";
-    if (f.arity == Arity::kOptionalValue) name += "[=FMT]";
+    std::string name = (f.short_name ? fmt::format("-{}, ", f.short_name) : "    ") + FlagSynopsis(f);
     out += fmt::format("  {:<30} {}\n", name, f.help);
   }
   return out;

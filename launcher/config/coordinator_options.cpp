@@ -4,6 +4,7 @@
 
 #include "envmap/defaults.hpp"
 #include "launcher/config/cli.hpp"
+#include "launcher/config/subcommands.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
 
@@ -37,6 +38,17 @@ Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
     sources.file = *file;
   }
   return rendezvous::ChooseToken(sources);
+}
+
+std::string DaemonUsage() {
+  return "usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
+         "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
+         "\n"
+         "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
+         "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
+         "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
+         "no agent connected for join_timeout (default 600s) is forgotten.\n\n" +
+         ExampleLine("coordinator");
 }
 
 Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envmap::EnvMap& env) {

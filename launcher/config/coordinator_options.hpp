@@ -39,6 +39,9 @@ struct DaemonPlan {
   rendezvous::CoordinatorOptions jobs;
 };
 
+// Usage of `dlaunch coordinator`, ending with its example.
+std::string DaemonUsage();
+
 // Parses the words after "coordinator". The flags are a few of the launcher's,
 // parsed by its parser, so that spelling, PET_ defaults and messages are the
 // same; the rest are refused, naming the flag.

@@ -7,6 +7,7 @@
 
 #include "launcher/config/cli.hpp"
 #include "launcher/config/hostfile.hpp"
+#include "launcher/config/subcommands.hpp"
 
 namespace dlaunch::launcher {
 
@@ -34,7 +35,8 @@ std::string JobUsage() {
          "\n"
          "Runs a job spec (distributed: mpi / pytorch / tensorflow, or distribution: type: ...)\n"
          "on this machine, each instance a node on its own loopback address, or on the listed\n"
-         "nodes in order. FLAGS are any dlaunch flags (--events, --hang-timeout, --tag-output, ...).\n";
+         "nodes in order. FLAGS are any dlaunch flags (--events, --hang-timeout, --tag-output, ...).\n\n" +
+         ExampleLine("job");
 }
 
 namespace {

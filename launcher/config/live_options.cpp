@@ -2,16 +2,18 @@
 
 #include <fmt/format.h>
 
+#include "launcher/config/subcommands.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
-std::string LiveUsage() {
+std::string LiveUsage(const std::string& command) {
   return "usage: dlaunch status [RUN_ID] [--watch] [--dir DIR]\n"
          "       dlaunch stacks [RUN_ID] [--dir DIR]\n"
          "Shows this user's jobs running on this machine (no RUN_ID), one job's ranks, or\n"
          "every rank's stack now. DIR: where jobs listen (default $XDG_RUNTIME_DIR/dlaunch,\n"
-         "else /tmp/dlaunch-UID).\n";
+         "else /tmp/dlaunch-UID).\n\n" +
+         ExampleLine(command);
 }
 
 Result<LivePlan> DecideLive(const std::string& command, const std::vector<std::string>& args) {

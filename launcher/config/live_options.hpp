@@ -23,7 +23,7 @@ struct LivePlan {
 // "--watch: only 'dlaunch status' watches" (the caller puts "dlaunch stacks: " before it).
 Result<LivePlan> DecideLive(const std::string& command, const std::vector<std::string>& args);
 
-// The usage of both commands.
-std::string LiveUsage();
+// The usage of both commands, ending with `command`'s example ("status" or "stacks").
+std::string LiveUsage(const std::string& command);
 
 }  // namespace dlaunch::launcher

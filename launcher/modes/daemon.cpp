@@ -29,15 +29,6 @@ namespace rdzv = dlaunch::rendezvous;
 
 namespace {
 
-constexpr const char* kDaemonUsage =
-    "usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
-    "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
-    "\n"
-    "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
-    "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
-    "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
-    "no agent connected for join_timeout (default 600s) is forgotten.";
-
 // Each job's hangs are logged with its run id; their stacks go to one
 // directory (KeptStacksDir). `say` must outlive `server`.
 void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const std::string&)>& say) {
@@ -57,7 +48,7 @@ void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const st
 
 int RunCoordinatorDaemon(const DaemonPlan& plan) {
   if (plan.help) {
-    std::puts(kDaemonUsage);
+    std::fputs(DaemonUsage().c_str(), stdout);
     return 0;
   }
   const rdzv::HostPort& at = plan.listen;

@@ -396,7 +396,7 @@ std::string JobTable(const std::vector<boost::json::object>& docs, size_t width)
 
 int RunLiveClient(const LivePlan& plan, const envmap::EnvMap& env) {
   if (plan.help) {
-    Print(LiveUsage());
+    Print(LiveUsage(plan.ask == LivePlan::Ask::kStacks ? "stacks" : "status"));
     return 0;
   }
   std::string who = std::string(plan.ask == LivePlan::Ask::kStacks ? "dlaunch stacks" : "dlaunch status") +

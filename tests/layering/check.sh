@@ -34,7 +34,7 @@ check() {
     dir=$(dirname "$file")
     case $dir in
       launcher/core* | launcher/config* | launcher/process* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
-      launcher | launcher/mpi_bootstrap) continue ;;  # main.cpp and the helper wire everything
+      launcher | launcher/mpi_bootstrap | launcher/docgen) continue ;;  # main.cpp and the helpers wire everything
       envmap* | rendezvous*) dir=${dir%%/*} ;;
       *) continue ;;
     esac
