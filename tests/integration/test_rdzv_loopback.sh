@@ -101,14 +101,24 @@ echo "rank \$RANK of \$WORLD_SIZE started"
 echo "rank \$RANK done"
 EOF
 chmod +x "$TMP/sleep3.sh"
+# held.sh: a worker that runs until the test touches $TMP/release (at most 30 s),
+# so that the job outlives the refusals tried against it however slow they are.
+cat >"$TMP/held.sh" <<EOF
+#!/bin/sh
+echo "rank \$RANK of \$WORLD_SIZE started"
+i=0
+while [ ! -e "$TMP/release" ] && [ \$i -lt 300 ]; do "$TMP/bin/sleep" 0.1; i=\$((i + 1)); done
+echo "rank \$RANK done"
+EOF
+chmod +x "$TMP/held.sh"
 token=good-$$-$RANDOM
 printf '%s\n' "$token" >"$TMP/token"
 chmod 600 "$TMP/token"
 port=$(free_port)
 endpoint=127.0.0.1:$port
 common=(--nnodes 2 --nproc-per-node 1 --rdzv-endpoint "$endpoint" --rdzv-id "loop-token-$$")
-start_dl_wrapped tok0 40 "env DLAUNCH_RDZV_TOKEN=$token" "${common[@]}" -- "$TMP/sleep3.sh"
-start_dl tok1 40 "${common[@]}" --rdzv-token-file "$TMP/token" -- "$TMP/sleep3.sh"
+start_dl_wrapped tok0 40 "env DLAUNCH_RDZV_TOKEN=$token" "${common[@]}" -- "$TMP/held.sh"
+start_dl tok1 40 "${common[@]}" --rdzv-token-file "$TMP/token" -- "$TMP/held.sh"
 both_started() { [[ $(cat "$TMP"/tok{0,1}.out 2>/dev/null | grep -c 'started') == 2 ]]; }
 wait_for 20 both_started || { show_nodes tok0 tok1; fail "the two agents with the right token did not start their job"; }
 
@@ -134,8 +144,9 @@ no_token_err=$ERR
 
 if ! bg_running tok0 || ! bg_running tok1; then
   show_nodes tok0 tok1
-  fail "the job ended before the refused agents were done (the workers sleep 3s)"
+  fail "the job ended before the refused agents were done (its workers wait for the test)"
 fi
+touch "$TMP/release"
 wait_dl tok0
 rc0=$RC
 wait_dl tok1
