@@ -232,7 +232,12 @@ std::vector<AgentAction> AgentMachine::OnClosed(const Status& why, Clock::time_p
   connected_ = false;
   switch (state_) {
     case State::kHandshake:
-      if (why.code() == Code::kInvalidArgument) {
+      if (why.code() == Code::kInvalidArgument && why.message().starts_with(kVersionProblem)) {
+        // Our magic, another protocol: a dlaunch of another version, not a stranger.
+        Finish(1, fmt::format("{}: the coordinator at {} speaks another rendezvous protocol ({}); run one dlaunch "
+                              "version on every node (dlaunch --version)",
+                              Subject(), options_.endpoint, why.message()));
+      } else if (why.code() == Code::kInvalidArgument) {
         Finish(1, fmt::format("{}: the peer at {} is not a dlaunch coordinator ({})", Subject(), options_.endpoint,
                               why.message()));
       } else {

@@ -238,7 +238,7 @@ Status CheckHeader(std::string_view h) {
         fmt::format("frame: bad magic {} (expected {})", Hex(h.substr(0, have)), Hex(magic)));
   }
   if (h.size() > 4 && static_cast<std::uint8_t>(h[4]) != kProtocolVersion) {
-    return Status::InvalidArgument(fmt::format("frame: unsupported version {} (expected {})",
+    return Status::InvalidArgument(fmt::format("{} {} (expected {})", kVersionProblem,
                                                static_cast<unsigned char>(h[4]), kProtocolVersion));
   }
   if (h.size() > 5) {

@@ -34,6 +34,9 @@ inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
 //    version-3 agent would never say how long its ranks have been silent, so the
 //    coordinator would think the job always busy.
 inline constexpr std::uint8_t kProtocolVersion = 4;
+// How a frame of another protocol version is refused: "frame: unsupported
+// version 5 (expected 4)". An agent tells a dlaunch of another version by it.
+inline constexpr std::string_view kVersionProblem = "frame: unsupported version";
 inline constexpr std::size_t kHeaderSize = 12;
 inline constexpr std::uint32_t kMaxPayload = 1u << 20;  // 1 MiB: a 10,000-node table fits
 inline constexpr std::uint32_t kMaxString = 4096;       // bytes in one string field

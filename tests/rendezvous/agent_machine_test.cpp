@@ -157,6 +157,23 @@ TEST_CASE("agent: a peer that speaks another protocol ends the agent at once", "
                     "(frame: bad magic 0x48545450 (expected 0x444c5256))");
 }
 
+TEST_CASE("agent: a coordinator of another protocol version is named as such, both versions given", "[agent]") {
+  AgentHarness h(Options());
+  h.Start();
+  h.Connected();
+  // What the codec says of the coordinator's first frame when its version is 5.
+  FrameDecoder decoder;
+  decoder.Feed(std::string("DLRV\x05\x02", 6));
+  Result<std::optional<Message>> got = decoder.Next();
+  REQUIRE_FALSE(got.ok());
+  std::vector<AgentAction> out = h.Take(h.m.OnClosed(got.status(), h.now));
+  std::optional<DoFinish> f = Find<DoFinish>(out);
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: the coordinator at head:29400 speaks another rendezvous protocol "
+                    "(frame: unsupported version 5 (expected 4)); run one dlaunch version on every node "
+                    "(dlaunch --version)");
+}
+
 TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]") {
   auto finish_of = [](const Challenge& c) {
     AgentHarness h(Options("tok"));
