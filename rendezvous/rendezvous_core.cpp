@@ -192,10 +192,9 @@ void RendezvousCore::Assign(Clock::time_point now) {
   if (members.empty()) return;
   std::vector<GenerationMember> claims;
   for (const auto& [id, agent] : members) claims.push_back({&agent->join, agent->slot, agent->arrival});
-  auto planned = std::make_shared<Generation>(PlanGeneration(
+  plan_ = std::make_shared<const Generation>(PlanGeneration(
       claims, {++generation_, restart_count_, options_.run_id, options_.master_port, kDefaultMasterPort}));
-  plan_ = planned;
-  const Generation& g = *planned;
+  const Generation& g = *plan_;
   if (!g.problem.empty()) {
     std::string why = Subject() + ": " + g.problem;
     return End(1, why, [why](int) { return Message(Abort{why, 1}); });
@@ -271,9 +270,8 @@ void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::
   Take(listener_.OnNodeDone(conn, agent.node_rank, now));
   // A count, not a walk over every agent: N Dones cost O(N), not O(N^2).
   if (state_ != State::kRunning || unfinished_ > 0) return;
-  int workers = plan_->workers;
   std::string summary = fmt::format("{}: job '{}' finished on {} nodes ({} workers, generation {})", Subject(),
-                                    options_.run_id, plan_->table.size(), workers, generation_);
+                                    options_.run_id, plan_->table.size(), plan_->workers, generation_);
   int generation = generation_;
   End(0, summary, [generation](int node_rank) { return Message(Done{generation, node_rank, 0}); });
 }
