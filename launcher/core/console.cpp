@@ -29,11 +29,17 @@ struct Console::Sink {
   };
   Kind kind = Kind::kGone;
   int fd = -1;
+  bool splice = false;  // a pipe or a regular file: splice(2) may write it
   std::unique_ptr<asio::posix::stream_descriptor> waiter;  // owns fd for the last two kinds
   std::string queue;
   size_t head = 0;  // queue[head..] is still to be written
   bool waiting = false;
-  size_t pending() const { return queue.size() - head; }
+  // Spliced bytes the reader has not taken yet: still in the pipe `owed_from`.
+  int owed_from = -1;
+  size_t owed = 0;
+  std::function<void(size_t)> owed_then;
+  std::vector<std::function<void()>> idle_waiters;  // WhenIdle
+  size_t pending() const { return queue.size() - head + owed; }
 };
 
 namespace {
@@ -46,6 +52,7 @@ std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
   if (fstat(fd, &st) != 0) return s;  // closed: nowhere to show output
   s->kind = Sink::Kind::kBlocking;
   s->fd = fd;
+  s->splice = S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode);
   int own = -1;
   Sink::Kind kind = Sink::Kind::kBlocking;
   if (S_ISSOCK(st.st_mode)) {
@@ -95,6 +102,90 @@ Console::~Console() = default;
 
 Console::Sink& Console::SinkFor(ConsoleStream stream) {
   return stream == ConsoleStream::kErr ? *sinks_.back() : *sinks_.front();
+}
+
+const Console::Sink& Console::SinkFor(ConsoleStream stream) const {
+  return stream == ConsoleStream::kErr ? *sinks_.back() : *sinks_.front();
+}
+
+bool Console::Splices(ConsoleStream stream) const {
+  const Sink& s = SinkFor(stream);
+  return !stopped_ && s.splice && s.kind != Sink::Kind::kGone;
+}
+
+bool Console::CanSplice(ConsoleStream stream) const {
+  const Sink& s = SinkFor(stream);
+  return Splices(stream) && s.pending() == 0 && !s.waiting;
+}
+
+void Console::Splice(ConsoleStream stream, int from, size_t n, std::function<void(size_t)> then) {
+  Sink& s = SinkFor(stream);
+  s.owed_from = from;
+  s.owed = n;
+  s.owed_then = std::move(then);
+  if (MoveOwed(s)) Flush(s);
+}
+
+// Moves what is owed until the reader stops taking it. True when nothing is
+// owed any more (moved, or the reader is gone); false when it waits for the reader.
+bool Console::MoveOwed(Sink& s) {
+  while (s.owed > 0 && s.kind != Sink::Kind::kGone) {
+    ssize_t n = splice(s.owed_from, nullptr, s.fd, nullptr, s.owed, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (n > 0) {
+      s.owed -= static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN && s.kind != Sink::Kind::kBlocking) {
+      // The reader is slow (EAGAIN from a full pipe; `from` always holds what is owed).
+      Arm(s);
+      return false;
+    } else {
+      s.kind = Sink::Kind::kGone;  // EPIPE and the like
+    }
+  }
+  size_t left = s.owed;
+  s.owed = 0;
+  s.owed_from = -1;
+  if (s.owed_then) asio::post(io_, [then = std::move(s.owed_then), left] { then(left); });
+  s.owed_then = nullptr;
+  if (left > 0) Gone(s);
+  return true;
+}
+
+void Console::WhenIdle(ConsoleStream stream, std::function<void()> ready) {
+  Sink& s = SinkFor(stream);
+  if (s.pending() == 0 || s.kind == Sink::Kind::kGone || stopped_) {
+    asio::post(io_, std::move(ready));
+    return;
+  }
+  s.idle_waiters.push_back(std::move(ready));
+}
+
+void Console::EndSplice(int from) {
+  for (auto& sink : sinks_)
+    if (sink->owed_from == from && sink->owed > 0) TakeOwed(*sink, false);
+}
+
+// Reads what is owed into the queue, ahead of everything waiting there (it
+// came first), and lets its stream go on when `notify`.
+void Console::TakeOwed(Sink& s, bool notify) {
+  std::string owed(s.owed, '\0');
+  size_t got = 0;
+  while (got < owed.size()) {
+    ssize_t n = read(s.owed_from, owed.data() + got, owed.size() - got);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (!(n < 0 && errno == EINTR)) {
+      break;
+    }
+  }
+  owed.resize(got);
+  s.owed = 0;
+  s.owed_from = -1;
+  if (notify && s.owed_then) asio::post(io_, [then = std::move(s.owed_then)] { then(0); });
+  s.owed_then = nullptr;
+  s.queue.insert(s.head, owed);
+  if (!s.waiting) Flush(s);
 }
 
 size_t Console::buffered() const {
@@ -151,6 +242,7 @@ void Console::Enqueue(Sink& s, std::string_view data) {
 }
 
 void Console::Flush(Sink& s) {
+  if (s.owed > 0 && !MoveOwed(s)) return;
   while (s.kind != Sink::Kind::kGone && s.pending() > 0) {
     ssize_t n = WriteSome(s, s.queue.data() + s.head, s.pending());
     if (n > 0) {
@@ -181,6 +273,7 @@ void Console::Gone(Sink& s) {
   s.kind = Sink::Kind::kGone;
   s.queue.clear();
   s.head = 0;
+  if (s.owed > 0) MoveOwed(s);  // tells the stream the reader is gone
   Release();
 }
 
@@ -190,18 +283,18 @@ void Console::Arm(Sink& s) {
     // Aborted: the console is being destroyed and `s` may be gone.
     if (ec == asio::error::operation_aborted) return;
     s.waiting = false;
-    if (ec) {
-      s.kind = Sink::Kind::kGone;
-      s.queue.clear();
-      s.head = 0;
-      Release();
-      return;
-    }
+    if (ec) return Gone(s);
     Flush(s);
   });
 }
 
 void Console::Release() {
+  for (auto& sink : sinks_) {
+    if (sink->idle_waiters.empty() || (sink->pending() > 0 && sink->kind != Sink::Kind::kGone && !stopped_)) continue;
+    std::vector<std::function<void()>> idle;
+    idle.swap(sink->idle_waiters);
+    for (auto& f : idle) asio::post(io_, std::move(f));
+  }
   // Half the cap: a paused reader resumes with room for more than one read.
   if (waiters_.empty() || (!stopped_ && buffered() > cap_ / 2)) return;
   std::vector<std::function<void()>> ready;
@@ -221,6 +314,11 @@ void Console::NoteStop() {
   if (stopped_) return;
   stopped_ = true;
   stop_at_ = std::chrono::steady_clock::now();
+  // A stalled reader must not hold a stream that waits for spliced bytes to be
+  // taken: they move into the queue (one read's worth a sink, at most) and the
+  // stream goes on, dropping what does not fit from now on.
+  for (auto& sink : sinks_)
+    if (sink->owed > 0) TakeOwed(*sink, true);
   Release();
 }
 

@@ -60,6 +60,33 @@ class Console {
   // half its cap, or at once when it is not full.
   void WhenRoom(std::function<void()> resume);
 
+  // Splicing: a worker's untagged lines moved from its pipe to the console's
+  // object by splice(2), without being copied through dlaunch (Streams does it
+  // for streams with no tag and no log file). True when `stream`'s object takes
+  // spliced bytes (a pipe or a regular file; a tty or a socket does not) and
+  // nothing is queued or owed for it, so that spliced bytes keep their place.
+  bool CanSplice(ConsoleStream stream) const;
+  // The same but for the queue: the object takes spliced bytes, its reader is
+  // there, and no stop signal came (after one, output past the cap is dropped,
+  // which the copying path does).
+  bool Splices(ConsoleStream stream) const;
+  // Moves the first `n` bytes of the pipe `from` (whole lines) to `stream`'s
+  // object; call only when CanSplice. What the reader does not take at once
+  // stays in `from` and is owed: nothing else is written to that object until
+  // it has been moved (other lines wait in the queue behind it), and it counts
+  // as buffered. `then(0)` is posted once all `n` are moved; `then(left)` when
+  // the object's reader is gone with `left` bytes still in `from` (discard them).
+  void Splice(ConsoleStream stream, int from, size_t n, std::function<void(size_t left)> then);
+  // Posts `ready` once nothing is queued or owed for `stream`'s object (at
+  // once when that holds now), or its reader is gone: a stream that would
+  // splice waits for it rather than copy behind a queue.
+  void WhenIdle(ConsoleStream stream, std::function<void()> ready);
+  // `from` is about to be closed: what is still owed from it is read into the
+  // queue ahead of everything waiting there, so that nothing is lost and the
+  // order holds; its `then` does not run. NoteStop does the same for every
+  // owed splice, and runs their `then`.
+  void EndSplice(int from);
+
   // A stop signal arrived: the console no longer holds workers back (output that
   // does not fit is dropped) and Drain waits at most kStopGrace from now.
   void NoteStop();
@@ -78,7 +105,10 @@ class Console {
   void Flush(Sink& sink);
   void Arm(Sink& sink);
   void Release();
+  bool MoveOwed(Sink& sink);
+  void TakeOwed(Sink& sink, bool notify);
   Sink& SinkFor(ConsoleStream stream);
+  const Sink& SinkFor(ConsoleStream stream) const;
 
   boost::asio::io_context& io_;
   size_t cap_;

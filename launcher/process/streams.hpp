@@ -2,13 +2,19 @@
 // (agents) share.
 //
 // Streams reads child pipes on the io_context, keeps lines whole (LineTagger),
-// and sends them to the Console, a log file and a tail buffer. A stream that
+// and sends them to the Console, a log file and a tail buffer. A stream with
+// no tag and no log file moves its whole lines to the console with splice(2)
+// instead, when the console's object takes it (Console::CanSplice): dlaunch
+// then copies only the last few KiB of each chunk (for the tail and `dlaunch
+// status`'s last line), and a partial line waits in the pipe for its end, as
+// it would wait in the tagger. A stream that
 // shows on the console stops reading while the console is full, so its writer
 // blocks on the pipe, and reads again once the console drains. Reaper reaps
 // every exited child on SIGCHLD. Every call happens on the io_context's thread.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <map>
@@ -70,10 +76,19 @@ class Streams {
   void Drain(int group);
   // Closes every stream now, ending unfinished lines; no on_close runs.
   void CloseAll();
+  // Bytes moved by splice, not copied through dlaunch (tests, benchmarks).
+  uint64_t spliced() const { return spliced_; }
 
  private:
   struct Stream;
   void Read(Stream* s);
+  void Continue(Stream* s);
+  void Wait(Stream* s);
+  void Round(Stream* s);
+  void Deliver(Stream* s, std::string_view data);
+  bool OpenScratch();
+  void ClearScratch();
+  bool AllSplice() const;
   void Close(Stream* s);
   void ArmDrain(int group);
 
@@ -83,6 +98,9 @@ class Streams {
   std::list<std::unique_ptr<Stream>> streams_;
   std::map<int, std::unique_ptr<boost::asio::steady_timer>> drains_;
   std::string out_;                                       // scratch for tagged output
+  int scratch_[2] = {-1, -1};  // a pipe that tee(2) fills, to see what a spliced chunk holds
+  int null_ = -1;              // /dev/null, where splice(2) discards what was seen
+  uint64_t spliced_ = 0;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // for callbacks that may outlive this
 };
 
