@@ -334,7 +334,7 @@ bool ForAgents(std::string_view name) {
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
 // keeps its ssh connection and its own questions (help, explain) to itself.
 bool HeadOnly(std::string_view name) {
-  return Listed(name, {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+  return Listed(name, {"nproc-per-node", "np", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                        "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
                        "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
                        "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
