@@ -18,6 +18,13 @@ inline constexpr int kAzureMasterPort = 6105;     // the Azure ML dialect's, whe
 // The address a job that stays on this machine meets on: --master-addr's default,
 // and where the head's coordinator listens when every node is this machine.
 inline constexpr const char* kLoopbackAddress = "127.0.0.1";
+// --env horovod: the gloo rendezvous store (launcher/jobwide/horovod_store.hpp)
+// listens on node rank 0 at MASTER_PORT + this. Every node already learns
+// MASTER_PORT (from the flags, or from the rendezvous's assignment), so every
+// node computes the store's port itself: no new field in the rendezvous
+// protocol, and no second port to agree on. Node rank 0 holds the pair from
+// before it is chosen (a free port whose successor is free too).
+inline constexpr int kHorovodStorePortOffset = 1;
 
 // The most workers one node runs: hostfile slots, --nproc-per-node, --roles in
 // all, a job spec's processes, and the nproc one rendezvous Join may ask for.

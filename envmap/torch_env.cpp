@@ -78,7 +78,7 @@ EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors
   if (!layout.roles.empty()) env.emplace_back("TF_CONFIG", TfConfig(layout, slot));
   if (flavors.ompi) Append(env, OmpiEnv(layout, slot));
   if (flavors.azure && !flavors.per_node) Append(env, AzureEnv(layout, flavors));
-  if (flavors.horovod) Append(env, HorovodEnv(layout, slot));
+  if (flavors.horovod) Append(env, HorovodEnv(layout, slot, flavors));
   // Seed 000: a role's own variables override the job's (ps gets MAGIC=newnumber).
   for (const RoleSpec& role : layout.roles) {
     if (role.name != slot.role) continue;

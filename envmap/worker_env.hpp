@@ -32,6 +32,9 @@ struct Flavors {
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   // --launch-mode per-node: the one process per node is itself a launcher.
   bool per_node = false;
+  // --env horovod: this node's network interface toward node rank 0's store
+  // (HOROVOD_GLOO_IFACE), found at the edge; empty: not set.
+  std::string horovod_iface;
 };
 
 // The variables to set in `slot`'s worker on top of the inherited environment.
@@ -56,7 +59,26 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
                  const EnvMap& inherited);
 EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot);
 EnvVars AzureEnv(const JobLayout& layout, const Flavors& flavors);
-EnvVars HorovodEnv(const JobLayout& layout, const WorkerSlot& slot);
+// Horovod's variables as horovodrun's gloo mode sets them: the rank ones
+// (CROSS_RANK/CROSS_SIZE as Horovod counts them: among the nodes that have this
+// local rank, so 2+3+1 gives local rank 1 a cross size of 2), HOROVOD_HOSTNAME
+// (HorovodHostName), and, unless one dlaunch runs one worker (process_view:
+// under mpirun Horovod has MPI), the store's: HOROVOD_GLOO_RENDEZVOUS_ADDR/PORT
+// (master_addr, HorovodStorePort), HOROVOD_CONTROLLER=gloo,
+// HOROVOD_CPU_OPERATIONS=gloo and HOROVOD_GLOO_IFACE when flavors names one.
+EnvVars HorovodEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors = {});
+// The store's port: master_port + kHorovodStorePortOffset.
+int HorovodStorePort(const JobLayout& layout);
+// The name node `node_rank` goes by in Horovod (HOROVOD_HOSTNAME, and so its
+// "local_<name>" scope): its host, or "host-N" when another node of the layout
+// has the same host (network namespaces and containers share one hostname, and
+// two nodes in one local scope would never meet).
+std::string HorovodHostName(const JobLayout& layout, int node_rank);
+// Every scope Horovod's gloo contexts use in this job and how many ranks it
+// has, both spellings: "global" (and "global_", Horovod 0.18-0.20),
+// "local_<HorovodHostName>" (and "local_<node rank>", before 0.20.1),
+// "cross_<local rank>". The layout must be valid and whole (no placeholders).
+std::vector<std::pair<std::string, int>> HorovodScopes(const JobLayout& layout);
 
 // TF_CONFIG for `slot`, as compact JSON:
 // {"cluster":{"chief":["h:p"],"worker":[...],"ps":[...]},"task":{"type":"worker","index":0},"environment":"cloud"}

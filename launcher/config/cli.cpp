@@ -105,8 +105,10 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
   const Flag* flag = nullptr;
   std::string shown;  // the flag as the user wrote it, for messages
   std::optional<std::string> inline_value;
-  if (arg[1] == '-') {
-    std::string name = arg.substr(2);
+  // -np is horovodrun's and mpirun's one multi-letter flag with a single dash.
+  const bool np = arg == "-np" || arg.rfind("-np=", 0) == 0;
+  if (arg[1] == '-' || np) {
+    std::string name = arg.substr(np ? 1 : 2);
     size_t eq = name.find('=');
     if (eq != std::string::npos) {
       inline_value = name.substr(eq + 1);
@@ -152,6 +154,11 @@ Status CheckCombinations(const Options& o) {
     return Status::InvalidArgument("--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)");
   if (o.module && o.no_python)
     return Status::InvalidArgument("--module: cannot be combined with --no-python");
+  if (o.np > 0 && o.nproc_given)
+    return Status::InvalidArgument("-np: counts the whole job's processes; give it or --nproc-per-node, not both");
+  if (o.np > kMaxWorkersPerNode && o.nodes.empty() && o.hostfile.empty() && o.host_list.empty())
+    return Status::InvalidArgument(fmt::format("-np: {} processes on this node is over the limit of {} (give the hosts with -H or --hostfile)",
+                                               o.np, kMaxWorkersPerNode));
   if (o.node_rank >= o.max_nodes)
     return Status::InvalidArgument(fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
   if (o.min_nodes != o.max_nodes && o.rdzv_endpoint.empty())
@@ -233,6 +240,11 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
   // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
   if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
   if (Status s = CheckCombinations(o); !s.ok()) return s;
+  // -np without a node list: this node runs them all (horovodrun's localhost:N).
+  if (o.np > 0 && o.nodes.empty() && o.hostfile.empty() && o.host_list.empty()) {
+    o.nproc = o.np;
+    o.nproc_given = true;
+  }
   return o;
 }
 

@@ -52,6 +52,10 @@ struct Options {
   std::vector<std::string> nodes;  // --nodes a,b,c: node rank = position
   std::string hostfile;            // --hostfile F: the same, from a file
   std::string host_list;           // -H/--host n1:8,n2:8 (mpirun's form)
+  // -np N (horovodrun's and mpirun's spelling): the job's processes in all,
+  // filling the node list's slots in order (a host without a count has 1), or
+  // this node's workers without a list; the command then runs as given. 0: not given.
+  int np = 0;
   std::string include;             // DeepSpeed's --include host1@host2:0,1
   std::string exclude;             // DeepSpeed's --exclude
 

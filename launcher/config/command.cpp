@@ -8,7 +8,7 @@ std::string PythonExecutable(const envmap::EnvMap& env) {
 }
 
 std::vector<std::string> WorkerArgv(const Options& o, const envmap::EnvMap& env) {
-  if (o.after_dashdash || o.no_python) return o.command;
+  if (o.after_dashdash || o.no_python || o.np > 0) return o.command;  // -np: horovodrun's form
   std::vector<std::string> argv = {PythonExecutable(env), "-u"};
   if (o.module) {
     argv.push_back("-m");

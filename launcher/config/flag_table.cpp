@@ -24,6 +24,13 @@ Status Bad(const std::string& flag, const std::string& what, const std::string& 
   return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, Printable(value)));
 }
 
+Status SetNp(Options& o, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1) return Bad("np", "a positive number of processes", v);
+  o.np = *n;
+  return Status::Ok();
+}
+
 Status SetNproc(Options& o, const std::string& v) {
   o.nproc_given = true;
   if (v == "auto") { o.nproc_kind = NprocKind::kAuto; return Status::Ok(); }
@@ -327,7 +334,7 @@ bool ForAgents(std::string_view name) {
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
 // keeps its ssh connection and its own questions (help, explain) to itself.
 bool HeadOnly(std::string_view name) {
-  return Listed(name, {"nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
+  return Listed(name, {"nproc-per-node", "np", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                        "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
                        "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
                        "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
@@ -372,6 +379,8 @@ const std::vector<Flag>& Flags() {
        {.value = "FILE", .kind = ValueKind::kFile, .others = "mpirun --hostfile; DeepSpeed --hostfile"}},
       {"host", 'H', Arity::kValue, StringFlag(&Options::host_list), "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position",
        {.value = "HOST[:N],...", .kind = ValueKind::kHost, .others = "mpirun -H, --host"}},
+      {"np", 0, Arity::kValue, SetNp, "horovodrun/mpirun's -np: N processes in all, filling the node list's slots in order; runs the command as given",
+       {.value = "N", .others = "horovodrun -np, mpirun -np"}},
       {"include", 0, Arity::kValue, StringFlag(&Options::include), "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1",
        {.value = "HOST[:SLOTS]@...", .others = "DeepSpeed --include"}},
       {"exclude", 0, Arity::kValue, StringFlag(&Options::exclude), "DeepSpeed filter: leave out these hosts/slots",

@@ -1,5 +1,7 @@
 // The head of a job over ssh/pdsh (HeadPlan, plan.hpp): the node list from the
 // flags, and what each agent is told.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
@@ -35,7 +37,27 @@ Result<std::vector<HostEntry>> NodeList(const Options& o) {
     for (const std::string& n : o.nodes) hosts->push_back(HostEntry{n, std::nullopt, {}});
   }
   if (!hosts.ok()) return hosts;
-  return FilterHosts(std::move(*hosts), o.include, o.exclude);
+  hosts = FilterHosts(std::move(*hosts), o.include, o.exclude);
+  if (!hosts.ok() || o.np == 0 || hosts->empty()) return hosts;
+  // -np: horovodrun's and mpirun's fill, host by host in order, each up to its
+  // slots (1 when it names none); hosts left with none are not used.
+  std::vector<HostEntry> used;
+  int left = o.np, slots = 0;
+  for (HostEntry& e : *hosts) {
+    const int has = e.only_slots.empty() ? e.slots.value_or(1) : static_cast<int>(e.only_slots.size());
+    slots += has;
+    if (left == 0) continue;
+    const int take = std::min(has, left);
+    left -= take;
+    e.slots = take;
+    if (e.only_slots.size() > static_cast<size_t>(take)) e.only_slots.resize(static_cast<size_t>(take));
+    used.push_back(std::move(e));
+  }
+  if (left > 0) {
+    return Status::InvalidArgument(fmt::format("-np: {} processes, but the {} host(s) of {} have {} slot(s) in all", o.np,
+                                               hosts->size(), !o.hostfile.empty() ? o.hostfile : "-H", slots));
+  }
+  return used;
 }
 
 Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::vector<HostEntry> hosts) {
@@ -70,7 +92,7 @@ Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::v
   else h.agent_flags.push_back(std::string("--tag-output=") + kHeadTag);
   std::vector<std::string> forwarded = AgentFlags(o);
   h.agent_flags.insert(h.agent_flags.end(), forwarded.begin(), forwarded.end());
-  if (o.after_dashdash) h.command.push_back("--");
+  if (o.after_dashdash || o.np > 0) h.command.push_back("--");  // -np: the command as given, on every node
   h.command.insert(h.command.end(), o.command.begin(), o.command.end());
   h.stop_signals = StopSignals(o);
   h.shutdown_timeout = o.shutdown_timeout;

@@ -1,6 +1,8 @@
 #include "launcher/core/system.hpp"
 
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -72,6 +74,53 @@ Result<PortReservation> PortReservation::Exactly(int port, const std::string& wh
   PortReservation r;
   if (Status s = BindPort(port, what, &r.fd_, &r.port_); !s.ok()) return s;
   return r;
+}
+
+Result<PortReservation> PortReservation::AnyFreeWithNext(PortReservation* next) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    Result<PortReservation> first = AnyFree();
+    if (!first.ok()) return first;
+    if (first->port() >= 65535) continue;
+    Result<PortReservation> second = Exactly(first->port() + 1, "free port");
+    if (!second.ok()) continue;
+    *next = std::move(*second);
+    return first;
+  }
+  return Status::Io("free port: found no free port whose next port is free too (64 tries)");
+}
+
+std::string InterfaceToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
+  std::string name;
+  // A connected UDP socket sends nothing, but the kernel picks the route and so
+  // the local address; the interface is the one that holds that address.
+  int fd = socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  bool routed = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (!routed) return "";
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return "";
+  for (ifaddrs* i = ifs; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != local.ss_family) continue;
+    if (local.ss_family == AF_INET) {
+      if (reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+          reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr)
+        name = i->ifa_name;
+    } else if (local.ss_family == AF_INET6) {
+      if (std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                      &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0)
+        name = i->ifa_name;
+    }
+  }
+  freeifaddrs(ifs);
+  return name;
 }
 
 envmap::EnvMap ReadEnvironment() {

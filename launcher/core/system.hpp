@@ -26,6 +26,9 @@ class PortReservation {
   // Binds `port`. Fails with "--master-port 29500: address already in use" (the
   // subject is `what`) when something listens there.
   static Result<PortReservation> Exactly(int port, const std::string& what);
+  // Binds a free port P and P + 1 (--env horovod: MASTER_PORT and the store's,
+  // envmap::kHorovodStorePortOffset): `next` gets P + 1. Tries 64 free ports.
+  static Result<PortReservation> AnyFreeWithNext(PortReservation* next);
 
  private:
   int fd_ = -1;
@@ -35,6 +38,10 @@ class PortReservation {
 // The environment, read once.
 envmap::EnvMap ReadEnvironment();
 std::string HostName();
+// The network interface this machine would use to reach `host` (a name or an
+// address; port unused): "lo" for loopback, "eth0", ...; empty when the route or
+// the interface cannot be found. Resolves names (blocking), so call it at the edge.
+std::string InterfaceToward(const std::string& host);
 
 // GPUs this process may use: the NVIDIA driver's count, narrowed by
 // CUDA_VISIBLE_DEVICES. Returns their ids as CUDA_VISIBLE_DEVICES spells them.

@@ -21,6 +21,7 @@
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_live.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
@@ -161,6 +162,10 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   // workers start, since not every server sets SO_REUSEADDR.
   PortReservation master_hold;
   std::vector<PortReservation> task_holds;
+  // --env horovod: node rank 0 serves the gloo store at MASTER_PORT + 1, so a
+  // free MASTER_PORT is one whose next port is free too.
+  const bool horovod_store = plan.flavors.horovod && !layout.process_view;
+  PortReservation store_hold;
   if (s.master_port) {
     layout.master_port = *s.master_port;
     if (s.hosts_master) {
@@ -169,7 +174,8 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
       master_hold = std::move(*r);
     }
   } else if (s.nnodes == 1) {
-    Result<PortReservation> r = PortReservation::AnyFree();
+    Result<PortReservation> r =
+        horovod_store ? PortReservation::AnyFreeWithNext(&store_hold) : PortReservation::AnyFree();
     if (!r.ok()) return Fail(1, r.status().message());
     layout.master_port = r->port();
     master_hold = std::move(*r);
@@ -185,6 +191,18 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
     }
   }
   if (Status st = envmap::Validate(layout); !st.ok()) return Fail(kExitUsage, st.message());
+  std::unique_ptr<HorovodServer> horovod;
+  if (horovod_store) {
+    plan.flavors.horovod_iface = InterfaceToward(layout.master_addr);
+    if (s.node_rank == 0) {
+      store_hold.Release();
+      Result<std::unique_ptr<HorovodServer>> started =
+          HorovodServer::Start(loop.io(), layout, [&console](const std::string& line) { console.Say(line); });
+      if (!started.ok()) return Fail(1, started.status().message());
+      horovod = std::move(*started);
+      plan.restarting = [h = horovod.get()](int) { h->Reset(); };  // each restart meets a clean store
+    }
+  }
 
   task_holds.clear();  // the TF tasks bind their ports now
   PrintNotices(plan, console);
@@ -193,6 +211,7 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   live.SetRun(run.get());
   int code = loop.Run();
   live.SetRun(nullptr);
+  plan.restarting = nullptr;  // the store goes with this frame
   return code;
 }
 

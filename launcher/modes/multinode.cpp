@@ -19,6 +19,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "rendezvous/agent_session.hpp"
+#include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/jobwide/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
@@ -69,7 +70,8 @@ class NodeMode {
  public:
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
-           std::vector<PortReservation> task_holds, RunLiveSource& live, SwitchLiveSource& view)
+           std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
+           SwitchLiveSource& view)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -83,6 +85,7 @@ class NodeMode {
                             [this](const std::string& line) { console_.Say(line); },
                             [this](int id, const std::string& what) { Query(id, what); }}),
         task_holds_(std::move(task_holds)),
+        store_hold_(std::move(store_hold)),
         live_(live),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
               [this] { return Result<std::string>(base_.work_dir); }) {
@@ -160,10 +163,27 @@ class NodeMode {
                                       {"world_size", a.world_size},
                                       {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
     task_holds_.clear();  // the TF tasks bind their ports now
+    if (Status s = ServeHorovod(*generation); !s.ok()) return Finish(1, s.message());
     generation_ = std::move(generation);
     run_ = StartJob(*generation_, watchdog_, loop_.io(), console_, &channel_,
                     [this](int code) { agent_.WorkersDone(code); });
     live_.SetRun(run_.get());
+  }
+
+  // --env horovod: each generation meets a store of its own, on this node when
+  // it is node rank 0 (the last generation's store goes first: its port is
+  // the same when this node stays node rank 0).
+  Status ServeHorovod(RunPlan& generation) {
+    if (!generation.flavors.horovod || generation.layout.process_view) return Status::Ok();
+    generation.flavors.horovod_iface = InterfaceToward(generation.layout.master_addr);
+    horovod_.reset();
+    if (generation.layout.node_rank != 0) return Status::Ok();
+    store_hold_.Release();
+    Result<std::unique_ptr<HorovodServer>> started =
+        HorovodServer::Start(loop_.io(), generation.layout, [this](const std::string& line) { console_.Say(line); });
+    if (!started.ok()) return started.status();
+    horovod_ = std::move(*started);
+    return Status::Ok();
   }
 
   void Finish(int code, const std::string& error) {
@@ -215,6 +235,8 @@ class NodeMode {
   } channel_{agent_};
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
+  PortReservation store_hold_;               // MASTER_PORT + 1 (--env horovod), until this node serves the store
+  std::unique_ptr<HorovodServer> horovod_;   // node rank 0's store for the current generation
   RunLiveSource& live_;
   JobHangReporter hang_;  // the hosted coordinator's hang reports
   Lifetime life_;  // last: expires first
@@ -268,13 +290,16 @@ Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io
 struct Join {
   rdzv::AgentMachineOptions options;
   PortReservation master_hold;
+  PortReservation store_hold;  // --env horovod: master_hold's port + 1, for the store if this node is rank 0
   std::vector<PortReservation> task_holds;
 };
 
 Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken token, bool hosting) {
   Join out;
-  Result<PortReservation> master_hold = r.master_port ? Result<PortReservation>(PortReservation())
-                                                      : PortReservation::AnyFree();
+  const bool horovod_store = plan.flavors.horovod && !plan.layout.process_view;
+  Result<PortReservation> master_hold = r.master_port   ? Result<PortReservation>(PortReservation())
+                                        : horovod_store ? PortReservation::AnyFreeWithNext(&out.store_hold)
+                                                        : PortReservation::AnyFree();
   if (!master_hold.ok()) return master_hold.status();
   out.master_hold = std::move(*master_hold);
   rdzv::AgentMachineOptions& o = out.options;
@@ -291,9 +316,10 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
   o.join.gpus = static_cast<int>(plan.gpus.size());
   o.join.requested_node_rank = r.requested_node_rank;
   o.join.master_port_hint = out.master_hold.port();
-  // Only TF_CONFIG and Azure ML's hostfile list other nodes; without them the
-  // coordinator sends this node's row alone.
-  o.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() ? 1 : 0;
+  // Only TF_CONFIG, Azure ML's hostfile and Horovod's store (its scopes, its
+  // peers, and HOROVOD_HOSTNAME, which must tell nodes of one hostname apart)
+  // need the other nodes; without them the coordinator sends this node's row alone.
+  o.join.wants_table = plan.flavors.azure || !plan.layout.roles.empty() || horovod_store ? 1 : 0;
   if (!plan.layout.roles.empty()) {
     for (int i = 0; i < plan.supervisor.nproc; ++i) {
       Result<PortReservation> port = PortReservation::AnyFree();
@@ -328,7 +354,7 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdo
 
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, watchdog, std::move(*server), *r.endpoint,
-                std::move(join->options), std::move(join->task_holds), live, view);
+                std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view);
   mode.Start();
   int code = loop.Run();
   live.SetRun(nullptr);  // the run and the job view go with `mode`

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct RunPlan {
   bool hang_stop = false;
   bool python_hook = false;
   std::string hook_dir;
+  // Called once per local restart (1, 2, ...), before its first worker starts,
+  // for what lives exactly as long as one generation of workers (--env horovod's
+  // store, which each restart gets clean). Empty: nothing to call. A hook on
+  // the plan, not a member of the runner: the runner does not know the store.
+  std::function<void(int restart)> restarting;
 };
 
 }  // namespace dlaunch::launcher

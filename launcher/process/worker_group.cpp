@@ -133,6 +133,7 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
 Result<int> WorkerGroup::Start(int local_rank, int restart) {
   std::string dir;
   if (Status made = LogDir(local_rank, restart, &dir); !made.ok()) return made;
+  if (restart > restarts_seen_ && plan_.restarting) plan_.restarting(restart);  // before its first worker
   Result<PipedChild> child = processes_.Spawn(Spec(local_rank, restart));
   if (!child.ok()) return child.status();
   Started(child->pid, local_rank, restart);

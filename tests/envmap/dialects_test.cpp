@@ -57,6 +57,8 @@ TEST_CASE("OmpiEnv per worker of a 2+3+1 job", "[envmap][ompi]") {
 }
 
 TEST_CASE("HorovodEnv per worker of a 2+3+1 job", "[envmap][horovod]") {
+  // CROSS_* as horovodrun counts them: among the nodes that have this local rank
+  // (local rank 1 exists on nodes 0 and 1 only; local rank 2 on node 1 alone).
   static const struct {
     int node_rank;
     int local_rank;
@@ -67,17 +69,73 @@ TEST_CASE("HorovodEnv per worker of a 2+3+1 job", "[envmap][horovod]") {
         {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-a"}}},
       {1, 1,
        {{"HOROVOD_RANK", "3"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "1"}, {"HOROVOD_LOCAL_SIZE", "3"},
-        {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-b"}}},
+        {"HOROVOD_CROSS_RANK", "1"}, {"HOROVOD_CROSS_SIZE", "2"}, {"HOROVOD_HOSTNAME", "host-b"}}},
+      {1, 2,
+       {{"HOROVOD_RANK", "4"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "2"}, {"HOROVOD_LOCAL_SIZE", "3"},
+        {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"}, {"HOROVOD_HOSTNAME", "host-b"}}},
       {2, 0,
        {{"HOROVOD_RANK", "5"}, {"HOROVOD_SIZE", "6"}, {"HOROVOD_LOCAL_RANK", "0"}, {"HOROVOD_LOCAL_SIZE", "1"},
         {"HOROVOD_CROSS_RANK", "2"}, {"HOROVOD_CROSS_SIZE", "3"}, {"HOROVOD_HOSTNAME", "host-c"}}},
   };
+  const EnvVars store = {{"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.1"},
+                         {"HOROVOD_GLOO_RENDEZVOUS_PORT", "6106"},
+                         {"HOROVOD_CONTROLLER", "gloo"},
+                         {"HOROVOD_CPU_OPERATIONS", "gloo"},
+                         {"HOROVOD_GLOO_IFACE", "eth1"}};
   for (const auto& c : kCases) {
     INFO("node " << c.node_rank << " local " << c.local_rank);
     JobLayout layout = ThreeNodesOnHosts(c.node_rank);
+    layout.master_addr = "10.0.0.1";
     WorkerSlot slot = LocalSlots(layout)[static_cast<size_t>(c.local_rank)];
-    CHECK(HorovodEnv(layout, slot) == c.want);
+    Flavors flavors;
+    flavors.horovod_iface = "eth1";
+    EnvVars want = c.want;
+    want.insert(want.end(), store.begin(), store.end());
+    CHECK(HorovodEnv(layout, slot, flavors) == want);
   }
+}
+
+TEST_CASE("HorovodEnv: no interface, no store under one dlaunch per worker", "[envmap][horovod]") {
+  JobLayout layout = ThreeNodesOnHosts(0);
+  WorkerSlot slot = LocalSlots(layout)[0];
+  EnvVars env = HorovodEnv(layout, slot, {});
+  CHECK(Find(env, "HOROVOD_GLOO_IFACE") == nullptr);
+  REQUIRE(Find(env, "HOROVOD_GLOO_RENDEZVOUS_PORT") != nullptr);
+  CHECK(*Find(env, "HOROVOD_GLOO_RENDEZVOUS_PORT") == "6106");
+  // mpirun started one dlaunch per worker: Horovod has MPI, and no store is served.
+  layout.process_view = ProcessView{1, 2, 0, 3};
+  env = HorovodEnv(layout, slot, {});
+  CHECK(Find(env, "HOROVOD_GLOO_RENDEZVOUS_ADDR") == nullptr);
+  CHECK(Find(env, "HOROVOD_CONTROLLER") == nullptr);
+  CHECK(*Find(env, "HOROVOD_CROSS_SIZE") == "3");
+}
+
+TEST_CASE("HorovodHostName tells nodes that share a hostname apart", "[envmap][horovod]") {
+  JobLayout layout = ThreeNodesOnHosts(0);
+  CHECK(HorovodHostName(layout, 1) == "host-b");
+  layout.nodes[2].host = layout.nodes[0].host;
+  CHECK(HorovodHostName(layout, 0) == "host-a-0");
+  CHECK(HorovodHostName(layout, 1) == "host-b");
+  CHECK(HorovodHostName(layout, 2) == "host-a-2");
+  WorkerSlot slot = LocalSlots(layout)[0];
+  CHECK(*Find(HorovodEnv(layout, slot, {}), "HOROVOD_HOSTNAME") == "host-a-0");
+}
+
+TEST_CASE("HorovodScopes: every scope of a 2+3+1 job, both spellings", "[envmap][horovod]") {
+  using Scopes = std::vector<std::pair<std::string, int>>;
+  CHECK(HorovodScopes(ThreeNodesOnHosts(1)) == Scopes{{"global", 6},
+                                                      {"global_", 6},
+                                                      {"local_host-a", 2},
+                                                      {"local_host-b", 3},
+                                                      {"local_host-c", 1},
+                                                      {"local_0", 2},
+                                                      {"local_1", 3},
+                                                      {"local_2", 1},
+                                                      {"cross_0", 3},
+                                                      {"cross_1", 2},
+                                                      {"cross_2", 1}});
+  CHECK(HorovodScopes(SingleNode(4)) == Scopes{{"global", 4}, {"global_", 4}, {"local_solo", 4}, {"local_0", 4},
+                                               {"cross_0", 1}, {"cross_1", 1}, {"cross_2", 1}, {"cross_3", 1}});
 }
 
 TEST_CASE("AzureEnv: master node forms and the hostfile", "[envmap][azure]") {

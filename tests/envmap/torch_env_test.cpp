@@ -184,12 +184,12 @@ TEST_CASE("WorkerEnv appends each flavor after the torch variables", "[envmap][t
   flavors.azure_hostfile = "/tmp/hostfile";
   EnvVars torch = TorchEnv(layout, slot, flavors, {});
   EnvVars want = torch;
-  for (EnvVars part : {OmpiEnv(layout, slot), AzureEnv(layout, flavors), HorovodEnv(layout, slot)}) {
+  for (EnvVars part : {OmpiEnv(layout, slot), AzureEnv(layout, flavors), HorovodEnv(layout, slot, flavors)}) {
     want.insert(want.end(), part.begin(), part.end());
   }
   EnvVars env = WorkerEnv(layout, slot, flavors, {});
   CHECK(env == want);
-  CHECK(env.size() == torch.size() + 6 + 3 + 7);
+  CHECK(env.size() == torch.size() + 6 + 3 + 7 + 4);  // Horovod: 7 rank variables, 4 of the store
 }
 
 TEST_CASE("WorkerEnv adds TF_CONFIG and the role's own variables", "[envmap][torch]") {

@@ -344,3 +344,51 @@ TEST_CASE("DecideDaemon: the listen address, every job's timeouts and token; oth
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+
+TEST_CASE("-np: horovodrun's spelling fills the hosts' slots in order", "[plan][np]") {
+  auto head = [](std::vector<std::string> args) {
+    Plan p = MustDecide({"", {}, std::move(args), ""});
+    REQUIRE(std::holds_alternative<HeadPlan>(p.run));
+    return std::get<HeadPlan>(p.run);
+  };
+  // horovodrun -np 8 -H h1:4,h2:4 python train.py: the command as given, 4 + 4.
+  HeadPlan h = head({"-np", "8", "-H", "h1:4,h2:4", "python", "train.py"});
+  CHECK(h.workers == std::vector<std::string>{"4", "4"});
+  CHECK(h.command == std::vector<std::string>{"--", "python", "train.py"});
+  // Fewer processes than slots: the first host fills first; an unused host goes.
+  h = head({"-np", "5", "-H", "h1:4,h2:4,h3:4", "python", "train.py"});
+  CHECK(h.workers == std::vector<std::string>{"4", "1"});
+  REQUIRE(h.hosts.size() == 2);
+  CHECK(h.hosts[1].host == "h2");
+  // A host without a count has one slot, as in horovodrun and mpirun; -np=N too.
+  h = head({"-np=2", "-H", "h1,h2", "python", "train.py"});
+  CHECK(h.workers == std::vector<std::string>{"1", "1"});
+}
+
+TEST_CASE("-np without a node list runs them all here, the command as given", "[plan][np]") {
+  Plan p = MustDecide({"", {}, {"-np", "3", "python", "train.py"}, ""});
+  const WorkerPlan& w = *p.workers();
+  CHECK(w.nproc == 3);
+  CHECK(w.argv == std::vector<std::string>{"python", "train.py"});
+}
+
+TEST_CASE("-np refusals", "[plan][np]") {
+  auto error = [](std::vector<std::string> args) {
+    Result<Options> o = ParseCommandLine(args, {});
+    if (!o.ok()) return o.status().message();
+    Result<Plan> p = Decide(*o, envmap::Detect({}), MachineFacts{"here", 2, {}, "x"}, {});
+    REQUIRE_FALSE(p.ok());
+    return p.status().message();
+  };
+  CHECK(error({"-np", "9", "-H", "h1:4,h2:4", "python", "t.py"}) ==
+        "-np: 9 processes, but the 2 host(s) of -H have 8 slot(s) in all");
+  CHECK(error({"-np", "0", "python", "t.py"}) == "--np: expected a positive number of processes, got '0'");
+  CHECK(error({"-np", "2", "--nproc-per-node", "2", "python", "t.py"}) ==
+        "-np: counts the whole job's processes; give it or --nproc-per-node, not both");
+  CHECK(error({"-np", "70000", "python", "t.py"}) ==
+        "-np: 70000 processes on this node is over the limit of 65536 (give the hosts with -H or --hostfile)");
+}
+
+}  // namespace dlaunch::launcher

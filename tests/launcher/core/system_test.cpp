@@ -56,3 +56,26 @@ TEST_CASE("a port with a listener is refused, naming the flag", "[system]") {
   // Once the listener is gone the port can be reserved again.
   CHECK(PortReservation::Exactly(port, "--master-port").ok());
 }
+
+TEST_CASE("AnyFreeWithNext holds a free port and the one after it", "[system]") {
+  PortReservation next;
+  auto first = PortReservation::AnyFreeWithNext(&next);
+  REQUIRE(first.ok());
+  CHECK(next.port() == first->port() + 1);
+  // Both are held: a listener on the second cannot take it from a socket that
+  // does not set SO_REUSEADDR.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(next.port()));
+  CHECK(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0);
+  close(fd);
+}
+
+TEST_CASE("InterfaceToward: loopback goes out on lo; no route, no name", "[system]") {
+  CHECK(InterfaceToward("127.0.0.1") == "lo");
+  CHECK(InterfaceToward("localhost") == "lo");
+  CHECK(InterfaceToward("no-such-host.invalid") == "");
+}
