@@ -87,6 +87,7 @@ boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::tim
   row["run_time_s"] = RowSeconds(end - w->started);
   row["silent_s"] = RowSeconds(end - std::min(since, end));
   if (!w->running) {
+    if (w->started != Clock::time_point{}) row["exit_code"] = w->status.ShellCode();
     row["state"] = w->started == Clock::time_point{} ? "not started"
                    : w->status.signal != 0         ? "killed (" + SignalName(w->status.signal) + ")"
                                                    : fmt::format("exited ({})", w->status.code);

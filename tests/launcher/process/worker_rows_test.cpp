@@ -104,8 +104,11 @@ TEST_CASE("an ended rank: its exit code or signal, its run time, no /proc", "[wo
   CHECK(r.at("run_time_s") == 2.5);
   CHECK(r.at("silent_s") == 2.5);
   CHECK(r.at("pid") == 0);
+  CHECK(r.at("exit_code") == 3);
   w.status = {0, SIGKILL};
-  CHECK(rows.Row(0, Facts(&w), kStart + 1h).at("state") == "killed (SIGKILL)");
+  r = rows.Row(0, Facts(&w), kStart + 1h);
+  CHECK(r.at("state") == "killed (SIGKILL)");
+  CHECK(r.at("exit_code") == 128 + SIGKILL);
 }
 
 TEST_CASE("ReadUsage reads this process from /proc", "[worker_rows]") {
