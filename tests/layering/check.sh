@@ -14,8 +14,9 @@ declare -A MAY=(
   [launcher/core]="envmap"
   [launcher/config]="envmap rendezvous launcher/core"
   [launcher/process]="envmap rendezvous launcher/core"
-  [launcher/jobwide]="envmap rendezvous launcher/core launcher/process"
-  [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process launcher/jobwide"
+  [launcher/http]="envmap rendezvous launcher/core"
+  [launcher/jobwide]="envmap rendezvous launcher/core launcher/process launcher/http"
+  [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process launcher/http launcher/jobwide"
 )
 # The command line's flag struct is read by config/ (Decide) and main.cpp only;
 # the modes take a Plan. A file elsewhere that includes it is refused.
@@ -33,7 +34,7 @@ check() {
   while IFS= read -r file; do
     dir=$(dirname "$file")
     case $dir in
-      launcher/core* | launcher/config* | launcher/process* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
+      launcher/core* | launcher/config* | launcher/process* | launcher/http* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
       launcher | launcher/mpi_bootstrap | launcher/docgen) continue ;;  # main.cpp and the helpers wire everything
       envmap* | rendezvous*) dir=${dir%%/*} ;;
       *) continue ;;
