@@ -42,7 +42,9 @@ const MetricDef* FindMetric(std::string_view name);
 
 // The states of dlaunch_rank_state's `state` label: every rank has one series
 // per state, 1 for the one it is in.
-inline constexpr const char* kRankStates[] = {"not_started", "running", "stopped", "exited", "killed"};
+// (Whether a running rank is stopped or asleep is /proc's to say, which a
+// scrape does not read: `dlaunch status` shows it.)
+inline constexpr const char* kRankStates[] = {"not_started", "running", "exited", "killed"};
 
 // [a-zA-Z_:][a-zA-Z0-9_:]*
 bool ValidMetricName(std::string_view name);

@@ -34,20 +34,20 @@ std::optional<double> Number(const boost::json::object& row, std::string_view ke
 
 SelfUsage ReadSelfUsage() {
   SelfUsage u;
-  long page = sysconf(_SC_PAGESIZE);
-  std::istringstream statm(ReadSmallFile("/proc/self/statm"));
-  long long size = 0, resident = 0;
-  if (statm >> size >> resident) u.rss_bytes = static_cast<double>(resident) * static_cast<double>(page);
+  // One file for both CPU and memory: every syscall counts at a scrape a second.
   std::string stat = ReadSmallFile("/proc/self/stat");
   size_t close_paren = stat.rfind(')');
   if (close_paren != std::string::npos) {
     std::istringstream in(stat.substr(close_paren + 1));
-    std::vector<std::string> f;  // f[0] is field 3 (state); utime and stime are fields 14 and 15
-    for (std::string field; f.size() < 13 && in >> field;) f.push_back(field);
-    if (f.size() == 13)
+    std::vector<std::string> f;  // f[0] is field 3 (state); utime, stime: 14, 15; rss (pages): 24
+    for (std::string field; f.size() < 22 && in >> field;) f.push_back(field);
+    if (f.size() == 22) {
       u.cpu_seconds = static_cast<double>(std::strtoull(f[11].c_str(), nullptr, 10) +
                                           std::strtoull(f[12].c_str(), nullptr, 10)) /
                       static_cast<double>(sysconf(_SC_CLK_TCK));
+      u.rss_bytes = static_cast<double>(std::strtoll(f[21].c_str(), nullptr, 10)) *
+                    static_cast<double>(sysconf(_SC_PAGESIZE));
+    }
   }
   if (DIR* d = opendir("/proc/self/fd")) {
     int n = 0;
@@ -89,8 +89,7 @@ std::string_view RankStateOf(std::string_view s) {
   if (s == "not started") return "not_started";
   if (s.starts_with("exited")) return "exited";
   if (s.starts_with("killed")) return "killed";
-  if (s == "stopped" || s == "traced") return "stopped";
-  return "running";  // running, sleeping, disk-wait, idle, zombie and exiting: a process not reaped yet
+  return "running";  // running, sleeping, stopped, disk-wait, idle, zombie, exiting: a process not reaped yet
 }
 
 int WriteRankMetrics(const boost::json::array& rows, Exposition& out) {
@@ -147,14 +146,14 @@ bool LauncherMetrics::Ready() const {
   WorkerRun* run = live_.run();
   if (run == nullptr) return false;
   Exposition ignored;
-  return WriteRankMetrics(run->Rows(), ignored) > 0;
+  return WriteRankMetrics(run->RecordRows(), ignored) > 0;
 }
 
 void LauncherMetrics::Write(Exposition& out) const {
   out.Add("dlaunch_job_info", 1, {{"run_id", live_.job().run_id}, {"mode", mode_}});
   // One reading of the rows for every per-rank metric: Text() orders the samples by the table.
   WorkerRun* run = live_.run();
-  int running = run != nullptr ? WriteRankMetrics(run->Rows(), out) : 0;
+  int running = run != nullptr ? WriteRankMetrics(run->RecordRows(), out) : 0;
   out.Add("dlaunch_ready", running > 0 ? 1 : 0);
   out.Add("dlaunch_world_size", world_size_);
   out.Add("dlaunch_ranks_running", running);

@@ -1,15 +1,16 @@
 // What /metrics, /healthz and /readyz say (--metrics-addr; the table of metrics
 // is launcher/core/prometheus.hpp). Everything here READS the parts that hold
 // the state and keeps none of its own beyond counts of events:
-//   - each rank: the rows of `dlaunch status` (WorkerRun::Rows through the live
-//     view's RunLiveSource, process/live.hpp), so the two always agree;
+//   - each rank: the rows of `dlaunch status` (WorkerRun::RecordRows, the same
+//     rows without /proc, through the live view's RunLiveSource,
+//     process/live.hpp), so the two always agree;
 //   - hangs, stacks, restarts and the world size: the events the parts already
 //     report (EventLog::Observe; the same events --events writes);
 //   - nodes joined and lost, rendezvous attempts, auth refusals: the
 //     coordinator server's counters (rendezvous/server.hpp);
 //   - dlaunch itself: /proc/self, and the event loop's lag (LoopLag).
-// A scrape reads what is there now: rows are built from memory and two small
-// /proc reads per running rank, never by asking a worker or another node.
+// A scrape reads what is there now: rows are built from memory and /proc/self,
+// never by asking a worker or another node.
 // Every call happens on the event loop's thread.
 #pragma once
 
@@ -51,7 +52,11 @@ SelfUsage ReadSelfUsage();
 // handler that blocked), and it answers 200 again after a tick on time.
 class LoopLag {
  public:
-  static constexpr std::chrono::milliseconds kPeriod{100};  // Default: 10 ticks a second
+  // Default: a tick every 2 s, the bound itself, so that a stall over the bound
+  // always spans a tick's due time. A wakeup costs about 0.2 ms on this project's
+  // (virtual) machines: 10 a second cost 3.6 s of CPU an hour, and one a second
+  // 0.6 s, most of a quiet job's whole budget (bench/run.sh).
+  static constexpr std::chrono::milliseconds kPeriod{2000};
   static constexpr std::chrono::milliseconds kBound{2000};  // Default: 2s behind is unhealthy
 
   explicit LoopLag(boost::asio::io_context& io, std::function<MetricsClock::time_point()> now = MetricsClock::now);
@@ -75,8 +80,8 @@ class LoopLag {
 // is skipped), and how many of them run: a rank runs while it has a pid (the
 // `dlaunch status` row's "pid" is not 0). Pure.
 int WriteRankMetrics(const boost::json::array& rows, Exposition& out);
-// dlaunch_rank_state's state for a row's "state" word ("sleeping" -> "running",
-// "exited (3)" -> "exited", "killed (SIGKILL)" -> "killed").
+// dlaunch_rank_state's state for a row's "state" word ("sleeping" and
+// "stopped" -> "running", "exited (3)" -> "exited", "killed (SIGKILL)" -> "killed").
 std::string_view RankStateOf(std::string_view row_state);
 // The coordinator server's counters as metrics.
 void WriteServerCounters(const rendezvous::CoordinatorServer::Counters& c, Exposition& out);

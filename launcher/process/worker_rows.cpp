@@ -65,7 +65,7 @@ double WorkerRows::ClockTicks() { return static_cast<double>(sysconf(_SC_CLK_TCK
 WorkerRows::WorkerRows(size_t ranks, UsageReader read, double ticks_per_second)
     : read_(std::move(read)), ticks_per_second_(ticks_per_second), cpu_(ranks) {}
 
-boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::time_point now) {
+boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::time_point now, bool read_proc) {
   const WorkerRecord* w = facts.worker;
   boost::json::object row{
       {"rank", facts.rank},   {"local_rank", facts.local_rank}, {"node_rank", facts.node_rank},
@@ -91,6 +91,11 @@ boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::tim
     row["state"] = w->started == Clock::time_point{} ? "not started"
                    : w->status.signal != 0         ? "killed (" + SignalName(w->status.signal) + ")"
                                                    : fmt::format("exited ({})", w->status.code);
+    return row;
+  }
+  if (!read_proc) {
+    row["pid"] = w->pid;
+    row["state"] = "running";
     return row;
   }
   Running(row, i, *w, now);
