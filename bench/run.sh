@@ -307,6 +307,47 @@ kill -TERM "$q_pid" 2>/dev/null
 wait "$q_pid" 2>/dev/null
 m_quiet=$(awk -v a="$q_a" -v b="$q_b" 'BEGIN{ if (a == "" || b == "" || b < a) print "nan"; else printf "%.3f", (b - a) / 1e9 * 3600 / 20 }')
 
+# --- 6. Metrics: a Prometheus scrape every second -------------------------------
+# The quiet 8-rank job of 5(b) with --metrics-addr 127.0.0.1:0: dlaunch's on-CPU
+# time (schedstat, ns; utime+stime from /proc/PID/stat count 10 ms ticks, too
+# coarse for 2 s an hour over 20 s) over 20 s without a scrape, then over 20 s
+# with GET /metrics every second on one kept-alive connection, as Prometheus
+# scrapes, each scaled to an hour.
+per_hour() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "" || b < a) print "nan"; else printf "%.3f", (b - a) / 1e9 * 3600 / 20 }'; }
+# scrape PORT N: N scrapes a second apart (the first at once); fails on any but 200.
+scrape() {
+  python3 - "$1" "$2" <<'PYEOF'
+import http.client, sys, time
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+for i in range(int(sys.argv[2])):
+    if i:
+        time.sleep(1)
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    r.read()
+    if r.status != 200:
+        sys.exit(1)
+PYEOF
+}
+"$DLAUNCH" --nproc-per-node 8 --metrics-addr 127.0.0.1:0 --events "$T/metrics-ev.jsonl" -- "$T/sleep" 50 >/dev/null 2>&1 &
+s_pid=$!
+sleep 3
+s_port=$(sed -nE 's/.*"event":"metrics_listening".*"port":([0-9]+).*/\1/p' "$T/metrics-ev.jsonl" | head -n 1)
+m_unscraped=nan m_scraped=nan
+if [[ -n $s_port ]] && scrape "$s_port" 1; then
+  s_a=$(on_cpu_ns "$s_pid")
+  sleep 20
+  s_b=$(on_cpu_ns "$s_pid")
+  scrape "$s_port" 21 || ERRORS+=("metrics: a scrape failed")
+  s_c=$(on_cpu_ns "$s_pid")
+  m_unscraped=$(per_hour "$s_a" "$s_b")
+  m_scraped=$(per_hour "$s_b" "$s_c")
+else
+  ERRORS+=("metrics: no metrics_listening port, or the first scrape failed")
+fi
+kill -TERM "$s_pid" 2>/dev/null
+wait "$s_pid" 2>/dev/null
+
 # --- Table ----------------------------------------------------------------------
 r_dl_floor=$(ratio "$m_dl" "$m_floor")
 r_tr_dl=$(ratio "$m_tr" "$m_dl")
@@ -351,6 +392,8 @@ table() {
   row "output: dlaunch, 64 ranks, \`--no-tag\` / plain" "$(fmt "$(ratio "$m_out_dl64_nt" "$m_out_plain64")" '%.2f') ($(fmt "$m_out_dl64_nt" '%.0f MB/s'))" "" ""
   row "hang watch: silence threshold → printed summary, 8 Python ranks" "$(fmt "$m_hang" '%.0f ms')" "< 2000 ms" "$(verdict "$m_hang" '<' 2000)"
   row "hang watch: CPU of dlaunch per hour of a quiet 8-rank job (watch on)" "$(fmt "$m_quiet" '%.2f s')" "< 1 s" "$(verdict "$m_quiet" '<' 1)"
+  row "metrics: CPU of dlaunch per hour, quiet 8-rank job with \`--metrics-addr\`, no scrape" "$(fmt "$m_unscraped" '%.2f s')" "" ""
+  row "metrics: CPU of dlaunch per hour, the same job scraped every second (GET /metrics, kept alive)" "$(fmt "$m_scraped" '%.2f s')" "< 2 s" "$(verdict "$m_scraped" '<' 2)"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \
     "any launcher could reach on that row, since none starts the workers faster than the floor. The 20x" \

@@ -167,13 +167,19 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
   if (!lobby.hello) {
     auto* hello = std::get_if<Hello>(&message);
     if (hello == nullptr) return RefuseInLobby(id, fmt::format("expected hello first, got {}", TypeName(message)));
+    ++counters_.hellos;
     if (aborted_) return RefuseInLobby(id, *aborted_);
     Result<CoordinatorOptions> options = factory_(*hello);
     if (!options.ok()) return RefuseInLobby(id, options.status().message());
     if (Status s = Validate(*options); !s.ok()) return RefuseInLobby(id, s.message());
     Result<Challenge> challenge =
         AnswerHello(options->token, options->run_id, *hello, options->nonce_source, lobby.handshake);
-    if (!challenge.ok()) return RefuseInLobby(id, challenge.status().message());
+    if (!challenge.ok()) {
+      bool tokenless = !options->token.empty() && hello->nonce.empty() && hello->version == kProtocolVersion &&
+                       hello->run_id == options->run_id;
+      if (tokenless) ++counters_.auth_refused;
+      return RefuseInLobby(id, challenge.status().message());
+    }
     lobby.proven = options->token.empty();
     lobby.hello = std::move(*hello);
     lobby.token = options->token;
@@ -182,8 +188,10 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
   if (!lobby.proven) {
     auto* proof = std::get_if<Proof>(&message);
     if (proof == nullptr) return RefuseInLobby(id, fmt::format("unexpected {} before the proof", TypeName(message)));
-    if (Status s = CheckProof(lobby.token, lobby.hello->run_id, lobby.handshake, *proof); !s.ok())
+    if (Status s = CheckProof(lobby.token, lobby.hello->run_id, lobby.handshake, *proof); !s.ok()) {
+      ++counters_.auth_refused;
       return RefuseInLobby(id, s.message());
+    }
     lobby.proven = true;
     return;
   }
@@ -199,6 +207,7 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
     job = jobs_.emplace(run_id, std::make_unique<Coordinator>(std::move(*options))).first;
   }
   lobby_.erase(it);
+  ++counters_.joined;
   route_[id] = run_id;
   Clock::time_point now = Clock::now();
   Apply(run_id, job->second->OnAuthenticated(id, conns_.at(id)->peer(), now));
@@ -230,6 +239,10 @@ void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
   auto conn = conns_.find(id);
   std::string peer = conn != conns_.end() ? conn->second->peer() : "a peer";
   if (conn != conns_.end()) conns_.erase(conn);
+  // Challenged but never proven: an agent with another token hangs up here, since
+  // it checks the coordinator's proof before sending its own.
+  if (auto lobby = lobby_.find(id); lobby != lobby_.end() && lobby->second.hello && !lobby->second.proven)
+    ++counters_.auth_refused;
   lobby_.erase(id);
   auto route = route_.find(id);
   if (route == route_.end()) {
@@ -285,6 +298,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
         peer_log_.Log(run_id + '\n' + log->limit, log->line, held, Clock::now());
       }
     } else if (auto* lost = std::get_if<NodeLost>(&action)) {
+      ++counters_.nodes_lost;
       if (on_node_lost_) on_node_lost_(*lost);
     } else if (auto* suspected = std::get_if<HangSuspected>(&action)) {
       if (on_hang_.suspected) on_hang_.suspected(run_id, *suspected);

@@ -101,6 +101,20 @@ class CoordinatorServer {
   int port() const;
   size_t jobs() const { return jobs_.size(); }
 
+  // What the server has seen since it started, for the metrics
+  // (launcher/jobwide/metrics.hpp): counts of events that happen inside it and
+  // that no hook reports.
+  struct Counters {
+    std::uint64_t hellos = 0;        // Hellos received: attempts to join, refused or not
+    // Refused for the token: none when one is needed, a wrong proof, or a peer that
+    // hung up after the challenge instead of proving (an agent with another token
+    // does: it checks the coordinator's proof before sending its own).
+    std::uint64_t auth_refused = 0;
+    std::uint64_t joined = 0;        // authenticated Joins handed to a job
+    std::uint64_t nodes_lost = 0;    // nodes lost by every job (NodeLost)
+  };
+  const Counters& counters() const { return counters_; }
+
  private:
   // A connection that has not joined a job yet.
   struct Lobby {
@@ -158,6 +172,7 @@ class CoordinatorServer {
   boost::asio::steady_timer accept_timer_;
   AcceptBackoff accept_backoff_;
   LogLimiter peer_log_;  // the lines peers cause: drops, and the jobs' limited Log lines
+  Counters counters_;
   std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -12,6 +12,7 @@ test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py opens
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
            gdb  # --hang-timeout: stacks of workers that are not Python
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client (issue 22)
+           prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
            clang libclang-rt-14-dev llvm)  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
 # scripts/package.sh: the .deb (CPack runs dpkg-shlibdeps from dpkg-dev, and
 # file(1) to find the binaries) and the wheel, built offline.

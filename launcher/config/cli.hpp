@@ -99,6 +99,7 @@ struct Options {
   // Output.
   std::string log_dir;
   std::string events;  // --events FILE: one JSON object per line (launcher/core/events.hpp)
+  std::string metrics_addr;  // --metrics-addr HOST:PORT; empty: DLAUNCH_METRICS_ADDR, else none
   std::string redirects = "0";  // torchrun Std: 0 none, 1 out, 2 err, 3 both, or "0:1,1:2"
   std::string tee = "0";
   std::vector<int> local_ranks_filter;  // empty: every local rank on the console

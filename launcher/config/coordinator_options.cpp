@@ -4,6 +4,7 @@
 
 #include "envmap/defaults.hpp"
 #include "launcher/config/cli.hpp"
+#include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/subcommands.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
@@ -42,12 +43,13 @@ Result<std::string> ResolveToken(const Options& o, const envmap::EnvMap& env) {
 
 std::string DaemonUsage() {
   return "usage: dlaunch coordinator --listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] "
-         "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S]\n"
+         "[--rdzv-conf join_timeout=S,last_call_timeout=S,heartbeat_timeout=S] [--metrics-addr HOST:PORT]\n"
          "\n"
          "Serves many jobs, keyed by --rdzv-id. A job is created by the first authenticated\n"
          "join of its run id, sized by that agent's --nnodes and --max-restarts (and its\n"
          "--hang-timeout and --hang-action: a job-wide hang is logged here). A job with\n"
-         "no agent connected for join_timeout (default 600s) is forgotten.\n\n" +
+         "no agent connected for join_timeout (default 600s) is forgotten. --metrics-addr (or\n"
+         "DLAUNCH_METRICS_ADDR) serves /metrics, /healthz and /readyz (PORT alone: loopback).\n\n" +
          ExampleLine("coordinator");
 }
 
@@ -70,9 +72,11 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
     }
     std::string dashed = name;
     for (char& c : dashed) if (c == '_') c = '-';
-    if (dashed != "--rdzv-token" && dashed != "--rdzv-token-file" && dashed != "--rdzv-conf")
+    if (dashed != "--rdzv-token" && dashed != "--rdzv-token-file" && dashed != "--rdzv-conf" &&
+        dashed != "--metrics-addr")
       return Status::InvalidArgument(fmt::format(
-          "'{}' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf)", name));
+          "'{}' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf, --metrics-addr)",
+          name));
     rest.push_back(arg);
     if (arg.find('=') == std::string::npos && i + 1 < args.size()) rest.push_back(args[++i]);
   }
@@ -88,6 +92,9 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   if (!token.ok()) return token.status();
   plan.jobs = CoordinatorOptionsFor(*o, o->master_port, "", 1, 1, 0, *token);
   plan.jobs.endpoint = at->ToString();
+  Result<std::optional<rendezvous::HostPort>> metrics = MetricsAddrFor(o->metrics_addr, env);
+  if (!metrics.ok()) return metrics.status();
+  plan.metrics = *metrics;
   return plan;
 }
 

@@ -37,6 +37,7 @@ struct DaemonPlan {
   // Every job's timeouts and token; a job's run id, size, restarts and hang watch
   // come from its first authenticated join (JobFor).
   rendezvous::CoordinatorOptions jobs;
+  std::optional<rendezvous::HostPort> metrics;  // --metrics-addr (DLAUNCH_METRICS_ADDR); none: no metrics
 };
 
 // Usage of `dlaunch coordinator`, ending with its example.

@@ -328,7 +328,7 @@ bool ForAgents(std::string_view name) {
   return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
                        "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
                        "shutdown-timeout", "hang-timeout", "hang-action", "no-python-hook", "signals-to-handle", "legacy-launch", "use-env",
-                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu"});
+                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu", "metrics-addr"});
 }
 
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
@@ -421,6 +421,9 @@ const std::vector<Flag>& Flags() {
        {.value = "DIR", .kind = ValueKind::kDirectory, .torchrun = true, .others = "mpirun --output-filename DIR"}},
       {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line",
        {.value = "FILE", .kind = ValueKind::kFile}},
+      {"metrics-addr", 0, Arity::kValue, StringFlag(&Options::metrics_addr),
+       "serve /metrics, /healthz, /readyz on HOST:PORT (PORT alone: loopback; 0: any; or DLAUNCH_METRICS_ADDR)",
+       {.value = "HOST:PORT", .others = "torchrun TORCHELASTIC_HEALTH_CHECK_PORT"}},
       {"redirects", 'r', Arity::kValue, StdFlag("redirects", &Options::redirects), "streams to the log files only: 0-3 or 0:1,1:2",
        {.value = "STD", .choices = "0 1 2 3", .torchrun = true}},
       {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2",

@@ -9,6 +9,7 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/command.hpp"
 #include "launcher/config/coordinator_options.hpp"
+#include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/surroundings.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/text.hpp"
@@ -271,6 +272,9 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
                     surroundings->needs_mpi_bootstrap;
   Result<WorkerPlan> workers = DecideWorkers(typed, *surroundings, *n, rendezvous, facts, env);
   if (!workers.ok()) return workers.status();
+  Result<std::optional<rendezvous::HostPort>> metrics = MetricsAddrFor(typed.metrics_addr, env);
+  if (!metrics.ok()) return metrics.status();
+  workers->metrics_addr = *metrics;
   if (rendezvous) {
     Result<RendezvousPlan> r = DecideRendezvous(typed, *surroundings, facts, env);
     if (!r.ok()) return r.status();

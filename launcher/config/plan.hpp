@@ -79,6 +79,7 @@ struct WorkerPlan {
   envmap::EnvMap inherited;  // the launcher's environment, less what is dlaunch's alone
   std::string log_dir;       // --log-dir; empty: a run directory of its own
   std::string events;        // --events FILE; empty: none
+  std::optional<rendezvous::HostPort> metrics_addr;  // --metrics-addr (DLAUNCH_METRICS_ADDR); none: no metrics
   bool write_logs = false;
   std::vector<int> redirected;    // per local rank (torchrun's Std)
   std::vector<int> console_ranks;  // empty: every local rank

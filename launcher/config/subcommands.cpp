@@ -12,9 +12,10 @@ const std::vector<Subcommand>& Subcommands() {
        "--watch --dir=DIR --help", "dlaunch status job42 --watch"},
       {"stacks", "[RUN_ID] [--dir DIR]", "every rank's stack now, grouped as a hang report is; the job runs on",
        "--dir=DIR --help", "dlaunch stacks job42"},
-      {"coordinator", "--listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] [--rdzv-conf KEY=VALUE,...]",
+      {"coordinator",
+       "--listen ADDR:PORT [--rdzv-token T | --rdzv-token-file F] [--rdzv-conf KEY=VALUE,...] [--metrics-addr HOST:PORT]",
        "a stand-alone rendezvous coordinator that serves many jobs, keyed by --rdzv-id",
-       "--listen=ADDR:PORT --rdzv-token=TOKEN --rdzv-token-file=FILE --rdzv-conf=KEY=VALUE,... --help",
+       "--listen=ADDR:PORT --rdzv-token=TOKEN --rdzv-token-file=FILE --rdzv-conf=KEY=VALUE,... --metrics-addr=HOST:PORT --help",
        "dlaunch coordinator --listen 10.0.0.1:29400 --rdzv-token-file /etc/dlaunch/token"},
   };
   return all;

@@ -72,6 +72,7 @@ Status EventLog::Open(const std::string& path) {
 }
 
 void EventLog::Emit(std::string_view event, boost::json::object fields) {
+  if (observer_) observer_(event, fields);
   if (fd_ < 0) return;
   auto now = std::chrono::system_clock::now();
   std::time_t secs = std::chrono::system_clock::to_time_t(now);

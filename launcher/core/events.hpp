@@ -8,6 +8,7 @@
 // UTF-8: a byte that is not becomes U+FFFD.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,13 @@ class EventLog {
 
   void Emit(std::string_view event, boost::json::object fields = {});
 
+  // `observer` (or empty) sees every event from now on, its name and its own
+  // fields, written or not (with no --events too), before it is written: the
+  // metrics count hangs, stacks and restarts from what the parts report here
+  // (launcher/jobwide/metrics.hpp), rather than each part keeping counts.
+  using Observer = std::function<void(std::string_view event, const boost::json::object& fields)>;
+  void Observe(Observer observer) { observer_ = std::move(observer); }
+
   // The root cause job_finished reports: the first one set wins, as the first
   // failure is the cause and what follows are its effects.
   void SetRootCause(const std::string& cause) {
@@ -54,6 +62,7 @@ class EventLog {
   int node_rank_ = -1;
   std::string root_cause_;
   size_t dropped_ = 0;
+  Observer observer_;
 };
 
 }  // namespace dlaunch::launcher

@@ -4,6 +4,7 @@
 //
 //   dlaunch-docgen man VERSION OUT
 //   dlaunch-docgen completion OUT
+//   dlaunch-docgen metrics OUT     README.md's metric list (launcher/core/prometheus.hpp)
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "launcher/config/completion.hpp"
 #include "launcher/config/man_page.hpp"
+#include "launcher/core/prometheus.hpp"
 
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "";
@@ -23,8 +25,11 @@ int main(int argc, char** argv) {
   } else if (what == "completion" && argc == 3) {
     text = dlaunch::launcher::BashCompletion();
     out = argv[2];
+  } else if (what == "metrics" && argc == 3) {
+    text = dlaunch::launcher::MetricsMarkdown();
+    out = argv[2];
   } else {
-    std::fputs("usage: dlaunch-docgen man VERSION OUT | completion OUT\n", stderr);
+    std::fputs("usage: dlaunch-docgen man VERSION OUT | completion OUT | metrics OUT\n", stderr);
     return 2;
   }
   std::ofstream file(out, std::ios::binary | std::ios::trunc);

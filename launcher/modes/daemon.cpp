@@ -19,6 +19,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/modes/loopback_token.hpp"
+#include "launcher/modes/metrics_service.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/fd_limit.hpp"
 #include "rendezvous/server.hpp"
@@ -88,6 +89,15 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   // A job whose agents all went away before it ran would otherwise stay for ever.
   (*server)->ExpireAbandonedJobs(plan.jobs.join_timeout);
   say(fmt::format("listening on {}", endpoint));
+  // --metrics-addr: the server's counters; ready once it listens.
+  rdzv::CoordinatorServer& coordinator = **server;
+  MetricsPages pages{[&coordinator](Exposition& e) {
+                       WriteServerCounters(coordinator.counters(), e);
+                       e.Add("dlaunch_coordinator_jobs", static_cast<double>(coordinator.jobs()));
+                     },
+                     nullptr};
+  auto metrics = StartMetricsService(io, plan.metrics, std::move(pages), say, nullptr);
+  if (!metrics.ok()) return Fail(kExitUsage, metrics.status().message(), kDaemonName);
 
   boost::asio::signal_set stop(io, SIGINT, SIGTERM);
   stop.async_wait([&](boost::system::error_code ec, int sig) {

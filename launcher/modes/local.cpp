@@ -23,6 +23,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_live.hpp"
+#include "launcher/modes/metrics_service.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"
@@ -275,8 +276,23 @@ int RunLocal(const Plan& p, const std::string& exe) {
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, w.nproc});
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
   std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);
+  // --metrics-addr: read from the live view's run, the events, and the hosted coordinator.
+  LauncherMetrics metrics(ModeName(p.mode()), node != nullptr ? node->layout.nnodes * w.nproc : 0, live);
+  events.Observe([&metrics](std::string_view event, const boost::json::object& f) { metrics.OnEvent(event, f); });
+  Result<std::unique_ptr<MetricsService>> metrics_service = StartMetricsService(
+      loop.io(), w.metrics_addr, {[&metrics](Exposition& e) { metrics.Write(e); }, [&metrics] { return metrics.Ready(); }},
+      [&console](const std::string& line) { console.Say(line); }, &events);
+  if (!metrics_service.ok()) {
+    live_server.reset();
+    adopted.KillAll();
+    watchdog.Stop();
+    remove_dirs(false);
+    events.Observe(nullptr);
+    return Fail(kExitUsage, metrics_service.status().message());
+  }
   int code = node != nullptr ? RunStatic(node->layout, plan, watchdog, loop, console, live)
-                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, watchdog, loop, console, live, view);
+                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, watchdog, loop, console, live, view,
+                                            metrics);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();
@@ -287,6 +303,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
     console.Say(fmt::format("{} in {}", plan.write_logs ? "logs are" : "stacks are", plan.work_dir));
   }
   events.Emit("job_finished", {{"exit_code", code}, {"root_cause", code == 0 ? "" : events.root_cause()}});
+  events.Observe(nullptr);
   // No line lost: wait for a slow reader, but not past a stop signal.
   console.Drain(plan.stop_signals);
   return code;

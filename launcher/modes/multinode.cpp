@@ -71,7 +71,7 @@ class NodeMode {
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, Watchdog& watchdog,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
-           SwitchLiveSource& view)
+           SwitchLiveSource& view, LauncherMetrics& metrics)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -93,6 +93,7 @@ class NodeMode {
     if (server_) {
       job_live_ = std::make_unique<JobLiveSource>(*server_, LiveJob{plan.layout.run_id, UtcNow(), plan.argv, 0});
       view.SetJob(job_live_.get());
+      metrics.SetCoordinator(server_.get());
     }
   }
 
@@ -340,7 +341,7 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
 }  // namespace
 
 int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
-                 RunLiveSource& live, SwitchLiveSource& view) {
+                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics) {
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
     return code;
@@ -354,11 +355,13 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdo
 
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, watchdog, std::move(*server), *r.endpoint,
-                std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view);
+                std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view,
+                metrics);
   mode.Start();
   int code = loop.Run();
-  live.SetRun(nullptr);  // the run and the job view go with `mode`
+  live.SetRun(nullptr);  // the run, the job view and the coordinator go with `mode`
   view.SetJob(nullptr);
+  metrics.SetCoordinator(nullptr);
   return code;
 }
 

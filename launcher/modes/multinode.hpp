@@ -6,6 +6,7 @@
 #include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/jobwide/job_live.hpp"
+#include "launcher/jobwide/metrics.hpp"
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
@@ -18,8 +19,9 @@ namespace dlaunch::launcher {
 // return 2; a join that fails prints the coordinator's reason and returns 1.
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
 // `live` (must outlive the call) serves each generation's run while it runs;
-// when this node hosts the coordinator, `view` serves the whole job meanwhile.
+// when this node hosts the coordinator, `view` serves the whole job meanwhile,
+// and `metrics` reads that coordinator's counters.
 int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop,
-                 Console& console, RunLiveSource& live, SwitchLiveSource& view);
+                 Console& console, RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics);
 
 }  // namespace dlaunch::launcher

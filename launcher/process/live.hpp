@@ -99,6 +99,9 @@ class RunLiveSource : public LiveSource {
   explicit RunLiveSource(LiveJob job) : job_(std::move(job)) {}
   // `run` (or null) serves from now on; it must stay alive until replaced.
   void SetRun(WorkerRun* run) { run_ = run; }
+  // The run that serves now, or null; the metrics read its rows too.
+  WorkerRun* run() const { return run_; }
+  const LiveJob& job() const { return job_; }
   void Status(std::function<void(boost::json::object)> reply) override;
   void Stacks(std::function<void(boost::json::object)> reply) override;
 

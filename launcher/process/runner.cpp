@@ -52,11 +52,13 @@ class Runner : public WorkerRun {
 
   void Run(std::function<void(int)> done);
 
-  boost::json::array Rows() override;
+  boost::json::array Rows() override { return RowsOf(true); }
+  boost::json::array RecordRows() override { return RowsOf(false); }
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
   Clock::time_point last_output() const override { return group_.last_output(); }
 
  private:
+  boost::json::array RowsOf(bool read_proc);
   void AttachChannel();
   void WaitSignals();
   void AfterEvent();
@@ -230,7 +232,7 @@ void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
   });
 }
 
-boost::json::array Runner::Rows() {
+boost::json::array Runner::RowsOf(bool read_proc) {
   Clock::time_point now = Clock::now();
   const envmap::JobLayout& layout = plan_.layout;
   boost::json::array rows;
@@ -244,7 +246,7 @@ boost::json::array Runner::Rows() {
                 w,
                 group_.last_line(i),
                 w != nullptr && w->running && group_.held(i)};
-    rows.push_back(rows_.Row(i, f, now));
+    rows.push_back(rows_.Row(i, f, now, read_proc));
   }
   return rows;
 }

@@ -49,8 +49,13 @@ class WorkerRun {
  public:
   virtual ~WorkerRun() = default;
   // This node's ranks now, one JSON object per local rank: rank, local_rank, node_rank, host, pid (0 when
-  // not running), state, run_time_s, cpu_pct, rss_kib, restarts, silent_s, last_line. Never blocks.
+  // not running), state, run_time_s, cpu_pct, rss_kib, restarts, silent_s, last_line, and once it has
+  // exited exit_code (the shell's: 128+N for signal N). Never blocks.
   virtual boost::json::array Rows() = 0;
+  // The same rows from dlaunch's own records alone, without /proc: a live worker's
+  // state is "running", its cpu_pct and rss_kib 0. For a scrape a second
+  // (launcher/jobwide/metrics.hpp), where two /proc files a rank were most of its cost.
+  virtual boost::json::array RecordRows() { return Rows(); }
   // Every running rank's stack (one collection at a time; a call while one runs gets the same result) ->
   // `done` once, on the loop. Workers keep running.
   // (state: running, sleeping, disk-wait, stopped, traced, zombie, idle, exiting, "exited (N)",

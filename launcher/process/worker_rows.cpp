@@ -65,7 +65,7 @@ double WorkerRows::ClockTicks() { return static_cast<double>(sysconf(_SC_CLK_TCK
 WorkerRows::WorkerRows(size_t ranks, UsageReader read, double ticks_per_second)
     : read_(std::move(read)), ticks_per_second_(ticks_per_second), cpu_(ranks) {}
 
-boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::time_point now) {
+boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::time_point now, bool read_proc) {
   const WorkerRecord* w = facts.worker;
   boost::json::object row{
       {"rank", facts.rank},   {"local_rank", facts.local_rank}, {"node_rank", facts.node_rank},
@@ -87,9 +87,15 @@ boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::tim
   row["run_time_s"] = RowSeconds(end - w->started);
   row["silent_s"] = RowSeconds(end - std::min(since, end));
   if (!w->running) {
+    if (w->started != Clock::time_point{}) row["exit_code"] = w->status.ShellCode();
     row["state"] = w->started == Clock::time_point{} ? "not started"
                    : w->status.signal != 0         ? "killed (" + SignalName(w->status.signal) + ")"
                                                    : fmt::format("exited ({})", w->status.code);
+    return row;
+  }
+  if (!read_proc) {
+    row["pid"] = w->pid;
+    row["state"] = "running";
     return row;
   }
   Running(row, i, *w, now);

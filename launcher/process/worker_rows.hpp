@@ -46,8 +46,9 @@ class WorkerRows {
 
   // The row of local rank `i` at `now` (WorkerRun::Rows lists the fields). CPU %
   // is the share since the previous reading of the same process, when that is
-  // at least 200 ms old, else over the process's life.
-  boost::json::object Row(size_t i, const RankFacts& facts, Clock::time_point now);
+  // at least 200 ms old, else over the process's life. Without `read_proc` a live
+  // worker is "running" with cpu_pct and rss_kib 0, and /proc is not read.
+  boost::json::object Row(size_t i, const RankFacts& facts, Clock::time_point now, bool read_proc = true);
 
   static double ClockTicks();
 

@@ -83,6 +83,18 @@ TEST_CASE("the server creates a job only on an authenticated Join, sized by that
   CHECK_THAT(log.at(0), Catch::StartsWith(subject + ": refused 127.0.0.1:") &&
                             Catch::EndsWith(" (this job needs a token, and the agent has none)"));
   CHECK(server.jobs() == 0);
+  // The metrics' counters: two attempts, both refused for the token, nobody joined.
+  CHECK(server.counters().hellos == 2);
+  CHECK(server.counters().auth_refused == 2);
+  CHECK(server.counters().joined == 0);
+  // An agent with another token hangs up after the challenge (it checks the
+  // coordinator's proof first): that is a refusal for the token too.
+  Client other(io, server.port());
+  other.conn->Send(Hello{kProtocolVersion, "job42", std::string(kNonceSize, 'o'), 100, 100, 0});
+  REQUIRE(RunUntil(io, [&] { return !other.inbox.empty(); }));
+  other.conn->Close();
+  REQUIRE(RunUntil(io, [&] { return server.counters().auth_refused == 3; }));
+  CHECK(server.counters().hellos == 3);
 
   // Two real agents of a 2-node job42: the job is theirs.
   std::vector<std::unique_ptr<Client>> agents;
@@ -100,6 +112,9 @@ TEST_CASE("the server creates a job only on an authenticated Join, sized by that
   REQUIRE(RunUntil(io, [&] { return agents[0]->inbox.size() == 2 && agents[1]->inbox.size() == 2; }));
   CHECK(server.jobs() == 1);
   for (auto& c : agents) CHECK(std::get<Assignment>(c->inbox.at(1)).nnodes == 2);
+  CHECK(server.counters().joined == 2);
+  CHECK(server.counters().hellos == 5);
+  CHECK(server.counters().auth_refused == 3);
 }
 
 TEST_CASE("a job with no agent connected is forgotten after the expiry", "[server]") {

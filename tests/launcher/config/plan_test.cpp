@@ -338,7 +338,8 @@ TEST_CASE("DecideDaemon: the listen address, every job's timeouts and token; oth
   };
   CHECK(error({"--rdzv-conf", "join_timeout=5"}) == "--listen: required (ADDR:PORT)");
   CHECK(error({"--listen", "h:1", "--nproc-per-node", "2"}) ==
-        "'--nproc-per-node' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf)");
+        "'--nproc-per-node' is not a coordinator flag (--listen, --rdzv-token, --rdzv-token-file, --rdzv-conf, "
+        "--metrics-addr)");
   CHECK(error({"--listen"}) == "--listen: expects a value");
 }
 

@@ -92,6 +92,19 @@ TEST_CASE("the last line and the silence since it; held output is not silence", 
   CHECK(r.at("silent_s") == 0.0);
 }
 
+TEST_CASE("a running rank without /proc (the metrics' rows): running, its pid and silence, no usage", "[worker_rows]") {
+  WorkerRows rows(2, [](int) -> ProcUsage { FAIL("/proc was read"); return {}; }, 100);
+  WorkerRecord w = RunningWorker(4242);
+  boost::json::object r = rows.Row(1, Facts(&w), kStart + 10s, false);
+  CHECK(r.at("pid") == 4242);
+  CHECK(r.at("state") == "running");
+  CHECK(r.at("rss_kib") == 0);
+  CHECK(r.at("cpu_pct") == 0.0);
+  CHECK(r.at("silent_s") == 10.0);
+  CHECK(r.at("restarts") == 4);
+  CHECK_FALSE(r.contains("exit_code"));
+}
+
 TEST_CASE("an ended rank: its exit code or signal, its run time, no /proc", "[worker_rows]") {
   FakeProc proc;
   WorkerRows rows(1, [](int) -> ProcUsage { FAIL("an ended worker's /proc was read"); return {}; }, 100);
@@ -104,8 +117,11 @@ TEST_CASE("an ended rank: its exit code or signal, its run time, no /proc", "[wo
   CHECK(r.at("run_time_s") == 2.5);
   CHECK(r.at("silent_s") == 2.5);
   CHECK(r.at("pid") == 0);
+  CHECK(r.at("exit_code") == 3);
   w.status = {0, SIGKILL};
-  CHECK(rows.Row(0, Facts(&w), kStart + 1h).at("state") == "killed (SIGKILL)");
+  r = rows.Row(0, Facts(&w), kStart + 1h);
+  CHECK(r.at("state") == "killed (SIGKILL)");
+  CHECK(r.at("exit_code") == 128 + SIGKILL);
 }
 
 TEST_CASE("ReadUsage reads this process from /proc", "[worker_rows]") {
