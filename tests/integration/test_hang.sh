@@ -87,7 +87,16 @@ drop_stacks_dir
 
 # 4. A shell and its child: the child is read with gdb, the shell is never
 # signalled (a real-time signal would kill it: exit 128+N).
-run_dl 60 --hang-timeout 1 -- /bin/sh -c "\"$TMP/bin/sleep\" 4; echo survived"
+# The child sleeps until the report is out: a fixed 4 s lost the race to gdb
+# on a loaded machine. A watcher ends it once the line is there (bounded).
+next_err=$TMP/run$((RUN_SEQ + 1)).err
+(for _ in $(seq 500); do
+  grep -q '^dlaunch: hang: ' "$next_err" 2>/dev/null && break
+  sleep 0.1
+done
+pkill -f "^$TMP/bin/sleep 50$") &
+run_dl 60 --hang-timeout 1 -- /bin/sh -c "\"$TMP/bin/sleep\" 50; echo survived"
+wait $!
 expect_rc 0 "a shell worker after a hang report"
 assert_file_matches "$OUT" "^survived$" "the shell lived on"
 assert_file_matches "$ERR" "^dlaunch: hang: rank 0 \(1\) wait in " "the shell's child's stack"
