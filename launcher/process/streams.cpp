@@ -212,6 +212,21 @@ void Streams::Wait(Stream* s) {
 // holds the start of is finished through it first.
 void Streams::Round(Stream* s) {
   StreamRoute& r = s->route;
+  if (!s->tagger.has_partial() && console_.Splices(*r.console) && !console_.CanSplice(*r.console) &&
+      !console_.full() && AllSplice()) {
+    // Lines queued or owed ahead (another stream's splice, a short chunk's,
+    // dlaunch's own): splice once they are out rather than copy behind them.
+    // Only when every stream on the console splices: a copying one could keep
+    // the queue from ever emptying. Asked before tee, so that the streams woken
+    // together, of which one wins, pay no call for it.
+    s->paused = true;
+    console_.WhenIdle(*r.console, [this, s, alive = std::weak_ptr<int>(alive_)] {
+      if (alive.expired() || !s->open) return;
+      s->paused = false;
+      Continue(s);
+    });
+    return;
+  }
   ssize_t got;
   do got = tee(s->fd, scratch_[1], s->size, SPLICE_F_NONBLOCK);
   while (got < 0 && errno == EINTR);
@@ -224,19 +239,6 @@ void Streams::Round(Stream* s) {
   size_t len = static_cast<size_t>(got);
   bool partial = s->tagger.has_partial();
   bool big = !partial && len > kSeenBytes && console_.CanSplice(*r.console);
-  if (!partial && len > kSeenBytes && !big && console_.Splices(*r.console) && !console_.full() && AllSplice()) {
-    // Lines queued ahead (a short chunk's, dlaunch's own): splice once they are
-    // out rather than copy behind them. Only when every stream on the console
-    // splices: a copying one could keep the queue from ever emptying.
-    if (!SpliceAll(scratch_[0], null_, len)) ClearScratch();
-    s->paused = true;
-    console_.WhenIdle(*r.console, [this, s, alive = std::weak_ptr<int>(alive_)] {
-      if (alive.expired() || !s->open) return;
-      s->paused = false;
-      Continue(s);
-    });
-    return;
-  }
   // What is read of the scratch pipe: the last kSeenBytes of a large chunk,
   // the head of one that ends the tagger's partial line, or all of a short one.
   size_t base = big ? len - kSeenBytes : 0;
