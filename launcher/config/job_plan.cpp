@@ -1,6 +1,8 @@
 #include "launcher/config/job_plan.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -8,6 +10,7 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/subcommands.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -109,6 +112,63 @@ Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::strin
 
 // Every other job: one agent per instance, on the listed nodes or on loopback
 // addresses of this machine.
+// The workers' command of a horovodrun command line (the seeds' MPI job:
+// "horovodrun -np 16 --hostfile $AZUREML_MPI_HOSTFILE python train.py"): what
+// follows horovodrun's flags. dlaunch takes horovodrun's place and serves its
+// gloo store itself (--env horovod), so -np must agree with the spec, and -H and
+// --hostfile, which name the service's machines, give way to dlaunch's node
+// list. nullopt when the command is not horovodrun. The flags are split at
+// white space (a quote there is refused): the program's own words are kept as
+// written, for the shell.
+Result<std::optional<std::string>> HorovodrunWorkers(const JobSpec& s, const std::string& file) {
+  std::string_view c = s.command;
+  size_t at = 0;
+  auto next = [&c, &at]() {
+    size_t start = c.find_first_not_of(" \t\n", at);
+    if (start == std::string_view::npos) start = c.size();
+    size_t end = std::min(c.find_first_of(" \t\n", start), c.size());
+    at = end;
+    return std::pair<size_t, std::string_view>(start, c.substr(start, end - start));
+  };
+  auto [first_at, first] = next();
+  if (s.kind != JobKind::kMpi || first.substr(first.rfind('/') + 1) != "horovodrun") return std::optional<std::string>();
+  auto bad = [&file](const std::string& why) {
+    return Status::InvalidArgument(fmt::format("{}: command: {}", file, why));
+  };
+  std::optional<int> np;
+  while (true) {
+    auto [word_at, word] = next();
+    if (word.empty()) return bad("horovodrun without a program to run");
+    if (word.find_first_of("'\"\\") != std::string_view::npos)
+      return bad(fmt::format("horovodrun's flags are read as plain words; '{}' has a quote", SafeUtf8(word, false)));
+    if (word.front() != '-') {
+      std::string_view rest = c.substr(word_at);
+      rest = rest.substr(0, rest.find_last_not_of(" \t\n") + 1);
+      if (np && *np != s.WorldSize())
+        return bad(fmt::format("horovodrun -np {}, but the spec runs {} processes ({} instance{} of {})", *np,
+                               s.WorldSize(), s.instances, s.instances == 1 ? "" : "s", s.processes.value_or(1)));
+      return std::optional<std::string>(std::string(rest));
+    }
+    std::string_view name = word.substr(0, word.find('='));
+    bool inline_value = name.size() < word.size();
+    if (name == "--gloo" || name == "--verbose") continue;
+    if (name != "-np" && name != "--num-proc" && name != "-H" && name != "--hosts" && name != "--hostfile" &&
+        name != "-hostfile")
+      return bad(fmt::format("horovodrun's {} is not one dlaunch reads (dlaunch runs the workers itself and "
+                             "understands -np, -H, --hostfile, --gloo and --verbose): remove it",
+                             SafeUtf8(name, false)));
+    std::string_view value = inline_value ? word.substr(name.size() + 1) : next().second;
+    if (value.empty()) return bad(fmt::format("horovodrun's {} expects a value", name));
+    if (name == "-np" || name == "--num-proc") {
+      int n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || n < 1)
+        return bad(fmt::format("horovodrun {} {}: expected a positive number", name, SafeUtf8(value, false)));
+      np = n;
+    }
+  }
+}
+
 std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance) {
   std::vector<std::string> f = node_flags;
   if (node_flags.empty()) {
@@ -154,9 +214,16 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
 
   std::vector<std::string>& f = job.flags;
   int per_instance = s.kind == JobKind::kTensorFlow ? 1 : s.processes.value_or(1);
-  bool mpi_command = s.CommandLaunchesMpi();
+  Result<std::optional<std::string>> horovod = HorovodrunWorkers(s, job.file);
+  if (!horovod.ok()) return horovod.status();
+  bool mpi_command = s.CommandLaunchesMpi() && !*horovod;
   std::string command = s.command;
-  if (mpi_command && !node_list) {
+  if (*horovod) {
+    // horovodrun's place: every instance runs its workers, and node rank 0 serves the store.
+    f = FlagsPerInstance(s, split->node_flags, per_instance);
+    std::replace(f.begin(), f.end(), std::string("ompi,azure"), std::string("horovod"));
+    command = **horovod;
+  } else if (mpi_command && !node_list) {
     // The command fans out itself: once, here, with this machine's slots in a hostfile.
     f = {"--nproc-per-node", "1", "--no-tag"};
     // Its path is not known yet: RunJob makes the file (an unpredictable name,
@@ -174,7 +241,7 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   }
   f.insert(f.end(), split->extra.begin(), split->extra.end());
   f.insert(f.end(), {"--", "/bin/sh", "-c", command});
-  if (command != s.command) f.push_back(s.command);  // $0 of the wrapper on node 0
+  if (mpi_command && command != s.command) f.push_back(s.command);  // $0 of the wrapper on node 0
 
   Result<Options> flags = ParseCommandLine(f, env);
   if (!flags.ok()) return flags.status();

@@ -14,7 +14,9 @@
 #      dlaunch's stderr), a junk request answered 400, 1,000 idle connections
 #      held open while a client is still served, and the job then ends at once;
 #   4. a restart (--max-restarts 1) meets a clean store: the key the first
-#      generation PUT is gone.
+#      generation PUT is gone;
+#   5. `dlaunch job` on the seeds' MPI spec whose command is horovodrun: dlaunch
+#      runs the workers in horovodrun's place (2 instances x 2), store and all.
 # A peer outside the node list is refused by the filter tested in
 # tests/launcher/jobwide/horovod_server_test.cpp.
 # shellcheck source=tests/integration/lib.sh
@@ -148,5 +150,24 @@ EOF
 run_dl 60 --nproc-per-node 1 --max-restarts 1 --env horovod -- "$PY" "$TMP/restart.py"
 [[ $RC == 0 ]] || fail_run "a restart: expected the second generation to find the store empty (exit 0)"
 assert_file_matches "$OUT" "after the restart: 404" "a restart"
+
+# ---------------------------------------------------------------------------
+# 5. The seeds' MPI job with horovodrun (`dlaunch job`): dlaunch takes
+# horovodrun's place, runs the 2 instances x 2 workers itself, and serves the store.
+cat >"$TMP/hvd_job.yml" <<YAMLEOF
+command: >-
+  horovodrun -np 4 --hostfile \$AZUREML_MPI_HOSTFILE $TMP/gloo_client 2
+distribution:
+  type: mpi
+  process_count_per_instance: 2
+resources:
+  instance_count: 2
+YAMLEOF
+run_dl 90 job "$TMP/hvd_job.yml"
+[[ $RC == 0 ]] || fail_run "dlaunch job with horovodrun: expected exit 0"
+inits_done "$OUT" 4 || fail_run "dlaunch job with horovodrun: expected 'rank R init 2' for ranks 0-3"
+grep -q 'global 10 local 3 cross 3' "$OUT" || fail_run "dlaunch job with horovodrun: expected sums global 10 local 3 cross 3"
+log "dlaunch job, horovodrun -np 4 over 2 instances: ${ELAPSED}s"
+assert_no_leftovers "after the horovodrun job"
 
 pass

@@ -110,6 +110,42 @@ TEST_CASE("DecideJob: an mpirun command across listed nodes runs once, on node 0
   CHECK(job.hostfile.empty());
 }
 
+TEST_CASE("DecideJob: a horovodrun command gives way to dlaunch, which runs its workers and serves the store",
+          "[job_plan][horovod]") {
+  TempDir dir("job-plan");
+  auto spec = [](const std::string& command) {
+    return "command: " + command +
+           "\ndistribution:\n  type: mpi\n  process_count_per_instance: 2\nresources:\n  instance_count: 2\n";
+  };
+  JobPlan job = MustDecideSpec(dir, spec("horovodrun -np 4 --hostfile $AZUREML_MPI_HOSTFILE --gloo python train.py --lr 'a b'"));
+  CHECK(After(job.flags, "-H") == "127.0.0.1:2,127.0.0.2:2");
+  CHECK(After(job.flags, "--env") == "horovod");
+  std::vector<std::string> tail(job.flags.end() - 4, job.flags.end());
+  CHECK(tail == std::vector<std::string>{"--", "/bin/sh", "-c", "python train.py --lr 'a b'"});
+  CHECK(std::get<HeadPlan>(job.plan.run).hosts.size() == 2);
+  // Spelled otherwise: the path, --num-proc=N, -H, no -np at all.
+  for (const char* command : {"/usr/bin/horovodrun --num-proc=4 -H h1:2,h2:2 python x.py", "horovodrun python x.py"}) {
+    JobPlan other = MustDecideSpec(dir, spec(command));
+    CHECK(other.flags.back() == "python x.py");
+    CHECK(After(other.flags, "--env") == "horovod");
+  }
+  auto error = [&](const std::string& command) {
+    Result<JobPlan> bad = DecideSpec(dir, spec(command), {});
+    REQUIRE_FALSE(bad.ok());
+    return bad.status().message();
+  };
+  CHECK_THAT(error("horovodrun -np 8 python x.py"),
+             Catch::EndsWith("command: horovodrun -np 8, but the spec runs 4 processes (2 instances of 2)"));
+  CHECK_THAT(error("horovodrun -np four python x.py"),
+             Catch::EndsWith("command: horovodrun -np four: expected a positive number"));
+  CHECK_THAT(error("horovodrun --mpi -np 4 python x.py"), Catch::Contains("horovodrun's --mpi is not one dlaunch reads"));
+  CHECK_THAT(error("horovodrun -np 4"), Catch::EndsWith("command: horovodrun without a program to run"));
+  CHECK_THAT(error("horovodrun -np"), Catch::EndsWith("command: horovodrun's -np expects a value"));
+  CHECK_THAT(error("horovodrun -H 'a b' python x.py"), Catch::Contains("has a quote"));
+  // mpirun keeps running once, as before.
+  CHECK(After(MustDecideSpec(dir, kMpirun).flags, "--nproc-per-node") == "1");
+}
+
 TEST_CASE("DecideJob refuses, naming the input", "[job_plan]") {
   TempDir dir("job-plan");
   auto error = [&](std::vector<std::string> args) {

@@ -138,10 +138,10 @@ TEST_CASE("spliced output: one untagged worker behind a slow reader loses nothin
 
 TEST_CASE("spliced output: whole lines beside another worker and dlaunch's own lines on one pipe",
           "[streams][splice]") {
-  std::string prefix_b;
-  bool both_splice = false;
-  SECTION("beside another untagged worker: both splice") { both_splice = true; }
-  SECTION("beside a tagged worker: it copies, so this one copies whenever lines are queued") { prefix_b = "[b]: "; }
+  // true: beside another untagged worker, both splice; false: beside a tagged
+  // worker, which copies, so this one copies whenever lines are queued.
+  const bool both_splice = GENERATE(true, false);
+  const std::string prefix_b = both_splice ? "" : "[b]: ";
   ReaderPipe pipe;
   asio::io_context io;
   Console console(io, pipe.fds[1], pipe.fds[1], 128 * 1024);  // stdout and stderr one pipe: one queue
