@@ -114,7 +114,15 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
 idle = [socket.create_connection((addr, port), timeout=5) for _ in range(1000)]
 time.sleep(0.5)  # they have waited longer than the server's eviction age
 t0 = time.monotonic()
-expect("GET while 1,000 connections idle", req("GET", "/global/k"), (200, b"value"))
+# As Horovod's client does, a status other than 200/404 is retried three times
+# 500 ms apart: under ASan the server may still be taking the 1,000 from its
+# backlog, and a full server turns away a newcomer while none has idled 250 ms.
+for attempt in range(4):
+    got = req("GET", "/global/k")
+    if got[0] != 503:
+        break
+    time.sleep(0.5)
+expect("GET while 1,000 connections idle", got, (200, b"value"))
 print(f"served past 1000 idle connections in {time.monotonic() - t0:.2f}s")
 for c in idle:
     c.close()

@@ -182,7 +182,9 @@ TEST_CASE("oversized headers and bodies, and junk, get one answer, a close and a
   }
   SECTION("junk: 400") {
     Client c(f.io, f.server->endpoint());
-    c.Send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n", 33));
+    // A TLS ClientHello's first bytes (NULs among them), then text.
+    static const char kJunk[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http at all\r\n\r\n";
+    c.Send(std::string(kJunk, sizeof kJunk - 1));
     REQUIRE(c.ReadToClose());
     CHECK(c.received.rfind("HTTP/1.1 400 ", 0) == 0);
     CHECK(f.Log().find("not an HTTP/1.1 request") != std::string::npos);
