@@ -170,16 +170,7 @@ void Console::EndSplice(int from) {
 // came first), and lets its stream go on when `notify`.
 void Console::TakeOwed(Sink& s, bool notify) {
   std::string owed(s.owed, '\0');
-  size_t got = 0;
-  while (got < owed.size()) {
-    ssize_t n = read(s.owed_from, owed.data() + got, owed.size() - got);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-    } else if (!(n < 0 && errno == EINTR)) {
-      break;
-    }
-  }
-  owed.resize(got);
+  owed.resize(ReadPresent(s.owed_from, owed.data(), owed.size()));
   s.owed = 0;
   s.owed_from = -1;
   if (notify && s.owed_then) asio::post(io_, [then = std::move(s.owed_then)] { then(0); });

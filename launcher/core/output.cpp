@@ -13,6 +13,19 @@
 
 namespace dlaunch::launcher {
 
+size_t ReadPresent(int fd, char* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t m = read(fd, p + got, n - got);
+    if (m > 0) {
+      got += static_cast<size_t>(m);
+    } else if (!(m < 0 && errno == EINTR)) {
+      break;
+    }
+  }
+  return got;
+}
+
 void WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = write(fd, data.data(), data.size());

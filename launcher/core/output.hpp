@@ -54,6 +54,9 @@ Result<std::string> RenderTag(const std::string& format, const TagFields& fields
 // Writes all of `data` to `fd`, waiting out EAGAIN and EINTR; gives up quietly
 // when the other end is gone (a closed console has nowhere to show it).
 void WriteAll(int fd, std::string_view data);
+// Reads up to `n` bytes that are already in the pipe `fd` into `p`, retrying
+// EINTR; stops at end of file, EAGAIN or an error. Returns the bytes read.
+size_t ReadPresent(int fd, char* p, size_t n);
 
 // Keeps the last `max_bytes` of a stream, for the failure summary.
 class TailBuffer {

@@ -42,18 +42,7 @@ bool SpliceAll(int from, int to, size_t n) {
 }
 
 // Reads `n` bytes that are known to be in the pipe `fd`.
-bool ReadAll(int fd, char* p, size_t n) {
-  while (n > 0) {
-    ssize_t m = read(fd, p, n);
-    if (m > 0) {
-      p += m;
-      n -= static_cast<size_t>(m);
-    } else if (!(m < 0 && errno == EINTR)) {
-      return false;
-    }
-  }
-  return true;
-}
+bool ReadAll(int fd, char* p, size_t n) { return ReadPresent(fd, p, n) == n; }
 
 bool HungUp(int fd) {
   pollfd p{fd, POLLIN, 0};
