@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -141,30 +142,34 @@ void Exposition::Add(std::string_view name, double value, Labels labels) {
 }
 
 std::string Exposition::Text() const {
-  std::string out;
-  for (const MetricDef& def : MetricTable()) {
-    bool header = false;
-    for (const Sample& s : samples_) {
-      if (s.def != &def) continue;
-      if (!header) {
-        out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", def.name, EscapeHelp(def.help), def.name, TypeWord(def.type));
-        header = true;
-      }
-      out += def.name;
-      if (!s.labels.empty()) {
-        out += '{';
-        for (size_t i = 0; i < s.labels.size(); ++i) {
-          if (i > 0) out += ',';
-          out += fmt::format("{}=\"{}\"", s.labels[i].first, EscapeLabelValue(s.labels[i].second));
-        }
-        out += '}';
-      }
-      out += ' ';
-      out += FormatSampleValue(s.value);
-      out += '\n';
+  // The samples in the table's order (the table is one vector, so its rows'
+  // addresses are in its order), each metric's own in the order added: one pass
+  // into one buffer, since a scrape a second makes this a hot path.
+  std::vector<const Sample*> order;
+  order.reserve(samples_.size());
+  for (const Sample& s : samples_) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(), [](const Sample* a, const Sample* b) { return a->def < b->def; });
+  fmt::memory_buffer out;
+  auto to = std::back_inserter(out);
+  const MetricDef* last = nullptr;
+  for (const Sample* s : order) {
+    const MetricDef& def = *s->def;
+    if (&def != last) {
+      fmt::format_to(to, "# HELP {} {}\n# TYPE {} {}\n", def.name, EscapeHelp(def.help), def.name, TypeWord(def.type));
+      last = &def;
     }
+    fmt::format_to(to, "{}", def.name);
+    if (!s->labels.empty()) {
+      char sep = '{';
+      for (const auto& [name, value] : s->labels) {
+        fmt::format_to(to, "{}{}=\"{}\"", sep, name, EscapeLabelValue(value));
+        sep = ',';
+      }
+      out.push_back('}');
+    }
+    fmt::format_to(to, " {}\n", FormatSampleValue(s->value));
   }
-  return out;
+  return fmt::to_string(out);
 }
 
 std::string MetricsMarkdown() {

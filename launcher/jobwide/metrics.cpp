@@ -2,26 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 namespace dlaunch::launcher {
 namespace {
-
-std::string ReadSmallFile(const char* path) {
-  char buf[1024];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
 
 // A number field of a row; nullopt when it is missing or not a number.
 std::optional<double> Number(const boost::json::object& row, std::string_view key) {
@@ -32,38 +24,49 @@ std::optional<double> Number(const boost::json::object& row, std::string_view ke
 
 }  // namespace
 
+// A scrape a second makes every syscall here count (bench/run.sh's scrape row):
+// the descriptors stay open from the first scrape on (two of process_open_fds),
+// so that a scrape costs getrusage, one pread and one fstat, where opening,
+// reading and closing /proc/self/stat and reading /proc/self/fd entry by entry
+// took about half of a scrape's CPU (bench/profile/metrics.md).
 SelfUsage ReadSelfUsage() {
+  static const int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  static const int fd_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   SelfUsage u;
-  // One file for both CPU and memory: every syscall counts at a scrape a second.
-  std::string stat = ReadSmallFile("/proc/self/stat");
-  size_t close_paren = stat.rfind(')');
-  if (close_paren != std::string::npos) {
-    std::istringstream in(stat.substr(close_paren + 1));
-    std::vector<std::string> f;  // f[0] is field 3 (state); utime, stime: 14, 15; rss (pages): 24
-    for (std::string field; f.size() < 22 && in >> field;) f.push_back(field);
-    if (f.size() == 22) {
-      u.cpu_seconds = static_cast<double>(std::strtoull(f[11].c_str(), nullptr, 10) +
-                                          std::strtoull(f[12].c_str(), nullptr, 10)) /
-                      static_cast<double>(sysconf(_SC_CLK_TCK));
-      u.rss_bytes = static_cast<double>(std::strtoll(f[21].c_str(), nullptr, 10)) *
-                    static_cast<double>(sysconf(_SC_PAGESIZE));
-    }
+  rusage r{};
+  if (getrusage(RUSAGE_SELF, &r) == 0)
+    u.cpu_seconds = static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+                    static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+  // statm: "size resident shared ..." in pages.
+  char buf[128];
+  ssize_t n = statm < 0 ? -1 : pread(statm, buf, sizeof buf - 1, 0);
+  if (n > 0) {
+    buf[n] = '\0';
+    char* end = nullptr;
+    std::strtoull(buf, &end, 10);
+    unsigned long long resident = std::strtoull(end, nullptr, 10);
+    u.rss_bytes = static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
   }
-  if (DIR* d = opendir("/proc/self/fd")) {
-    int n = 0;
+  // Linux 6.2 and later give the number of open descriptors as the size of
+  // /proc/PID/fd; older kernels say 0, and the entries are counted instead.
+  struct stat st{};
+  if (fd_dir >= 0 && fstat(fd_dir, &st) == 0 && st.st_size > 0) {
+    u.open_fds = static_cast<double>(st.st_size);
+  } else if (DIR* d = opendir("/proc/self/fd")) {
+    int count = 0;
     while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
+      if (e->d_name[0] != '.') ++count;
     closedir(d);
-    u.open_fds = n - 1;  // less the directory's own descriptor
+    u.open_fds = count - 1;  // less the directory's own descriptor
   }
   return u;
 }
 
 LoopLag::LoopLag(boost::asio::io_context& io, std::function<MetricsClock::time_point()> now)
-    : timer_(io), now_(std::move(now)), next_due_(now_() + kPeriod) {}
+    : timer_(io), now_(std::move(now)), next_due_(OnTimerGrid(now_() + kPeriod)) {}
 
 void LoopLag::Start() {
-  next_due_ = now_() + kPeriod;
+  next_due_ = OnTimerGrid(now_() + kPeriod);
   Arm();
 }
 
@@ -78,7 +81,7 @@ void LoopLag::Arm() {
 
 void LoopLag::Ticked(MetricsClock::time_point due, MetricsClock::time_point at) {
   last_late_ = std::max(MetricsClock::duration::zero(), at - due);
-  next_due_ = at + kPeriod;
+  next_due_ = OnTimerGrid(at + kPeriod);
 }
 
 MetricsClock::duration LoopLag::Lag(MetricsClock::time_point now) const {

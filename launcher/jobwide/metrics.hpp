@@ -35,7 +35,8 @@ namespace dlaunch::launcher {
 
 using MetricsClock = std::chrono::steady_clock;
 
-// dlaunch's own process, from /proc/self: resident memory, open descriptors, CPU.
+// dlaunch's own process: resident memory (/proc/self/statm), open descriptors
+// (/proc/self/fd), CPU (getrusage). Safe from any thread.
 struct SelfUsage {
   double rss_bytes = 0;
   double open_fds = 0;
@@ -57,6 +58,9 @@ class LoopLag {
   // (virtual) machines: 10 a second cost 3.6 s of CPU an hour, and one a second
   // 0.6 s, most of a quiet job's whole budget (bench/run.sh).
   static constexpr std::chrono::milliseconds kPeriod{2000};
+  // Ticks land on the timer grid (launcher/core/event_loop.hpp), where the
+  // scans for adopted processes also run: one wakeup for both.
+  static_assert(kPeriod >= kTimerGrid);
   static constexpr std::chrono::milliseconds kBound{2000};  // Default: 2s behind is unhealthy
 
   explicit LoopLag(boost::asio::io_context& io, std::function<MetricsClock::time_point()> now = MetricsClock::now);

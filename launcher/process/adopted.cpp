@@ -16,6 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "launcher/core/event_loop.hpp"
+#include "launcher/process/streams.hpp"
+
 // Why tracking pids and not a cgroup: a cgroup v2 sub-group with cgroup.kill
 // would kill every descendant with no race, but it needs a writable, delegated
 // cgroup v2 tree. Users are often not root; Slurm and systemd own the cgroup a
@@ -57,10 +60,11 @@ bool ParseNumber(std::string_view s, uint64_t& out) {
 }
 
 // Small /proc files in one read; empty when the process has gone.
-std::string ReadFile(const std::string& path) {
+// The text of a /proc file; nullopt when it cannot be opened.
+std::optional<std::string> ReadFile(const std::string& path) {
   std::string out;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
+  if (fd < 0) return std::nullopt;
   char buf[4096];
   for (int i = 0; i < 64; ++i) {  // bounded: /proc files of a live process end
     ssize_t n = read(fd, buf, sizeof buf);
@@ -83,12 +87,12 @@ std::optional<std::vector<int>> OwnChildren() {
   while (dirent* e = readdir(dir)) {
     if (e->d_name[0] == '.') continue;
     std::string path = fmt::format("/proc/self/task/{}/children", e->d_name);
-    if (access(path.c_str(), R_OK) != 0) {
+    std::optional<std::string> text = ReadFile(path);
+    if (!text) {
       supported = false;
       break;
     }
-    std::string text = ReadFile(path);
-    std::string_view rest(text);
+    std::string_view rest(*text);
     while (!rest.empty()) {
       size_t a = rest.find_first_not_of(' ');
       if (a == std::string_view::npos) break;
@@ -144,7 +148,7 @@ Result<ProcStat> ParseStat(std::string_view text) {
 }
 
 Result<ProcStat> ReadStat(int pid) {
-  std::string text = ReadFile(fmt::format("/proc/{}/stat", pid));
+  std::string text = ReadFile(fmt::format("/proc/{}/stat", pid)).value_or("");
   if (text.empty()) return Status::NotFound(fmt::format("process {}: gone", pid));
   Result<ProcStat> s = ParseStat(text);
   if (s.ok() && Gone(*s)) return Status::NotFound(fmt::format("process {}: gone (zombie)", pid));
@@ -158,7 +162,7 @@ std::vector<ProcStat> ReadProcessTable() {
   while (dirent* e = readdir(dir)) {
     uint64_t pid = 0;
     if (!ParseNumber(e->d_name, pid)) continue;
-    std::string text = ReadFile(fmt::format("/proc/{}/stat", pid));
+    std::string text = ReadFile(fmt::format("/proc/{}/stat", pid)).value_or("");
     if (Result<ProcStat> s = ParseStat(text); s.ok()) table.push_back(*s);
   }
   closedir(dir);
@@ -210,8 +214,10 @@ void Adopted::Arm() {
   // Without /proc/self/task/*/children a scan reads the whole process table
   // (about 15 ms with 1,000 processes): keep scanning to about 2% of a core, so
   // that many dlaunch on one busy machine do not starve each other.
-  auto next = std::chrono::steady_clock::now() +
-              std::max<std::chrono::steady_clock::duration>(interval_, last_scan_ * 50);
+  auto wait = std::max<std::chrono::steady_clock::duration>(interval_, last_scan_ * 50);
+  auto next = std::chrono::steady_clock::now() + wait;
+  // A quiet job's scans share their wakeup with the other periodic timers.
+  if (wait >= kTimerGrid) next = OnTimerGrid(next);
   if (registered_.empty()) next = std::max(next, watchdog_.groups_since() + first_scan_);
   timer_->expires_at(next);
   // A handler already queued when the timer is cancelled still runs with
@@ -250,10 +256,21 @@ void Adopted::ScanNow() {
   std::map<int, uint64_t> now;
   // Reading every process's stat costs about 15 us each; the children files
   // cost that per child, which matters at 4 scans a second on a busy node.
+  // A child seen by the last scan is still the same process when nothing has
+  // been reaped since (Reaper::reaped): its stat is not read again, so that a
+  // quiet job's scan reads one file per thread of dlaunch, not one per worker.
+  uint64_t reaped = Reaper::reaped();
+  bool same_pids = reaped == reaped_at_scan_;
+  reaped_at_scan_ = reaped;
   if (std::optional<std::vector<int>> children = OwnChildren()) {
     for (int pid : *children) {
-      Result<ProcStat> p = ReadStat(pid);
-      if (p.ok() && pid != watchdog_.pid()) now[pid] = p->start_time;
+      if (pid == watchdog_.pid()) continue;
+      auto known = registered_.find(pid);
+      if (same_pids && known != registered_.end()) {
+        now[pid] = known->second;
+        continue;
+      }
+      if (Result<ProcStat> p = ReadStat(pid); p.ok()) now[pid] = p->start_time;
     }
   } else {
     for (const ProcStat& p : ReadProcessTable())

@@ -392,12 +392,22 @@ void Reaper::Wait() {
   });
 }
 
+namespace {
+// Every Reaper's reaps (Reaper::reaped); the launcher has one thread.
+uint64_t reaped_children = 0;
+}  // namespace
+
+uint64_t Reaper::reaped() { return reaped_children; }
+
 void Reaper::ReapNow() {
   // The launcher is a subreaper (and may be PID 1): besides its children,
   // orphaned grandchildren are reparented here and must be reaped too.
   int status = 0;
   pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) on_exit_(pid, status);
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    ++reaped_children;
+    on_exit_(pid, status);
+  }
 }
 
 }  // namespace dlaunch::launcher

@@ -115,6 +115,11 @@ class Reaper {
   void Stop();
   // Reaps what has exited already (a child that exited before Start).
   void ReapNow();
+  // How many children every Reaper of this process has reaped so far. While it
+  // stays the same, a pid that stays among this process's children names the
+  // same process: a child's pid is not freed until it is reaped (Adopted's scans
+  // read a child's /proc stat only when it may have changed).
+  static uint64_t reaped();
 
  private:
   void Wait();

@@ -11,7 +11,10 @@
 #include <functional>
 #include <thread>
 
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+
+#include "launcher/process/streams.hpp"
 
 #include "tests/launcher/process/process_checks.hpp"
 
@@ -150,6 +153,43 @@ TEST_CASE("Scan registers an adopted setsid daemon and KillAll ends it", "[adopt
     if (adopted.KillAll() != 1) return 15;
     if (!GoneWithin(daemon, stat->start_time, std::chrono::milliseconds(0))) return 16;
     if (!adopted.registered().empty()) return 17;
+    watchdog.Stop();
+    return 0;
+  });
+  CHECK(code == 0);
+}
+
+TEST_CASE("Scans keep a child they saw until a Reaper reaps it, then see the next", "[adopted]") {
+  int code = InChild([] {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    Watchdog watchdog;
+    if (!watchdog.Start("").ok()) return 10;
+    boost::asio::io_context io;
+    std::vector<int> exited;
+    Reaper reaper(io, [&](int pid, int) { exited.push_back(pid); }, nullptr);
+    Adopted adopted(watchdog, std::chrono::milliseconds(0));
+    watchdog.Add(999999999);  // stands for a running worker's group
+    int first = StartDaemon(false);
+    if (first <= 0) return 11;
+    adopted.Scan();
+    adopted.Scan();  // nothing reaped in between: the same child, not read again
+    if (adopted.registered() != std::vector<int>{first}) return 12;
+    uint64_t before = Reaper::reaped();
+    kill(first, SIGKILL);
+    // Until it is reaped the dead daemon is a zombie child, and stays registered.
+    for (int i = 0; i < 300 && exited.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      reaper.ReapNow();
+    }
+    if (exited != std::vector<int>{first}) return 13;
+    if (Reaper::reaped() != before + 1) return 14;
+    int second = StartDaemon(false);
+    if (second <= 0) return 15;
+    reaper.ReapNow();  // the daemon's middle process was reaped by StartDaemon: nothing here
+    if (Reaper::reaped() != before + 1) return 16;
+    adopted.Scan();
+    if (adopted.registered() != std::vector<int>{second}) return 17;
+    adopted.KillAll();
     watchdog.Stop();
     return 0;
   });
