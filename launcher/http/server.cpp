@@ -30,6 +30,10 @@ namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
+// What the wait for a kept-alive connection's next request reads at most; the
+// parser reads the rest of the request behind it.
+constexpr size_t kFirstRead = 512;
+
 std::string Seconds(std::chrono::milliseconds d) {
   return d.count() % 1000 == 0 ? fmt::format("{}s", d.count() / 1000) : fmt::format("{}ms", d.count());
 }
@@ -208,6 +212,30 @@ bool Server::MakeRoom() {
 }
 
 void Server::Read(uint64_t id) {
+  std::shared_ptr<Conn> c = conns_.at(id);
+  if (c->served == 0 || c->buffer.size() > 0) return ReadRequest(id);
+  // Between requests a kept-alive client owes nothing: it waits up to
+  // idle_timeout for the next request's first bytes and is then closed quietly
+  // (no refusal), and only the request itself must come whole within
+  // request_timeout. While waiting it is idle, and a full server may evict it.
+  c->reading = true;
+  c->waiting_since = Clock::now();
+  c->stream.expires_after(options_.idle_timeout);
+  c->stream.async_read_some(c->buffer.prepare(kFirstRead), [this, id, c, alive = life_.token()](beast::error_code ec,
+                                                                                              size_t n) {
+    if (alive.expired() || !conns_.contains(id)) return;
+    c->reading = false;
+    if (ec) {  // idle for too long, or the client left: a close, not a refusal
+      c->Close();
+      conns_.erase(id);
+      return;
+    }
+    c->buffer.commit(n);
+    ReadRequest(id);
+  });
+}
+
+void Server::ReadRequest(uint64_t id) {
   std::shared_ptr<Conn> c = conns_.at(id);
   c->parser.emplace();
   c->parser->header_limit(static_cast<std::uint32_t>(options_.max_header));

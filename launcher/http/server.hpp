@@ -68,6 +68,10 @@ struct ServerOptions {
   size_t max_body = 64 * 1024;                       // Default: 64 KiB of body
   size_t max_requests = 1000;                        // Default: 1,000 requests on one connection
   std::chrono::milliseconds request_timeout{10000};  // Default: 10s for a whole request
+  // Default: 5 min for a kept-alive connection's next request to begin, then
+  // closed without a line: Prometheus keeps its connection between scrapes,
+  // 15 s apart by default and often a minute or more.
+  std::chrono::milliseconds idle_timeout{300000};
   std::chrono::milliseconds reply_timeout{5000};     // Default: 5s for a client to take an answer
   std::chrono::milliseconds evict_after{1000};       // Default: idle 1s before a full server evicts it
   std::function<bool(const boost::asio::ip::address&)> admit;  // null: every peer
@@ -110,7 +114,8 @@ class Server {
   void AcceptFailed(const boost::system::error_code& ec);
   void Admit(boost::asio::ip::tcp::socket socket);
   bool MakeRoom();
-  void Read(uint64_t id);
+  void Read(uint64_t id);         // waits for a request: idle first on a kept-alive connection
+  void ReadRequest(uint64_t id);  // reads one whole request within request_timeout
   void Serve(uint64_t id);
   void Drop(uint64_t id, const std::string& kind, const std::string& why);
   void Refuse(const std::string& kind, const std::string& line);

@@ -217,6 +217,41 @@ TEST_CASE("a slowloris is dropped when its request has not come whole in time", 
   CHECK(f.requests.empty());
 }
 
+TEST_CASE("a kept-alive connection may idle past the request bound, and is closed quietly after the idle bound",
+          "[http][bounds]") {
+  Fixture f(ServerOptions{.request_timeout = 200ms, .idle_timeout = 1500ms});
+  Client c(f.io, f.server->endpoint());
+  c.Send(kGet);
+  REQUIRE_FALSE(c.ReadUntil([](const std::string& r) { return Count(r, "GET /metrics ") == 1; }));
+  // Three request bounds of silence between two scrapes: still open, still answered.
+  f.Serve(600ms);
+  REQUIRE(f.server->clients() == 1);
+  c.Send(kGet);
+  REQUIRE_FALSE(c.ReadUntil([](const std::string& r) { return Count(r, "GET /metrics ") == 2; }));
+  // A request that begins after the idle wait still has only the request bound.
+  c.Send("GET /metrics HTTP/1.1\r\n");
+  auto start = std::chrono::steady_clock::now();
+  CHECK(c.ReadToClose());
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  f.Serve(50ms);  // the server's own handler runs after the close the client saw
+  CHECK(f.Log().find("(no whole request within 200ms)") != std::string::npos);
+  CHECK(f.server->refused() == 1);
+  // Idle past the idle bound: closed, with no line and no refusal.
+  Client idle(f.io, f.server->endpoint());
+  idle.Send(kGet);
+  REQUIRE_FALSE(idle.ReadUntil([](const std::string& r) { return Count(r, "GET /metrics ") == 1; }));
+  start = std::chrono::steady_clock::now();
+  CHECK(idle.ReadToClose());
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= 1400ms);
+  CHECK(took < 4s);
+  f.Serve(50ms);
+  CHECK(f.server->clients() == 0);
+  CHECK(f.server->refused() == 1);
+  CHECK(f.lines.size() == 1);
+  CHECK(f.server->answered() == 3);
+}
+
 TEST_CASE("a full server evicts the longest-idle connection, or says busy when none has idled", "[http][bounds]") {
   SECTION("none idle long enough: the newcomer gets 503") {
     Fixture f(ServerOptions{.max_clients = 2, .evict_after = 60s});
