@@ -294,6 +294,7 @@ void Server::Serve(uint64_t id) {
   c->response.version(11);
   c->response.result(out.status);
   c->response.set(bhttp::field::content_type, out.content_type);
+  if (!out.allow.empty()) c->response.set(bhttp::field::allow, out.allow);
   c->response.keep_alive(keep);
   c->response.body() = std::move(out.body);
   c->response.prepare_payload();

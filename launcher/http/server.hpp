@@ -57,6 +57,7 @@ struct Response {
   unsigned status = 200;
   std::string body;
   std::string content_type = "text/plain; charset=utf-8";
+  std::string allow;  // the Allow field of a 405 (empty: none)
 };
 
 using Handler = std::function<Response(const Request&)>;

@@ -17,7 +17,8 @@ http::Response MetricsService::Handle(const http::Request& request) const {
   http::Response r;
   r.status = static_cast<unsigned>(a.status);
   r.content_type = a.content_type;
-  r.body = request.method == "HEAD" ? std::string() : std::move(a.body);
+  r.body = std::move(a.body);  // the server sends HEAD the GET's length without the body
+  r.allow = std::move(a.allow);
   return r;
 }
 

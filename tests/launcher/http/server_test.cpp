@@ -336,15 +336,19 @@ TEST_CASE("a client that stops reading its answer is dropped after the reply bou
 TEST_CASE("a handler that throws answers 500; HEAD gets the length without the body", "[http]") {
   Fixture f({}, [](const Request& r) -> Response {
     if (r.target == "/boom") throw std::runtime_error("no such metric");
+    if (r.method == "POST") return Response{405, "GET or HEAD\n", "text/plain; charset=utf-8", "GET, HEAD"};
     return Response{200, "body!"};
   });
   Client c(f.io, f.server->endpoint());
-  c.Send("GET /boom HTTP/1.1\r\n\r\nHEAD /x HTTP/1.1\r\nConnection: close\r\n\r\n");
+  c.Send("GET /boom HTTP/1.1\r\n\r\nHEAD /x HTTP/1.1\r\n\r\nPOST /x HTTP/1.1\r\nConnection: close\r\n\r\n");
   REQUIRE(c.ReadToClose());
   CHECK(c.received.rfind("HTTP/1.1 500 ", 0) == 0);
   CHECK(c.received.find("internal error: no such metric") != std::string::npos);
   CHECK(c.received.find("Content-Length: 5\r\n") != std::string::npos);
   CHECK(c.received.find("body!") == std::string::npos);
+  CHECK(Count(c.received, "Allow: ") == 1);
+  CHECK(c.received.find("HTTP/1.1 405 Method Not Allowed\r\n") != std::string::npos);
+  CHECK(c.received.find("Allow: GET, HEAD\r\n") > c.received.find("HTTP/1.1 405 "));
 }
 
 TEST_CASE("destroying a server with connections mid-request closes them", "[http]") {
