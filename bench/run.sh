@@ -324,7 +324,7 @@ for ((i = 0; i < REPS; i++)); do
       *"up"*) last_up=$EPOCHREALTIME ;;
       *"hang: full stacks in"*) summary=$EPOCHREALTIME ;;
     esac
-  done < <(timeout -k 5 60 "$DLAUNCH" --nproc-per-node 8 --hang-timeout 2 --hang-action stop -- \
+  done < <(TMPDIR=$T timeout -k 5 60 "$DLAUNCH" --nproc-per-node 8 --hang-timeout 2 --hang-action stop -- \
              "$PY" -c 'import time; print("up", flush=True); time.sleep(60)' 2>&1)
   if [[ -n $last_up && -n $summary ]]; then
     H_MS+=("$(awk -v a="$last_up" -v b="$summary" 'BEGIN{printf "%.1f", (b - a - 2) * 1000}')")

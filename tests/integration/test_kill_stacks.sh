@@ -13,6 +13,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
+export TMPDIR=$TMP  # run directories kept for their stacks (hang reports) go with the test
 require_python
 command -v gdb >/dev/null || fail "gdb is missing (scripts/install-deps.sh installs it)"
 

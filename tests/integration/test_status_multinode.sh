@@ -15,6 +15,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
+export TMPDIR=$TMP  # run directories kept for their stacks (hang reports) go with the test
 require_python
 unset DLAUNCH_RDZV_TOKEN
 
