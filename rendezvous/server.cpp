@@ -20,7 +20,9 @@ CoordinatorServer::CoordinatorServer(asio::io_context& io, JobFactory factory, L
       ticker_(io),
       factory_(std::move(factory)),
       log_(std::move(log)),
-      accept_timer_(io),
+      accept_retry_(io, [this](const std::string& what) {
+        if (log_) log_(subject_ + ": " + what);
+      }),
       peer_log_(log_) {}
 
 CoordinatorServer::~CoordinatorServer() {
@@ -28,7 +30,6 @@ CoordinatorServer::~CoordinatorServer() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   ticker_.cancel();
-  accept_timer_.cancel();
   for (auto& [id, conn] : conns_) conn->Close();
 }
 
@@ -85,8 +86,10 @@ int CoordinatorServer::port() const {
 void CoordinatorServer::Accept() {
   acceptor_.async_accept([this, alive = alive_](boost::system::error_code ec, tcp::socket socket) {
     if (!*alive) return;
-    if (ec) return AcceptFailed(ec);
-    if (accept_backoff_.Accepted() && log_) log_(subject_ + ": accepting connections again");
+    // Out of fds or memory: wait, and say so once; a peer that left between
+    // its SYN and accept() is nothing wrong here.
+    if (ec) return accept_retry_.Failed(ec, [this] { Accept(); });
+    accept_retry_.Accepted();
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
@@ -112,21 +115,6 @@ void CoordinatorServer::Accept() {
         },
         [this, id](const Status& why) { OnClosed(id, why); });
     Accept();
-  });
-}
-
-void CoordinatorServer::AcceptFailed(const boost::system::error_code& ec) {
-  if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
-  // The peer gave up between SYN and accept(): nothing wrong here.
-  if (ec == asio::error::connection_aborted) return Accept();
-  // Out of fds or memory: wait, and say so once (AcceptBackoff).
-  AcceptBackoff::Retry retry = accept_backoff_.Failed(Clock::now());
-  if (retry.say && log_)
-    log_(fmt::format("{}: cannot accept connections ({}); retrying after {}, backing off to 1s", subject_,
-                     ec.message(), FormatDuration(retry.wait)));
-  accept_timer_.expires_after(retry.wait);
-  accept_timer_.async_wait([this, alive = alive_](boost::system::error_code e) {
-    if (!e && *alive) Accept();
   });
 }
 

@@ -41,6 +41,7 @@
 #include "envmap/status.hpp"
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
+#include "rendezvous/accept_retry.hpp"
 #include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::rendezvous {
@@ -130,7 +131,6 @@ class CoordinatorServer {
   CoordinatorServer(boost::asio::io_context& io, JobFactory factory, LogSink log);
   void Accept();
   // Accept failed with `ec`: retry now, or later with back-off.
-  void AcceptFailed(const boost::system::error_code& ec);
   void OnLobbyMessage(ConnId id, Message message);
   // Sends Refused{why} to a connection of the lobby, closes it, and logs (rate-limited).
   void RefuseInLobby(ConnId id, const std::string& why);
@@ -169,8 +169,7 @@ class CoordinatorServer {
   std::chrono::milliseconds hello_timeout_{10000};  // Default: 10s, as the handshake
   std::optional<std::chrono::milliseconds> expire_after_;
   std::map<std::string, Clock::time_point> idle_since_;  // jobs with no connection, since when
-  boost::asio::steady_timer accept_timer_;
-  AcceptBackoff accept_backoff_;
+  AcceptRetry accept_retry_;
   LogLimiter peer_log_;  // the lines peers cause: drops, and the jobs' limited Log lines
   Counters counters_;
   std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening

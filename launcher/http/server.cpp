@@ -116,7 +116,7 @@ Server::Server(asio::io_context& io, Handler handler, std::function<void(const s
       handler_(std::move(handler)),
       options_(std::move(options)),
       acceptor_(io),
-      accept_timer_(io),
+      accept_retry_(io, [this](const std::string& what) { Refuse("accept", subject_ + ": " + what); }),
       tick_timer_(io),
       log_([log = std::move(log)](const std::string& line) {
         if (log) log(line);
@@ -149,23 +149,10 @@ Server::~Server() {
 void Server::Accept() {
   acceptor_.async_accept([this, alive = life_.token()](boost::system::error_code ec, tcp::socket socket) {
     if (alive.expired()) return;
-    if (ec) return AcceptFailed(ec);
-    if (accept_backoff_.Accepted()) Refuse("accept", subject_ + ": accepting connections again");
+    if (ec) return accept_retry_.Failed(ec, [this] { Accept(); });
+    accept_retry_.Accepted();
     Admit(std::move(socket));
     Accept();
-  });
-}
-
-void Server::AcceptFailed(const boost::system::error_code& ec) {
-  if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
-  if (ec == asio::error::connection_aborted) return Accept();
-  rendezvous::AcceptBackoff::Retry retry = accept_backoff_.Failed(Clock::now());
-  if (retry.say)
-    Refuse("accept", fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", subject_,
-                                 ec.message()));
-  accept_timer_.expires_after(retry.wait);
-  accept_timer_.async_wait([this, alive = life_.token()](boost::system::error_code e) {
-    if (!e && !alive.expired()) Accept();
   });
 }
 

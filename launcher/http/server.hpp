@@ -41,6 +41,7 @@
 
 #include "envmap/status.hpp"
 #include "launcher/core/event_loop.hpp"
+#include "rendezvous/accept_retry.hpp"
 #include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::launcher::http {
@@ -112,7 +113,6 @@ class Server {
   Server(boost::asio::io_context& io, Handler handler, std::function<void(const std::string&)> log,
          ServerOptions options);
   void Accept();
-  void AcceptFailed(const boost::system::error_code& ec);
   void Admit(boost::asio::ip::tcp::socket socket);
   bool MakeRoom();
   void Read(uint64_t id);         // waits for a request: idle first on a kept-alive connection
@@ -127,10 +127,9 @@ class Server {
   ServerOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::ip::tcp::endpoint endpoint_;
-  boost::asio::steady_timer accept_timer_;
+  rendezvous::AcceptRetry accept_retry_;
   boost::asio::steady_timer tick_timer_;
   bool tick_armed_ = false;
-  rendezvous::AcceptBackoff accept_backoff_;
   rendezvous::LogLimiter log_;
   std::string subject_;  // "NAME on ADDR:PORT"
   std::map<uint64_t, std::shared_ptr<Conn>> conns_;

@@ -153,7 +153,9 @@ LiveServer::LiveServer(asio::io_context& io, std::string path, LiveSource& sourc
       log_(std::move(log)),
       options_(options),
       acceptor_(io),
-      accept_timer_(io) {}
+      accept_retry_(io, [this](const std::string& what) {
+        if (log_) log_(path_ + ": " + what);
+      }) {}
 
 Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, const std::string& path,
                                                       LiveSource& source, std::function<void(const std::string&)> log,
@@ -195,8 +197,9 @@ LiveServer::~LiveServer() {
 void LiveServer::Accept() {
   acceptor_.async_accept([this, alive = life_.token()](boost::system::error_code ec, Local::socket socket) {
     if (alive.expired()) return;
-    if (ec) return AcceptFailed(ec);
-    if (accept_backoff_.Accepted() && log_) log_(fmt::format("{}: accepting connections again", path_));
+    // Out of descriptors or memory: wait, and say so once (AcceptRetry).
+    if (ec) return accept_retry_.Failed(ec, [this] { Accept(); });
+    accept_retry_.Accepted();
     // Only this user (or root) may ask, whatever the file's mode says.
     ucred cred{};
     socklen_t len = sizeof cred;
@@ -215,19 +218,6 @@ void LiveServer::Accept() {
     }
     // `socket`, when not taken, closes here.
     Accept();
-  });
-}
-
-void LiveServer::AcceptFailed(const boost::system::error_code& ec) {
-  if (ec == asio::error::operation_aborted) return;  // the acceptor was closed
-  if (ec == asio::error::connection_aborted) return Accept();
-  // Out of descriptors or memory: wait, and say so once (AcceptBackoff).
-  rendezvous::AcceptBackoff::Retry retry = accept_backoff_.Failed(std::chrono::steady_clock::now());
-  if (retry.say && log_)
-    log_(fmt::format("{}: cannot accept connections ({}); retrying, backing off to 1s", path_, ec.message()));
-  accept_timer_.expires_after(retry.wait);
-  accept_timer_.async_wait([this, alive = life_.token()](boost::system::error_code e) {
-    if (!e && !alive.expired()) Accept();
   });
 }
 

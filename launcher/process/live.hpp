@@ -36,7 +36,7 @@
 #include "envmap/status.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/process/runner.hpp"
-#include "rendezvous/log_limit.hpp"
+#include "rendezvous/accept_retry.hpp"
 
 namespace dlaunch::launcher {
 
@@ -133,7 +133,6 @@ class LiveServer {
   LiveServer(boost::asio::io_context& io, std::string path, LiveSource& source,
              std::function<void(const std::string&)> log, LiveServerOptions options);
   void Accept();
-  void AcceptFailed(const boost::system::error_code& ec);
   void ReadRequest(uint64_t id);
   void Answer(uint64_t id, const std::string& request);
   void Reply(uint64_t id, std::string body);
@@ -146,8 +145,7 @@ class LiveServer {
   std::function<void(const std::string&)> log_;
   LiveServerOptions options_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
-  boost::asio::steady_timer accept_timer_;
-  rendezvous::AcceptBackoff accept_backoff_;
+  rendezvous::AcceptRetry accept_retry_;
   // Shared with the handlers of each session's pending operations: Asio's
   // composed read touches the session's buffer once more when it is cancelled.
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;
