@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest: LABELS=slow PROCESSORS=2
+# ctest: LABELS=slow PROCESSORS=2 TIMEOUT=600
 # dlaunch under the real Open MPI mpirun (openmpi-bin), on this one machine:
 #   1. per-node: `mpirun -np 2 dlaunch --nproc-per-node 2 -- DDP` with no
 #      --rdzv-endpoint: the MPI bootstrap (dlaunch-mpi-bootstrap) finds rank 0;
