@@ -110,8 +110,6 @@ Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::strin
       "rm -f \"$f\"; exit $rc");
 }
 
-// Every other job: one agent per instance, on the listed nodes or on loopback
-// addresses of this machine.
 // The workers' command of a horovodrun command line (the seeds' MPI job:
 // "horovodrun -np 16 --hostfile $AZUREML_MPI_HOSTFILE python train.py"): what
 // follows horovodrun's flags. dlaunch takes horovodrun's place and serves its
@@ -169,6 +167,8 @@ Result<std::optional<std::string>> HorovodrunWorkers(const JobSpec& s, const std
   }
 }
 
+// Every other job: one agent per instance, on the listed nodes or on loopback
+// addresses of this machine.
 std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance) {
   std::vector<std::string> f = node_flags;
   if (node_flags.empty()) {

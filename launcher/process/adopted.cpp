@@ -59,8 +59,8 @@ bool ParseNumber(std::string_view s, uint64_t& out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-// Small /proc files in one read; empty when the process has gone.
-// The text of a /proc file; nullopt when it cannot be opened.
+// The text of a small /proc file; nullopt when it cannot be opened (the
+// process has gone, or the kernel has no such file).
 std::optional<std::string> ReadFile(const std::string& path) {
   std::string out;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
