@@ -132,6 +132,7 @@ dist.init_process_group("gloo")
 t = torch.ones(2)
 dist.all_reduce(t)
 print(f"rank {dist.get_rank()} done {t.tolist()}", flush=True)
+dist.destroy_process_group()  # as hang_ddp.py: a gloo group left to exit can abort
 PYEOF
 run_dl 120 --nproc-per-node 3 --hang-timeout 2 -- "$PY" "$TMP/late_store.py"
 expect_rc 0 "ranks waiting in TCPStore, sampled"

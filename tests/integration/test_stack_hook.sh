@@ -168,22 +168,39 @@ for py in "${PYTHONS[@]}"; do
   if grep -q "multi-threaded" "$OUT" "$ERR"; then fail_run "$py: os.fork() warned of the hook's thread"; fi
 done
 
-# 5. A native rank waiting in vfork() for a child that has not exec()ed yet.
+# 5. A native rank waiting in vfork() for a child that has not exec()ed yet. The
+# child stays until the rank is traced (gdb attached: it stops the rank as soon
+# as the rank leaves D), so the rank is still in vfork however slow gdb starts.
 if command -v cc >/dev/null; then
   cat >"$TMP/vfork.c" <<'CEOF'
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 int main(void) {
+  char path[64], status[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)getpid());
   printf("parent %d\n", (int)getpid());
   fflush(stdout);
   pid_t child = vfork();
   if (child == 0) {
-    sleep(3); /* the parent waits in D state meanwhile */
+    /* The parent waits in D state meanwhile. Only system calls here. */
+    for (int i = 0; i < 600; i++) { /* 60 s at most */
+      int fd = open(path, O_RDONLY);
+      ssize_t n = fd < 0 ? -1 : read(fd, status, sizeof status - 1);
+      if (fd >= 0) close(fd);
+      if (n <= 0) break;
+      status[n] = 0;
+      char *t = strstr(status, "TracerPid:");
+      if (t && strtol(t + 10, NULL, 10) != 0) break;
+      usleep(100000);
+    }
     _exit(0);
   }
   waitpid(child, NULL, 0);
-  sleep(6);
+  sleep(1);
   return 0;
 }
 CEOF
@@ -191,7 +208,7 @@ CEOF
   start_job vf "parent " -- "$TMP/vfork"
   parent=$(sed -nE 's/^(\[0\]: )?parent ([0-9]+)$/\2/p' "$TMP/vf.out")
   wait_for 5 eval "[[ \$(awk '{print \$3}' /proc/$parent/stat) == D ]]" || fail "vf: the parent $parent is not in D state"
-  # gdb can attach only once the parent leaves D (its child exits after 3 s).
+  # gdb stops the parent once it leaves D (its child exits when it sees gdb).
   run_dl 30 stacks vf
   expect_rc 0 "stacks of a rank in vfork()"
   assert_file_matches "$OUT" "^=== rank 0 \(pid $parent\), by gdb$" "vf: the rank itself is sampled, not its vfork child"

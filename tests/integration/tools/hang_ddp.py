@@ -53,6 +53,10 @@ def main():
     print(f"rank {rank} quiet from {time.time():.3f}", flush=True)  # the last line before the hang
     step(rank, t)
     print(f"rank {rank} done {t.tolist()}", flush=True)
+    # Without it gloo's threads can outlive the interpreter and the rank dies of
+    # SIGABRT ("terminate called without an active exception") after its last
+    # line: PyTorch's docs ask every rank to call it before it exits.
+    dist.destroy_process_group()
 
 
 main()
