@@ -51,6 +51,8 @@ report_summary() {
 # apart too), one directory per test: tests/sanitizers/per-test-reports.sh,
 # which the sanitized build puts in front of every test, points log_path into
 # $DLAUNCH_SANITIZER_REPORTS/<test>/. So the tests run in parallel here too.
+# ctest's bound for a test is 600 s there, not 300: beside the fuzzers' build on
+# 2 cores the unit tests (53 s alone) took over 300 s on 2026-11-26.
 # The sanitized tree: configured and built (the build's output goes to stdout).
 asan_build() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
@@ -81,7 +83,7 @@ asan_stage() {
     UBSAN_OPTIONS="$common:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
     LSAN_OPTIONS="suppressions=$supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
     DLAUNCH_SANITIZED=1 DLAUNCH_SANITIZER_REPORTS=$reports \
-    ctest -j"$jobs" --output-on-failure --timeout 300 "$@") >"$reports/ctest.log" 2>&1 || rc=$?
+    ctest -j"$jobs" --output-on-failure --timeout 600 "$@") >"$reports/ctest.log" 2>&1 || rc=$?
   # ctest lists the tests that failed (by number:name) for --rerun-failed.
   local failed_list=$dir/Testing/Temporary/LastTestsFailed.log
   ((rc == 0)) || [[ -s $failed_list ]] || { tail -n 40 "$reports/ctest.log"; return 1; }
