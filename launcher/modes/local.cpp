@@ -42,15 +42,40 @@ namespace {
 // --log-dir/RUN_ID, else a fresh directory under $TMPDIR (or /tmp). `private_dir`
 // holds what dlaunch reads back or runs (the stack hook's dumps, the error
 // files, Azure's hostfile; the hook itself, where this user's own directory
-// cannot hold it): a directory it has just made (0700), inside `run`
-// when that is a fresh one too, else a fresh one of its own; it goes when the
-// job ends. A shared --log-dir (a 1777 scratch directory) then gives another
-// user nothing to plant: RUN_ID and the attempt directories below it are made
-// 0700 or accepted only as ours (private_dir.hpp).
+// cannot hold it): a directory it has just made (0700), and it goes when the
+// job ends. A fresh run directory that will hold no logs is one already: it is
+// the private directory too (one mkdir and one rmdir fewer an agent, of the
+// few inodes an agent makes: bench/profile/agent.md), and when a hang's stacks
+// keep it, everything but them is removed. With logs it has a private one
+// inside; under --log-dir the private one is fresh, elsewhere. A shared
+// --log-dir (a 1777 scratch directory) then gives another user nothing to
+// plant: RUN_ID and the attempt directories below it are made 0700 or accepted
+// only as ours (private_dir.hpp).
 struct RunDirs {
   std::string run;
   std::string private_dir;
   bool run_is_fresh = false;  // made for this job: removed at the end unless it holds logs or stacks
+  bool private_is_run = false;
+
+  // At the end: the private directory always, the run directory when it is
+  // this job's own and `keep_run` is false (no logs, no stacks).
+  void Remove(bool keep_run) const {
+    std::error_code ec;
+    if (!private_is_run) {
+      fs::remove_all(private_dir, ec);
+      if (run_is_fresh && !keep_run) fs::remove_all(run, ec);
+      return;
+    }
+    if (!keep_run) {
+      fs::remove_all(run, ec);
+      return;
+    }
+    // Kept for a hang's stacks-N.txt: the rest was dlaunch's.
+    for (fs::directory_iterator it(run, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (!(name.starts_with("stacks-") && name.ends_with(".txt"))) fs::remove_all(it->path(), ec);
+    }
+  }
 };
 
 Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
@@ -62,7 +87,9 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
     if (!run.ok()) return run.status();
     d.run = *run;
     d.run_is_fresh = true;
-    d.private_dir = d.run + "/private";
+    d.private_is_run = !w.write_logs;
+    d.private_dir = d.private_is_run ? d.run : d.run + "/private";
+    if (d.private_is_run) return d;
     if (Status s = EnsureOwnDir(d.private_dir); !s.ok()) return s;
     return d;
   }
@@ -222,13 +249,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
   const WorkerPlan& w = *p.workers();
   Result<RunDirs> dirs = MakeRunDirs(w);
   if (!dirs.ok()) return Fail(dirs.status().code() == Code::kInvalidArgument ? kExitUsage : 1, dirs.status().message());
-  // What no one reads after the job: the private directory always, the run
-  // directory when it is this job's own and holds no logs or stacks.
-  auto remove_dirs = [&dirs](bool keep_run) {
-    std::error_code ec;
-    fs::remove_all(dirs->private_dir, ec);
-    if (dirs->run_is_fresh && !keep_run) fs::remove_all(dirs->run, ec);
-  };
+  auto remove_dirs = [&dirs](bool keep_run) { dirs->Remove(keep_run); };
   RunPlan plan = RunPlanFor(p, exe, *dirs);
   EventLog events;
   if (!w.events.empty()) {
@@ -256,7 +277,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
   Watchdog watchdog;
   Result<std::string> live_path = LiveSocketPath(w.inherited, run_id);
   // If dlaunch is killed the watchdog removes one directory: the fresh run
-  // directory when it would go anyway (the private one is inside), else the
+  // directory when it would go anyway (the private one is it or inside it), else the
   // private one.
   bool run_goes = dirs->run_is_fresh && !plan.write_logs;
   if (Status s = watchdog.Start(run_goes ? dirs->run : dirs->private_dir, live_path.ok() ? *live_path : "");

@@ -223,12 +223,12 @@ mkdir -p "$TMP/tmpdir"
 # shellcheck disable=SC2016  # expanded by the worker's shell
 TMPDIR=$TMP/tmpdir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
 expect_rc 0 "TMPDIR=$TMP/tmpdir"
-assert_file_matches "$OUT" "^error file: $TMP/tmpdir/dlaunch-[A-Za-z0-9]{6}/private/error-0-0.json$" "the run directory under \$TMPDIR"
+assert_file_matches "$OUT" "^error file: $TMP/tmpdir/dlaunch-[A-Za-z0-9]{6}/error-0-0.json$" "the run directory under \$TMPDIR"
 assert_eq "$(find "$TMP/tmpdir" -mindepth 1 | wc -l)" "0" "what is left under \$TMPDIR after the run"
 # shellcheck disable=SC2016
 TMPDIR=$TMP/no-such-dir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
 expect_rc 0 "TMPDIR naming no directory"
-assert_file_matches "$OUT" "^error file: /tmp/dlaunch-[A-Za-z0-9]{6}/private/error-0-0.json$" "the run directory under /tmp"
+assert_file_matches "$OUT" "^error file: /tmp/dlaunch-[A-Za-z0-9]{6}/error-0-0.json$" "the run directory under /tmp"
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the env dumps"

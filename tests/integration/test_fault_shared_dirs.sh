@@ -154,7 +154,9 @@ run_dl 30 --nproc-per-node 1 -- "$PY" -u "$TMP/where.py" 3
 expect_rc 3 "a failing job"
 dir=$(private_dir_of "$OUT")
 check_private "after a failure" "$dir" "${TMPDIR:-/tmp}"
-[[ -e ${dir%/private} ]] && fail "the run directory ${dir%/private} (no logs, no stacks) is still there"
+# Without logs the fresh run directory is the private one (and gone, above).
+[[ $(basename "$dir") =~ ^dlaunch-[A-Za-z0-9]{6}$ ]] ||
+  fail_run "after a failure: the private directory $dir is not the fresh run directory itself"
 run_dl 30 --tee 3 --nproc-per-node 1 -- "$PY" -u "$TMP/where.py"
 expect_rc 0 "a job with logs and no --log-dir"
 dir=$(private_dir_of "$OUT")

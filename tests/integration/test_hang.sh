@@ -23,11 +23,15 @@ cp "$SRC/tests/integration/tools/hang_ddp.py" "$TMP/hang_ddp.py"
 line=$(grep -n LOAD_BATCH_LINE "$TMP/hang_ddp.py" | cut -d: -f1)
 
 # The run directory a hang kept (it holds the stacks), from the last run's stderr.
+# What dlaunch reads back (the hook's dumps, error files) does not stay beside
+# them: the kept directory holds stacks-N.txt and logs (attempt_N) only.
 drop_stacks_dir() {
-  local file
+  local file left
   file=$(sed -nE 's/^dlaunch: hang: full stacks in (.*)$/\1/p' "$ERR" | head -n 1)
-  [[ -n $file && $file == */stacks-1.txt ]] && rm -rf "$(dirname "$file")"
-  return 0
+  [[ -n $file && $file == */stacks-1.txt ]] || return 0
+  left=$(find "$(dirname "$file")" -mindepth 1 -maxdepth 1 ! -name 'stacks-*.txt' ! -name 'attempt_*' -printf '%f ')
+  [[ -z $left ]] || fail_run "the kept directory $(dirname "$file") still holds dlaunch's own files: $left"
+  rm -rf "$(dirname "$file")"
 }
 
 # check_stop WHAT: the last run stopped on the hang, with the summary, within

@@ -60,13 +60,12 @@ wait "$TPID" 2>/dev/null
 wait_for 2 no_marked_processes
 assert_no_leftovers "2s after SIGKILL to dlaunch (its watchdog should kill every worker group)"
 
-# The watchdog also removes the per-job directory, with the private directory
-# of error files in it (.../dlaunch-XXXX/private/error-N-RANK.json), once it
-# has killed the workers.
+# The watchdog also removes the per-job directory, the private directory of
+# error files (.../dlaunch-XXXX/error-N-RANK.json) when the job writes no logs,
+# once it has killed the workers.
 errfile=$(cat "$TMP/errfile.0" 2>/dev/null)
 [[ -n $errfile ]] || fail "rank 0 never reported its TORCHELASTIC_ERROR_FILE"
-[[ $(basename "$(dirname "$errfile")") == private ]] || fail "the error file is not in the private directory: $errfile"
-jobdir=$(dirname "$(dirname "$errfile")")
+jobdir=$(dirname "$errfile")
 [[ $(basename "$jobdir") =~ ^dlaunch-[A-Za-z0-9]+$ ]] || fail "unexpected job directory shape: $jobdir"
 # shellcheck disable=SC2317  # called through wait_for
 jobdir_gone() { [[ ! -e $jobdir ]]; }
