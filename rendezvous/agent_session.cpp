@@ -88,6 +88,22 @@ void AgentSession::ArmTimer() {
   });
 }
 
+namespace {
+
+// A connect to a port of the ephemeral range on which nothing listens yet can
+// be given that very port as its own source and, by TCP's simultaneous open,
+// connect to itself (Linux: 127.0.0.1:P to 127.0.0.1:P). Kept, it would read its
+// own Hello ("not a dlaunch coordinator") and hold the port that the host is
+// about to bind. It is a refusal: reset at once and retried.
+bool ReachedItself(const tcp::socket& socket) {
+  boost::system::error_code local_ec, remote_ec;
+  tcp::endpoint local = socket.local_endpoint(local_ec);
+  tcp::endpoint remote = socket.remote_endpoint(remote_ec);
+  return !local_ec && !remote_ec && local == remote;
+}
+
+}  // namespace
+
 void AgentSession::Connect() {
   HangUp();
   std::uint64_t attempt = ++attempt_;
@@ -102,6 +118,12 @@ void AgentSession::Connect() {
                         [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
                           if (!*alive || attempt != attempt_) return;
                           if (ec) return failed(ec.message());
+                          if (ReachedItself(*connecting_)) {
+                            // Reset, not closed: a TIME_WAIT of the port would keep the host from binding it.
+                            connecting_->set_option(asio::socket_base::linger(true, 0), ec);
+                            connecting_->close(ec);
+                            return failed("nothing listens on the port yet; the connection reached itself");
+                          }
                           auto socket = std::move(*connecting_);
                           connecting_.reset();
                           conn_ = std::make_shared<Connection>(std::move(socket));
