@@ -214,7 +214,9 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   streams.Add(child[0], 0, route, [&] { closed = true; });
   // With nobody reading the console, what dlaunch holds stays bounded.
   size_t most = 0;
-  for (int i = 0; i < 50; ++i) {
+  // At least half a second of sampling, and until the console is full (a
+  // loaded host is slow to get there), at most 5 s.
+  for (int i = 0; i < 500 && (i < 50 || !console.full()); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
     most = std::max(most, console.buffered());
@@ -231,7 +233,7 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   }
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 100 && !closed; ++i) {
+  for (int i = 0; i < 500 && !closed; ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
@@ -291,8 +293,10 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   REQUIRE(write(busy.fds[1], lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()));
   REQUIRE(write(done.fds[1], lines.data(), 4096) == 4096);
   CHECK_FALSE(streams.held(0));  // nothing read yet
-  io.restart();
-  io.run_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 500 && !streams.held(0); ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
   CHECK(streams.held(0));
   CHECK(streams.held(0, &busy.last));
   CHECK_FALSE(streams.held(0, &done.last));  // paused, but its writer wrote nothing since
@@ -303,8 +307,10 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
 
   // Once the console drains, everything is read: nothing is held any more.
   console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + lines.size() + 4096 + 10);
-  io.restart();
-  io.run_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 500 && streams.held(0); ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
   CHECK_FALSE(streams.held(0));
   for (Child* c : {&busy, &done, &quiet}) close(c->fds[1]);
   streams.CloseAll();
@@ -356,7 +362,7 @@ TEST_CASE("streams: many short lines a read, a line longer than a read, a stalle
   route.prefix = "[1]: ";
   streams.Add(child[0], 0, route, [&] { closed = true; });
   size_t most = 0;
-  for (int i = 0; i < 30; ++i) {
+  for (int i = 0; i < 500 && (i < 30 || !console.full()); ++i) {  // as above
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
     most = std::max(most, console.buffered());
@@ -371,7 +377,7 @@ TEST_CASE("streams: many short lines a read, a line longer than a read, a stalle
   }
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 100 && !closed; ++i) {
+  for (int i = 0; i < 500 && !closed; ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
