@@ -293,10 +293,12 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   REQUIRE(write(busy.fds[1], lines.data(), lines.size()) == static_cast<ssize_t>(lines.size()));
   REQUIRE(write(done.fds[1], lines.data(), 4096) == 4096);
   CHECK_FALSE(streams.held(0));  // nothing read yet
-  for (int i = 0; i < 500 && !streams.held(0); ++i) {
+  // Until `busy` is held and `done`'s 4 KiB have been read (then it is paused too).
+  for (int i = 0; i < 500 && !(streams.held(0) && done.last.at()); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
+  REQUIRE(done.last.at());
   CHECK(streams.held(0));
   CHECK(streams.held(0, &busy.last));
   CHECK_FALSE(streams.held(0, &done.last));  // paused, but its writer wrote nothing since
