@@ -215,8 +215,8 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   // With nobody reading the console, what dlaunch holds stays bounded.
   size_t most = 0;
   // At least half a second of sampling, and until the console is full (a
-  // loaded host is slow to get there), at most 5 s.
-  for (int i = 0; i < 500 && (i < 50 || !console.full()); ++i) {
+  // loaded host is slow to get there), at most 30 s.
+  for (int i = 0; i < 3000 && (i < 50 || !console.full()); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
     most = std::max(most, console.buffered());
@@ -233,7 +233,7 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   }
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 500 && !closed; ++i) {
+  for (int i = 0; i < 3000 && !closed; ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
@@ -294,7 +294,7 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   REQUIRE(write(done.fds[1], lines.data(), 4096) == 4096);
   CHECK_FALSE(streams.held(0));  // nothing read yet
   // Until `busy` is held and `done`'s 4 KiB have been read (then it is paused too).
-  for (int i = 0; i < 500 && !(streams.held(0) && done.last.at()); ++i) {
+  for (int i = 0; i < 3000 && !(streams.held(0) && done.last.at()); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
@@ -309,7 +309,7 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
 
   // Once the console drains, everything is read: nothing is held any more.
   console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + lines.size() + 4096 + 10);
-  for (int i = 0; i < 500 && streams.held(0); ++i) {
+  for (int i = 0; i < 3000 && streams.held(0); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }
@@ -364,7 +364,7 @@ TEST_CASE("streams: many short lines a read, a line longer than a read, a stalle
   route.prefix = "[1]: ";
   streams.Add(child[0], 0, route, [&] { closed = true; });
   size_t most = 0;
-  for (int i = 0; i < 500 && (i < 30 || !console.full()); ++i) {  // as above
+  for (int i = 0; i < 3000 && (i < 30 || !console.full()); ++i) {  // as above
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
     most = std::max(most, console.buffered());
@@ -379,7 +379,7 @@ TEST_CASE("streams: many short lines a read, a line longer than a read, a stalle
   }
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 500 && !closed; ++i) {
+  for (int i = 0; i < 3000 && !closed; ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
   }

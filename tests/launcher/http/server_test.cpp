@@ -89,9 +89,9 @@ struct Fixture {
     while (std::chrono::steady_clock::now() < end) io.run_one_for(5ms);
   }
   // Serves until `done` holds, for at most `bound` (a loaded host is slow to
-  // accept); returns `done()`.
+  // accept; only a fault waits that long); returns `done()`.
   template <typename Done>
-  bool ServeUntil(Done done, std::chrono::milliseconds bound = 5000ms) {
+  bool ServeUntil(Done done, std::chrono::milliseconds bound = 30000ms) {
     auto end = std::chrono::steady_clock::now() + bound;
     while (!done() && std::chrono::steady_clock::now() < end) io.run_one_for(5ms);
     return done();
