@@ -276,11 +276,9 @@ int RunLocal(const Plan& p, const std::string& exe) {
   signal(SIGPIPE, SIG_IGN);
   Watchdog watchdog;
   Result<std::string> live_path = LiveSocketPath(w.inherited, run_id);
-  // If dlaunch is killed the watchdog removes one directory: the fresh run
-  // directory when it would go anyway (the private one is it or inside it), else the
-  // private one.
-  bool run_goes = dirs->run_is_fresh && !plan.write_logs;
-  if (Status s = watchdog.Start(run_goes ? dirs->run : dirs->private_dir, live_path.ok() ? *live_path : "");
+  // If dlaunch is killed the watchdog removes the private directory: that is
+  // the whole run directory when it would go anyway (no logs), and never logs.
+  if (Status s = watchdog.Start(dirs->private_dir, live_path.ok() ? *live_path : "");
       !s.ok()) {
     remove_dirs(false);
     return Fail(1, s.message());
