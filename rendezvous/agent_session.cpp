@@ -16,7 +16,7 @@ AgentSession::AgentSession(asio::io_context& io, HostPort target, AgentMachineOp
     : io_(io),
       target_(std::move(target)),
       hooks_(std::move(hooks)),
-      machine_(std::move(options)),
+      machine_(CountingPauses(std::move(options))),
       resolver_(io),
       timer_(io) {}
 
@@ -26,11 +26,26 @@ AgentSession::~AgentSession() {
   timer_.cancel();
 }
 
-void AgentSession::Start() { Apply(machine_.Start(Clock::now())); }
+AgentMachineOptions AgentSession::CountingPauses(AgentMachineOptions options) {
+  // The ranks' silence goes to the coordinator's hang watch, which keeps its own
+  // time on an AwakeClock: the ranks could not write while the job was frozen,
+  // so their silence is counted from the resume, not from before the pause.
+  if (options.silence) {
+    options.silence = [inner = std::move(options.silence), this] {
+      std::chrono::milliseconds silent = inner();
+      if (std::optional<Clock::time_point> resumed = clock_.resumed())
+        silent = std::min(silent, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *resumed));
+      return silent;
+    };
+  }
+  return options;
+}
+
+void AgentSession::Start() { Apply(machine_.Start(clock_.Now())); }
 
 void AgentSession::WorkersDone(int code) {
   abort_ = nullptr;
-  Apply(machine_.OnWorkersDone(code, Clock::now()));
+  Apply(machine_.OnWorkersDone(code, clock_.Now()));
 }
 
 void AgentSession::Attach(std::function<void(int, const std::string&)> abort) { abort_ = std::move(abort); }
@@ -68,6 +83,7 @@ void AgentSession::Apply(std::vector<AgentAction> actions) {
       }
     } else if (auto* finish = std::get_if<DoFinish>(&action)) {
       timer_.cancel();
+      clock_.Disarm();
       hooks_.finish(finish->code, finish->error);
       return;  // the owner may be tearing everything down
     }
@@ -79,12 +95,13 @@ void AgentSession::ArmTimer() {
   std::optional<Clock::time_point> deadline = machine_.NextDeadline();
   if (!deadline) {
     timer_.cancel();
+    clock_.Disarm();
     return;
   }
-  timer_.expires_at(*deadline);
+  timer_.expires_at(clock_.Arm(*deadline));
   timer_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
-    Apply(machine_.OnTick(Clock::now(), conn_ && conn_->unread() > 0));
+    Apply(machine_.OnTick(clock_.Now(), conn_ && conn_->unread() > 0));
   });
 }
 
@@ -110,7 +127,7 @@ void AgentSession::Connect() {
   auto failed = [this, attempt, alive = alive_](const std::string& why) {
     if (!*alive || attempt != attempt_) return;
     connecting_.reset();
-    Apply(machine_.OnConnectFailed(why, Clock::now()));
+    Apply(machine_.OnConnectFailed(why, clock_.Now()));
   };
   auto connect = [this, attempt, alive = alive_, failed](const auto& endpoints) {
     connecting_ = std::make_unique<tcp::socket>(io_);
@@ -129,14 +146,14 @@ void AgentSession::Connect() {
                           conn_ = std::make_shared<Connection>(std::move(socket));
                           conn_->Start(
                               [this, attempt, alive](Message m) {
-                                if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, Clock::now()));
+                                if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, clock_.Now()));
                               },
                               [this, attempt, alive](const Status& why) {
                                 if (!*alive || attempt != attempt_) return;
                                 conn_.reset();
-                                Apply(machine_.OnClosed(why, Clock::now()));
+                                Apply(machine_.OnClosed(why, clock_.Now()));
                               });
-                          Apply(machine_.OnConnected(conn_->local_address(), Clock::now()));
+                          Apply(machine_.OnConnected(conn_->local_address(), clock_.Now()));
                         });
   };
   // An address needs no resolver: a thousand agents waiting for their host

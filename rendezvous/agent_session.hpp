@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "rendezvous/agent_machine.hpp"
+#include "rendezvous/awake_clock.hpp"
 #include "rendezvous/connection.hpp"
 
 namespace dlaunch::rendezvous {
@@ -56,10 +57,15 @@ class AgentSession {
   void Connect();
   void HangUp();
   void ArmTimer();
+  // `options` with a silence that restarts when this process resumes from a pause.
+  AgentMachineOptions CountingPauses(AgentMachineOptions options);
 
   boost::asio::io_context& io_;
   HostPort target_;
   Hooks hooks_;
+  // Every time given to the machine: a node frozen with its coordinator does not
+  // call it silent on waking (awake_clock.hpp).
+  AwakeClock clock_;
   AgentMachine machine_;
   boost::asio::ip::tcp::resolver resolver_;
   std::unique_ptr<boost::asio::ip::tcp::socket> connecting_;

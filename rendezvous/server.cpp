@@ -93,7 +93,7 @@ void CoordinatorServer::Accept() {
     ConnId id = next_id_++;
     auto conn = std::make_shared<Connection>(std::move(socket));
     conns_[id] = conn;
-    lobby_[id].since = Clock::now();
+    lobby_[id].since = clock_.Now();
     // Swept when it has doubled since the last sweep: O(1) a connection, where a
     // sweep on every accept made N connections cost O(N^2).
     if (all_.size() >= 2 * swept_size_) {
@@ -111,7 +111,7 @@ void CoordinatorServer::Accept() {
           auto route = route_.find(id);
           if (route == route_.end()) return OnLobbyMessage(id, std::move(m));
           auto job = jobs_.find(route->second);
-          if (job != jobs_.end()) Apply(route->second, job->second->OnMessage(id, m, Clock::now()));
+          if (job != jobs_.end()) Apply(route->second, job->second->OnMessage(id, m, clock_.Now()));
         },
         [this, id](const Status& why) { OnClosed(id, why); });
     Accept();
@@ -139,7 +139,7 @@ void CoordinatorServer::LogDrop(const std::string& line, Clock::time_point now) 
 
 void CoordinatorServer::RefuseInLobby(ConnId id, const std::string& why) {
   auto conn = conns_.at(id);
-  LogDrop(fmt::format("{}: refused {} ({})", subject_, conn->peer(), why), Clock::now());
+  LogDrop(fmt::format("{}: refused {} ({})", subject_, conn->peer(), why), clock_.Now());
   SendTo(*conn, Refused{subject_ + ": " + why});
   conn->Close();
   conns_.erase(id);
@@ -197,7 +197,7 @@ void CoordinatorServer::OnLobbyMessage(ConnId id, Message message) {
   lobby_.erase(it);
   ++counters_.joined;
   route_[id] = run_id;
-  Clock::time_point now = Clock::now();
+  Clock::time_point now = clock_.Now();
   Apply(run_id, job->second->OnAuthenticated(id, conns_.at(id)->peer(), now));
   auto again = jobs_.find(run_id);
   if (again != jobs_.end() && route_.count(id)) Apply(run_id, again->second->OnMessage(id, message, now));
@@ -236,14 +236,14 @@ void CoordinatorServer::OnClosed(ConnId id, const Status& why) {
   if (route == route_.end()) {
     // It never joined, so no job hears of it; a bad frame is still worth a line.
     if (why.code() == Code::kInvalidArgument)
-      LogDrop(fmt::format("{}: dropped {} ({})", subject_, peer, why.message()), Clock::now());
+      LogDrop(fmt::format("{}: dropped {} ({})", subject_, peer, why.message()), clock_.Now());
     return;
   }
   std::string run_id = route->second;
   route_.erase(route);
   auto job = jobs_.find(run_id);
   if (job == jobs_.end()) return;
-  Clock::time_point now = Clock::now();
+  Clock::time_point now = clock_.Now();
   Apply(run_id, why.code() == Code::kInvalidArgument ? job->second->OnProtocolError(id, why, now)
                                                      : job->second->OnDisconnect(id, now));
 }
@@ -255,7 +255,7 @@ void CoordinatorServer::Ask(const std::string& run_id, std::uint64_t tag, const 
     std::string problem = ended_ ? "the job has ended" : "no node has joined yet";
     return Apply(run_id, {QueryAnswered{tag, what, {}, problem}});
   }
-  Apply(run_id, job->second->Ask(tag, what, timeout, Clock::now()));
+  Apply(run_id, job->second->Ask(tag, what, timeout, clock_.Now()));
 }
 
 void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
@@ -283,7 +283,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
         auto held = [subject = subject_, what = log->limit, window = peer_log_.window()](std::size_t n) {
           return fmt::format("{}: {} more {} in the last {} (not logged)", subject, n, what, FormatDuration(window));
         };
-        peer_log_.Log(run_id + '\n' + log->limit, log->line, held, Clock::now());
+        peer_log_.Log(run_id + '\n' + log->limit, log->line, held, clock_.Now());
       }
     } else if (auto* lost = std::get_if<NodeLost>(&action)) {
       ++counters_.nodes_lost;
@@ -311,10 +311,10 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
 }
 
 void CoordinatorServer::Tick() {
-  ticker_.expires_after(kTickPeriod);
+  ticker_.expires_at(clock_.Arm(clock_.Now() + kTickPeriod));
   ticker_.async_wait([this, alive = alive_](boost::system::error_code ec) {
     if (ec || !*alive) return;
-    Clock::time_point now = Clock::now();
+    Clock::time_point now = clock_.Now();
     // A connection that never joins belongs to no job; drop it here. Ids grow
     // with the time of accept, so the expired ones come first and the walk stops
     // at the first that is not: O(expired), not O(lobby), on every tick.

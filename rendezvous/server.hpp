@@ -42,6 +42,7 @@
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/accept_retry.hpp"
+#include "rendezvous/awake_clock.hpp"
 #include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::rendezvous {
@@ -154,6 +155,7 @@ class CoordinatorServer {
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;
+  AwakeClock clock_;  // every time given to the jobs: a frozen job is not a silent one
   JobFactory factory_;
   LogSink log_;
   std::map<std::string, std::unique_ptr<Coordinator>> jobs_;

@@ -1,5 +1,7 @@
 #include "launcher/process/hang_watch.hpp"
 
+#include <algorithm>
+
 #include <boost/json/array.hpp>
 #include <fmt/format.h>
 
@@ -8,16 +10,24 @@
 namespace dlaunch::launcher {
 
 std::optional<Clock::time_point> HangWatch::NextCheck(Clock::time_point last_bytes, Clock::time_point last_output,
-                                                      Clock::time_point now) const {
+                                                      Clock::time_point now) {
   if (!on()) return std::nullopt;
   // A silence already reported needs new output before the next report: look
   // again a timeout from now, which costs nothing while it lasts.
-  return Reported(last_bytes) ? now + timeout_ : last_output + timeout_;
+  Clock::time_point at = std::min(Reported(last_bytes) ? now + timeout_ : From(last_output) + timeout_, now + kLook);
+  pauses_.Arm(pauses_.Now(now) + (at - now), now);
+  return at;
+}
+
+Clock::time_point HangWatch::From(Clock::time_point last_output) const {
+  std::optional<Clock::time_point> resumed = pauses_.resumed();
+  return resumed ? std::max(last_output, *resumed) : last_output;
 }
 
 std::optional<Clock::duration> HangWatch::Check(Clock::time_point last_bytes, Clock::time_point last_output,
                                                 Clock::time_point now) {
-  Clock::duration silent = now - last_output;
+  pauses_.Now(now);  // a check long past its time ends a pause
+  Clock::duration silent = now - From(last_output);
   if (!on() || silent < timeout_ || Reported(last_bytes)) return std::nullopt;
   reported_ = last_bytes;
   return silent;

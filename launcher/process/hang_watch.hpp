@@ -2,6 +2,11 @@
 // a byte for the timeout, the silence is reported once, with every rank's
 // stack; the next report needs new output first. HangWatch is the pure part,
 // with time passed in; the runner arms the timer and takes the stacks.
+//
+// A job frozen whole (Slurm's `scontrol suspend`, a cgroup freezer) is not a
+// silent one: its ranks could not write. The watch wakes at least every
+// kLook, and a wake-up that comes long past its time (rendezvous/awake_clock.hpp)
+// ends a pause: silence is then counted from the resume.
 #pragma once
 
 #include <chrono>
@@ -12,11 +17,14 @@
 #include "launcher/core/events.hpp"
 #include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
+#include "rendezvous/awake_clock.hpp"
 
 namespace dlaunch::launcher {
 
 class HangWatch {
  public:
+  static constexpr std::chrono::seconds kLook{60};
+
   // `timeout` 0: off.
   explicit HangWatch(std::chrono::milliseconds timeout) : timeout_(timeout) {}
 
@@ -24,9 +32,10 @@ class HangWatch {
   // When to look next; nullopt when off. `last_bytes`: when a rank last wrote;
   // `last_output`: the same, or now while the console holds output back (that
   // is progress, not silence). A timeout after `last_output`, or, once the
-  // silence since `last_bytes` is reported, a timeout after `now`.
+  // silence since `last_bytes` is reported, a timeout after `now`; at most
+  // kLook after `now`.
   std::optional<Clock::time_point> NextCheck(Clock::time_point last_bytes, Clock::time_point last_output,
-                                             Clock::time_point now) const;
+                                             Clock::time_point now);
   // At a check: the silence to report (from then on reported), or nullopt when
   // there is none yet, or it is the one already reported: look again at NextCheck.
   std::optional<Clock::duration> Check(Clock::time_point last_bytes, Clock::time_point last_output,
@@ -34,8 +43,11 @@ class HangWatch {
 
  private:
   bool Reported(Clock::time_point last_bytes) const { return reported_ && *reported_ == last_bytes; }
+  // Where the silence since `last_output` counts from: the end of a later pause.
+  Clock::time_point From(Clock::time_point last_output) const;
 
   std::chrono::milliseconds timeout_;
+  rendezvous::AwakeClock pauses_;  // only its lateness is used: times here stay real
   std::optional<Clock::time_point> reported_;  // the last_bytes whose silence was reported
 };
 

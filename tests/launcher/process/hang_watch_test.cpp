@@ -52,6 +52,47 @@ TEST_CASE("output the console holds back is not silence", "[hang_watch]") {
   CHECK(h.Check(bytes, bytes, kT0 + 61s) == 61s);
 }
 
+TEST_CASE("a job frozen past its check is not silent: the silence counts from the resume", "[hang_watch]") {
+  HangWatch h(30s);
+  Clock::time_point last = kT0;
+  CHECK(h.NextCheck(last, last, kT0) == kT0 + 30s);
+  // Suspended at kT0 + 5 s for ten minutes: the check runs long past its time.
+  CHECK_FALSE(h.Check(last, last, kT0 + 10min).has_value());
+  CHECK(h.NextCheck(last, last, kT0 + 10min) == kT0 + 10min + 30s);
+  CHECK_FALSE(h.Check(last, last, kT0 + 10min + 29s).has_value());
+  // Silent for a timeout after the resume: that is a hang, and its length is
+  // what the ranks had to write in.
+  CHECK(h.Check(last, last, kT0 + 10min + 30s) == 30s);
+}
+
+TEST_CASE("the watch looks every minute, so a pause inside a long timeout is seen too", "[hang_watch]") {
+  HangWatch h(30min);
+  Clock::time_point last = kT0;
+  CHECK(h.NextCheck(last, last, kT0) == kT0 + 60s);
+  CHECK_FALSE(h.Check(last, last, kT0 + 60s).has_value());
+  CHECK(h.NextCheck(last, last, kT0 + 60s) == kT0 + 120s);
+  // Suspended from about kT0 + 100 s to kT0 + 25 min: no report then, and none
+  // 30 min after the last output, only 30 min after the resume.
+  CHECK_FALSE(h.Check(last, last, kT0 + 25min).has_value());
+  Clock::time_point now = kT0 + 25min;
+  while (now < kT0 + 55min) {
+    Clock::time_point at = *h.NextCheck(last, last, now);
+    CHECK(at - now <= 60s);
+    now = at;
+    std::optional<Clock::duration> silent = h.Check(last, last, now);
+    if (now < kT0 + 55min) CHECK_FALSE(silent.has_value());
+    if (now == kT0 + 55min) CHECK(silent == 30min);
+  }
+  CHECK(now == kT0 + 55min);
+}
+
+TEST_CASE("a check a little late (a busy machine) is no pause", "[hang_watch]") {
+  HangWatch h(10s);
+  Clock::time_point last = kT0;
+  CHECK(h.NextCheck(last, last, kT0) == kT0 + 10s);
+  CHECK(h.Check(last, last, kT0 + 10s + 900ms) == 10s + 900ms);
+}
+
 TEST_CASE("a hang watch of 0 is off", "[hang_watch]") {
   HangWatch h(0s);
   CHECK_FALSE(h.on());
