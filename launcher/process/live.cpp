@@ -133,6 +133,7 @@ struct LiveServer::Session {
   Session(asio::io_context& io, Local::socket s, size_t max_request)
       : request(max_request), timer(io), socket(std::move(s)) {}
   std::string reply;
+  size_t sent = 0;          // of `reply`
   asio::streambuf request;  // capped: a longer line fails the read
   asio::steady_timer timer;
   Local::socket socket;
@@ -265,11 +266,22 @@ void LiveServer::Reply(uint64_t id, std::string body) {
   std::shared_ptr<Session> s = sessions_.at(id);
   s->reply = std::move(body);
   s->reply += '\n';
+  s->sent = 0;
+  WriteReply(id);
+}
+
+void LiveServer::WriteReply(uint64_t id) {
+  std::shared_ptr<Session> s = sessions_.at(id);
+  // The bound is on the reader's stalls, not on the whole reply: a client on a
+  // busy machine that takes a stack of megabytes slowly is served to the end.
   Arm(id, options_.reply_timeout);
-  asio::async_write(s->socket, asio::buffer(s->reply),
-                    [this, id, s, alive = life_.token()](boost::system::error_code, size_t) {
-                      if (!alive.expired()) Drop(id);
-                    });
+  s->socket.async_write_some(asio::buffer(s->reply) + s->sent,
+                             [this, id, s, alive = life_.token()](boost::system::error_code ec, size_t n) {
+                               if (alive.expired() || !sessions_.contains(id)) return;
+                               s->sent += n;
+                               if (ec || s->sent == s->reply.size()) return Drop(id);
+                               WriteReply(id);
+                             });
 }
 
 }  // namespace dlaunch::launcher

@@ -46,7 +46,7 @@ struct LiveServerOptions {
   size_t max_request = 64;                           // Default: 64 bytes, the longest request line
   std::chrono::milliseconds request_timeout{2000};   // Default: 2s for a client to send its line
   std::chrono::milliseconds answer_timeout{30000};   // Default: 30s for the source (gdb stacks take up to 10 s)
-  std::chrono::milliseconds reply_timeout{5000};     // Default: 5s for a client to take the reply
+  std::chrono::milliseconds reply_timeout{5000};     // Default: 5s a client may take nothing of its reply
 };
 
 // The per-user directory: $XDG_RUNTIME_DIR/dlaunch when XDG_RUNTIME_DIR (in
@@ -136,6 +136,8 @@ class LiveServer {
   void ReadRequest(uint64_t id);
   void Answer(uint64_t id, const std::string& request);
   void Reply(uint64_t id, std::string body);
+  // Writes what is left of the reply, then closes; a reader that takes nothing for reply_timeout is dropped.
+  void WriteReply(uint64_t id);
   void Drop(uint64_t id);
   void Arm(uint64_t id, std::chrono::milliseconds limit);
 

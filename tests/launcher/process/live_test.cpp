@@ -214,6 +214,41 @@ TEST_CASE("the server drops a silent client, a slow reader, and more clients tha
   CHECK(serve_until([&] { return (*server)->clients() == 0; }));
 }
 
+TEST_CASE("a reader that keeps taking a long reply is served to its end, however long it takes", "[live][bounds]") {
+  // What a `dlaunch stacks` of a rank with a 1 MB symbol met beside the suite:
+  // the whole reply within reply_timeout, or cut, and the client read half a JSON.
+  using namespace std::chrono_literals;
+  testing::TempDir t;
+  boost::asio::io_context io;
+  FakeSource source;
+  source.pad = size_t{2} << 20;
+  std::string path = t.path + "/job.1.sock";
+  LiveServerOptions o;
+  o.reply_timeout = 1s;
+  Result<std::unique_ptr<LiveServer>> server = LiveServer::Start(io, path, source, nullptr, o);
+  REQUIRE(server.ok());
+  boost::asio::local::stream_protocol::socket s(io);
+  s.connect(path);
+  boost::asio::write(s, boost::asio::buffer(std::string("status\n")));
+  s.non_blocking(true);
+  std::string reply;
+  char buf[16384];
+  auto start = std::chrono::steady_clock::now();
+  boost::system::error_code ec;
+  // 16 KiB every 25 ms at most: 2 MiB take more than 3 s, three reply timeouts.
+  while (!ec && std::chrono::steady_clock::now() - start < 60s) {
+    auto pause_end = std::chrono::steady_clock::now() + 25ms;
+    while (std::chrono::steady_clock::now() < pause_end) io.run_one_for(5ms);
+    size_t n = s.read_some(boost::asio::buffer(buf), ec);
+    if (ec == boost::asio::error::would_block) ec = {};
+    reply.append(buf, n);
+  }
+  CHECK(ec == boost::asio::error::eof);
+  CHECK(std::chrono::steady_clock::now() - start > 3 * o.reply_timeout);
+  REQUIRE(reply.size() > source.pad);
+  CHECK(boost::json::parse(reply).at("run_id") == "job");
+}
+
 TEST_CASE("dlaunch status/stacks words", "[live]") {
   Result<LivePlan> p = DecideLive("status", {"job42", "--watch", "--dir", "/d"});
   REQUIRE(p.ok());
