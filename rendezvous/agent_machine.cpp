@@ -152,7 +152,7 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
         int code = abort ? abort->code : done ? done->exit_code : 1;
         outcome_ = code;
         state_ = State::kStopping;
-        std::string reason = abort && !options_.quiet_abort ? abort->reason
+        std::string reason = abort && !options_.hosted ? abort->reason
                              : refused ? fmt::format("{}: refused ({})", Subject(), refused->reason)
                                        : "";
         Emit(DoStopWorkers{code, reason});
@@ -170,7 +170,7 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
       if (done) {
         Finish(own_code_ != 0 ? own_code_ : done->exit_code, "");
       } else if (abort) {
-        Finish(own_code_ != 0 ? own_code_ : abort->code, options_.quiet_abort ? "" : abort->reason);
+        Finish(own_code_ != 0 ? own_code_ : abort->code, options_.hosted ? "" : abort->reason);
       } else if (assignment) {
         // The job restarts while this node's workers had already finished.
         generation_ = assignment->generation;
@@ -308,6 +308,7 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
 }
 
 std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread_input) {
+  NoticeWait(now);
   switch (state_) {
     case State::kConnecting:
       if (now >= deadline_) {
@@ -352,6 +353,23 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread
       break;
   }
   return Flush();
+}
+
+void AgentMachine::NoticeWait(Clock::time_point now) {
+  bool joined = state_ == State::kJoining;
+  bool before = state_ == State::kConnecting || state_ == State::kBackoff || state_ == State::kHandshake;
+  if (node_rank_ >= 0 || !(before || (joined && !options_.hosted))) return;  // a first rendezvous only
+  Clock::time_point since = join_deadline_ - options_.join_timeout;
+  if (!wait_notice_.Due(since, now)) return;
+  auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - since);
+  if (joined) {
+    Emit(DoNotice{fmt::format("{}: joined; still waiting after {}s for the other nodes", Subject(), waited.count())});
+    return;
+  }
+  auto left = std::chrono::duration_cast<std::chrono::seconds>(join_deadline_ - now);
+  Emit(DoNotice{fmt::format("{}: no coordinator yet after {}s (last try: {}); trying until the join timeout, {}s "
+                            "from now",
+                            Subject(), waited.count(), last_error_, left.count())});
 }
 
 std::vector<AgentAction> AgentMachine::Answer(int id, std::vector<std::string> items) {

@@ -46,6 +46,7 @@
 #include "envmap/defaults.hpp"
 #include "envmap/status.hpp"
 #include "rendezvous/codec.hpp"
+#include "rendezvous/wait_notice.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -83,8 +84,9 @@ struct AgentMachineOptions {
   // A number in [0, 1) for the jitter, and a nonce. Defaults: random.
   std::function<double()> random;
   std::function<Result<std::string>()> nonce_source;
-  // Leave the coordinator's abort reason unprinted (the hosting node logs it).
-  bool quiet_abort = false;
+  // This node hosts the coordinator, which logs what the agent would otherwise
+  // say again: an abort's reason, and the wait for the other nodes once joined.
+  bool hosted = false;
 };
 
 // Open a connection to the endpoint; a previous one is gone. The session answers
@@ -185,6 +187,8 @@ class AgentMachine {
   void OnChallenge(const Challenge& challenge, Clock::time_point now);
   // The coordinator is gone while joined.
   void Lost(const std::string& why);
+  // Before the first assignment, a line now and then while the wait goes on (WaitNotice).
+  void NoticeWait(Clock::time_point now);
   // The job ends for this node with `code`: stop the workers or finish now.
   void EndJob(int code, const std::string& reason);
 
@@ -197,6 +201,7 @@ class AgentMachine {
   std::chrono::milliseconds pause_{0};
   std::string last_error_ = "timed out";
   bool warned_silent_ = false;
+  WaitNotice wait_notice_;  // from Start until the first Assignment
   bool connected_ = false;  // a connection is open or being opened
   std::string nonce_;
   int generation_ = 0;

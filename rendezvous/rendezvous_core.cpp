@@ -399,18 +399,39 @@ void RendezvousCore::ExpireConnections(Clock::time_point now, const Coordinator:
 
 void RendezvousCore::GatheringDeadlines(Clock::time_point now) {
   if (last_call_deadline_ && now >= *last_call_deadline_) return Assign(now);
-  if (!join_deadline_ || now < *join_deadline_) return;
-  std::vector<std::string> hosts;
-  std::vector<const Agent*> waiting;
-  for (const auto& [id, agent] : agents_)
-    if (agent.phase == Phase::kWaiting) waiting.push_back(&agent);
-  std::sort(waiting.begin(), waiting.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
-  for (const Agent* agent : waiting) hosts.push_back(agent->join.host);
+  if (!join_deadline_) return;
+  if (now < *join_deadline_) {
+    // Fewer than min_nodes (a last call is quiet: it ends by itself soon): say
+    // who is here now and then, so a long wait does not look like a hang.
+    Clock::time_point since = *join_deadline_ - options_.join_timeout;
+    if (!last_call_deadline_ && wait_notice_.Due(since, now)) {
+      std::vector<std::string> hosts = WaitingHosts();
+      Emit(Log{fmt::format("{}: still waiting for {} of {} nodes after {} (joined: {}); the join timeout ends it "
+                           "in {}",
+                           Subject(), options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
+                           FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - since)),
+                           NameList(hosts),
+                           FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(*join_deadline_ - now))),
+               "waits"});
+    }
+    return;
+  }
+  std::vector<std::string> hosts = WaitingHosts();
   std::string reason = fmt::format("{}: timed out after {} waiting for {} of {} nodes (joined: {})", Subject(),
                                    FormatDuration(options_.join_timeout),
                                    options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
                                    NameList(hosts));
   End(1, reason, [reason](int) { return Message(Abort{reason, 1}); });
+}
+
+std::vector<std::string> RendezvousCore::WaitingHosts() const {
+  std::vector<const Agent*> waiting;
+  for (const auto& [id, agent] : agents_)
+    if (agent.phase == Phase::kWaiting) waiting.push_back(&agent);
+  std::sort(waiting.begin(), waiting.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
+  std::vector<std::string> hosts;
+  for (const Agent* agent : waiting) hosts.push_back(agent->join.host);
+  return hosts;
 }
 
 std::optional<Clock::time_point> RendezvousCore::NextDeadline() const {

@@ -24,6 +24,7 @@
 
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/ranks.hpp"
+#include "rendezvous/wait_notice.hpp"
 
 namespace dlaunch::rendezvous {
 
@@ -113,6 +114,8 @@ class RendezvousCore {
   void UpdateGathering(Clock::time_point now);
   // The last call's end assigns; the join timeout's aborts.
   void GatheringDeadlines(Clock::time_point now);
+  // The hosts of the joined agents waiting for an assignment, in arrival order.
+  std::vector<std::string> WaitingHosts() const;
   // The agents of the next generation, in the order NodeRanks wants.
   std::vector<std::pair<ConnId, Agent*>> Members();
   void Assign(Clock::time_point now);
@@ -150,6 +153,7 @@ class RendezvousCore {
   std::shared_ptr<const Generation> plan_ = std::make_shared<const Generation>();
   std::optional<Clock::time_point> join_deadline_;
   std::optional<Clock::time_point> last_call_deadline_;
+  WaitNotice wait_notice_;  // while fewer than min_nodes have joined
   std::vector<Action> out_;
 };
 

@@ -332,7 +332,7 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
   o.join_timeout = r.join_timeout;
   o.heartbeat_timeout = r.heartbeat_timeout;
   o.heartbeat_interval = r.heartbeat_timeout / 3;
-  o.quiet_abort = hosting;
+  o.hosted = hosting;
   o.hang_timeout = plan.hang_timeout;
   o.hang_stop = plan.hang_stop;
   return out;

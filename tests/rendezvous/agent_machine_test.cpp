@@ -304,7 +304,7 @@ TEST_CASE("agent: an abort while running stops the workers, then the node exits 
 
 TEST_CASE("agent: a hosting agent does not print the abort reason twice", "[agent]") {
   AgentMachineOptions o = Options();
-  o.quiet_abort = true;
+  o.hosted = true;
   AgentHarness h(o);
   h.Joined(Gen(1));
   CHECK(Find<DoStopWorkers>(h.Receive(Abort{"why", 3}))->reason.empty());
