@@ -27,6 +27,7 @@ Clock::time_point HangWatch::From(Clock::time_point last_output) const {
 std::optional<Clock::duration> HangWatch::Check(Clock::time_point last_bytes, Clock::time_point last_output,
                                                 Clock::time_point now) {
   pauses_.Now(now);  // a check long past its time ends a pause
+  pauses_.Disarm();  // served: the time until NextCheck (taking stacks) is no pause
   Clock::duration silent = now - From(last_output);
   if (!on() || silent < timeout_ || Reported(last_bytes)) return std::nullopt;
   reported_ = last_bytes;

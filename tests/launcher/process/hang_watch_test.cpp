@@ -86,6 +86,17 @@ TEST_CASE("the watch looks every minute, so a pause inside a long timeout is see
   CHECK(now == kT0 + 55min);
 }
 
+TEST_CASE("the time a report takes (the stacks) is no pause", "[hang_watch]") {
+  HangWatch h(10s);
+  Clock::time_point last = kT0;
+  CHECK(h.NextCheck(last, last, kT0) == kT0 + 10s);
+  REQUIRE(h.Check(last, last, kT0 + 10s).has_value());
+  // The stacks took 4 s; a rank wrote meanwhile, at 12 s: its silence counts from there.
+  last = kT0 + 12s;
+  CHECK(h.NextCheck(last, last, kT0 + 14s) == kT0 + 22s);
+  CHECK(h.Check(last, last, kT0 + 22s) == 10s);
+}
+
 TEST_CASE("a check a little late (a busy machine) is no pause", "[hang_watch]") {
   HangWatch h(10s);
   Clock::time_point last = kT0;
