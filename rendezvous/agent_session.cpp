@@ -32,10 +32,8 @@ AgentMachineOptions AgentSession::CountingPauses(AgentMachineOptions options) {
   // so their silence is counted from the resume, not from before the pause.
   if (options.silence) {
     options.silence = [inner = std::move(options.silence), this] {
-      std::chrono::milliseconds silent = inner();
-      if (std::optional<Clock::time_point> resumed = clock_.resumed())
-        silent = std::min(silent, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - *resumed));
-      return silent;
+      Clock::time_point now = Clock::now();
+      return std::chrono::duration_cast<std::chrono::milliseconds>(now - clock_.CountFrom(now - inner()));
     };
   }
   return options;

@@ -17,6 +17,7 @@
 // later, so it also counts them silent that much later.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -41,6 +42,9 @@ class AwakeClock {
 
   // The real time at which the last pause ended (nullopt: none so far).
   std::optional<Clock::time_point> resumed() const { return resumed_; }
+  // Where a silence that began at the real time `t` counts from: `t`, or the end
+  // of a later pause (nothing could be written or heard while it lasted).
+  Clock::time_point CountFrom(Clock::time_point t) const { return resumed_ ? std::max(t, *resumed_) : t; }
   // Every pause so far.
   Clock::duration paused() const { return paused_; }
 

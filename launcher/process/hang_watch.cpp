@@ -14,21 +14,17 @@ std::optional<Clock::time_point> HangWatch::NextCheck(Clock::time_point last_byt
   if (!on()) return std::nullopt;
   // A silence already reported needs new output before the next report: look
   // again a timeout from now, which costs nothing while it lasts.
-  Clock::time_point at = std::min(Reported(last_bytes) ? now + timeout_ : From(last_output) + timeout_, now + kLook);
-  pauses_.Arm(pauses_.Now(now) + (at - now), now);
+  Clock::time_point due = Reported(last_bytes) ? now + timeout_ : pauses_.CountFrom(last_output) + timeout_;
+  Clock::time_point at = std::min(due, now + kLook);
+  pauses_.Arm(pauses_.Now(now) + (at - now), now);  // Arm takes the clock's own time; `at` is real
   return at;
-}
-
-Clock::time_point HangWatch::From(Clock::time_point last_output) const {
-  std::optional<Clock::time_point> resumed = pauses_.resumed();
-  return resumed ? std::max(last_output, *resumed) : last_output;
 }
 
 std::optional<Clock::duration> HangWatch::Check(Clock::time_point last_bytes, Clock::time_point last_output,
                                                 Clock::time_point now) {
   pauses_.Now(now);  // a check long past its time ends a pause
   pauses_.Disarm();  // served: the time until NextCheck (taking stacks) is no pause
-  Clock::duration silent = now - From(last_output);
+  Clock::duration silent = now - pauses_.CountFrom(last_output);
   if (!on() || silent < timeout_ || Reported(last_bytes)) return std::nullopt;
   reported_ = last_bytes;
   return silent;

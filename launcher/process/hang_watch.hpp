@@ -43,8 +43,6 @@ class HangWatch {
 
  private:
   bool Reported(Clock::time_point last_bytes) const { return reported_ && *reported_ == last_bytes; }
-  // Where the silence since `last_output` counts from: the end of a later pause.
-  Clock::time_point From(Clock::time_point last_output) const;
 
   std::chrono::milliseconds timeout_;
   rendezvous::AwakeClock pauses_;  // only its lateness is used: times here stay real

@@ -25,6 +25,7 @@ TEST_CASE("awake clock: real time while every wake-up comes on time", "[awake]")
   CHECK(clock.Now(t0 + 1100ms) == t0 + 1100ms);
   CHECK(clock.paused() == 0s);
   CHECK_FALSE(clock.resumed().has_value());
+  CHECK(clock.CountFrom(t0 + 5ms) == t0 + 5ms);
 }
 
 TEST_CASE("awake clock: a wake-up long past its time takes the pause out, once", "[awake]") {
@@ -36,6 +37,9 @@ TEST_CASE("awake clock: a wake-up long past its time takes the pause out, once",
   CHECK(clock.Now(t0 + 20s) == t0 + 50ms);
   CHECK(clock.paused() == 20s - 50ms);
   CHECK(clock.resumed() == t0 + 20s);
+  // A silence that began before the pause counts from the resume; a later one from its start.
+  CHECK(clock.CountFrom(t0 + 1s) == t0 + 20s);
+  CHECK(clock.CountFrom(t0 + 21s) == t0 + 21s);
   // Counted once: the next reading, before any new timer, goes on from there.
   CHECK(clock.Now(t0 + 20s + 10ms) == t0 + 60ms);
   // A deadline on this clock is armed in real time, after the pause.
