@@ -296,10 +296,11 @@ int Adopted::KillAll(std::chrono::milliseconds grace) {
     timer_->cancel();
     timer_.reset();
   }
-  // Once the workers are reaped, no child left means nothing was adopted: the
-  // watchdog is not our child (Watchdog::Start), so ECHILD says it for free.
-  siginfo_t info{};
-  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) {
+  // Once the workers are reaped, no child but the watchdog means nothing was
+  // adopted: one read of the children file each thread of dlaunch has, not of
+  // the process table.
+  std::optional<std::vector<int>> children = OwnChildren();
+  if (children && std::ranges::all_of(*children, [this](int pid) { return pid == watchdog_.pid(); })) {
     for (const auto& entry : registered_) watchdog_.RemoveProcess(entry.first);
     registered_.clear();
     return 0;

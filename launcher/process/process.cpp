@@ -1,3 +1,7 @@
+// Boost.Process compiles its vfork path (bp::posix::use_vfork) only where the
+// feature macros predate POSIX 2008, which dropped vfork; glibc has it always.
+#define BOOST_POSIX_HAS_VFORK 1
+
 #include "launcher/process/process.hpp"
 
 #include <fcntl.h>
@@ -21,6 +25,7 @@
 #include <boost/process/env.hpp>
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
+#include <boost/process/posix.hpp>
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
@@ -52,8 +57,23 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   // Linux 5.11 (no close_range), the first 4096 by hand.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
     for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
-  // The launcher ignores SIGPIPE; an ignored signal survives exec, so restore it.
-  signal(SIGPIPE, SIG_DFL);
+  // The child shares the launcher's memory until exec (vfork), so a handler of
+  // the launcher's must not run here: a signal caught now (a Ctrl-C to the
+  // terminal's group, before setpgid took effect) would write to the launcher's
+  // signal pipe and count twice there. SpawnWorker blocks every signal around
+  // the vfork; each caught one goes back to SIG_DFL before they are unblocked,
+  // as posix_spawn does. The launcher ignores SIGPIPE, and an ignored signal
+  // survives exec, so it is restored too.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) != 0) continue;  // SIGKILL, SIGSTOP, libc's own
+    bool caught = (now.sa_flags & SA_SIGINFO) != 0 || now.sa_handler != SIG_DFL;
+    if (caught && (sig == SIGPIPE || now.sa_handler != SIG_IGN)) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(sig, &dfl, nullptr);
+    }
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -73,9 +93,18 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
     size_t eq = kv.find('=');
     env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // vfork: the launcher's page tables are not copied for a child that only
+  // execs (a fork of the launcher costs milliseconds on a virtual machine, and
+  // a thousand agents on one machine pay it each). SetUpChild writes to nothing
+  // in memory and makes only system calls, as a vfork child must; Boost.Process
+  // reports a failed exec through memory the two share.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   std::error_code ec;
-  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env,
+  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env, bp::posix::use_vfork,
                   bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));
   int pid = child.id();
   // The launcher reaps with waitpid(-1) (it is a subreaper); Boost must not.
@@ -137,6 +166,8 @@ Result<std::string> ResolveCommand(const std::string& name) {
 
 Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
+  // Stopped, it has left by now, or soon does and is init's to reap.
+  if (pid_ > 0) waitpid(pid_, nullptr, WNOHANG);
 }
 
 // The watchdog's life after the fork: it records what the launcher registers on
@@ -197,27 +228,19 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   const std::string mark_entry = mark.ok() ? fmt::format("{}={}", kJobMarkVar, *mark) : "";
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
-  // Forked twice, so that the watchdog is not the launcher's child: once every
-  // worker is reaped, "no child left" (ECHILD) then proves that nothing was
-  // adopted either, without reading the process table (launcher/process/adopted.hpp).
-  // The middle process reports the watchdog's pid on `ids` and exits at once.
-  int ids[2];
-  if (pipe2(ids, O_CLOEXEC) != 0) {
+  // One fork: the watchdog is the launcher's child, and every look for adopted
+  // processes leaves it out by pid (launcher/process/adopted.cpp). A fork of a
+  // process this size costs milliseconds of page-table work on a virtual
+  // machine; a second one, to make the watchdog init's child, cost about a
+  // quarter of a one-node job's CPU (bench/profile/agent.md).
+  pid_t watch = fork();
+  if (watch < 0) {
     int err = errno;
     close(fds[0]);
     close(fds[1]);
-    return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(err)));
+    return Status::Io(fmt::format("watchdog fork: {}", std::strerror(err)));
   }
-  pid_t middle = fork();
-  if (middle < 0) return Status::Io(fmt::format("watchdog fork: {}", std::strerror(errno)));
-  if (middle == 0) {
-    pid_t watch = fork();
-    if (watch != 0) {
-      (void)!write(ids[1], &watch, sizeof watch);
-      _exit(watch < 0 ? 1 : 0);
-    }
-    close(ids[0]);
-    close(ids[1]);
+  if (watch == 0) {
     close(fds[1]);
     pid_t launcher_group = getpgrp();
     // Its own process group: a SIGKILL to the launcher's group (a head-node
@@ -232,20 +255,8 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
     Watch(fds[0], launcher_group, mark_entry, cleanup_dir, cleanup_file);
   }
   close(fds[0]);
-  close(ids[1]);
-  pid_t pid = -1;
-  ssize_t got;
-  do got = read(ids[0], &pid, sizeof pid);
-  while (got < 0 && errno == EINTR);
-  close(ids[0]);
-  while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
-  }
-  if (got != static_cast<ssize_t>(sizeof pid) || pid < 0) {
-    close(fds[1]);
-    return Status::Io("watchdog fork: the watchdog did not start");
-  }
   fd_ = fds[1];
-  pid_ = pid;
+  pid_ = watch;
   return Status::Ok();
 }
 

@@ -196,6 +196,34 @@ TEST_CASE("Scans keep a child they saw until a Reaper reaps it, then see the nex
   CHECK(code == 0);
 }
 
+TEST_CASE("KillAll finds nothing adopted when the watchdog is the only child, and leaves it running", "[adopted]") {
+  int code = InChild([] {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    Watchdog watchdog;
+    if (!watchdog.Start("").ok()) return 10;
+    auto stat = ReadStat(watchdog.pid());
+    if (!stat.ok() || stat->ppid != getpid()) return 11;  // the launcher's own child
+    Adopted adopted(watchdog, std::chrono::milliseconds(0));
+    if (adopted.KillAll() != 0) return 12;
+    if (!ReadStat(watchdog.pid()).ok()) return 13;  // not killed as if adopted
+    // A daemon adopted beside it is still found and ended.
+    int daemon = StartDaemon(false);
+    if (daemon <= 0) return 14;
+    auto daemon_stat = ReadStat(daemon);
+    if (!daemon_stat.ok()) return 15;
+    if (adopted.KillAll() != 1) return 16;
+    if (!GoneWithin(daemon, daemon_stat->start_time, std::chrono::milliseconds(0))) return 17;
+    if (!ReadStat(watchdog.pid()).ok()) return 18;
+    // Stopped, it exits 0 on its own (nothing killed it), for its parent to reap.
+    int pid = watchdog.pid();
+    watchdog.Stop();
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 19;
+    return 0;
+  });
+  CHECK(code == 0);
+}
+
 TEST_CASE("KillAll sends SIGKILL after the grace to a daemon that ignores SIGTERM", "[adopted]") {
   int code = InChild([] {
     prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -38,6 +40,14 @@ SpawnSpec SpawnTestShell(const std::string& script, std::vector<std::string> env
   spec.args = {"-c", script};
   spec.env = std::move(env);
   return spec;
+}
+
+// The signal storm's handler notes whether it ran in a process other than the
+// one that installed it: a vfork child, which shares that one's memory.
+volatile sig_atomic_t storm_owner = 0;
+volatile sig_atomic_t storm_ran_elsewhere = 0;
+void StormHandler(int) {
+  if (getpid() != storm_owner) storm_ran_elsewhere = 1;
 }
 
 }  // namespace
@@ -87,11 +97,24 @@ TEST_CASE("spawn: the launcher's signal mask and handlers are as they were, the 
   sigaddset(&blocked, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &blocked, &before);
   pthread_sigmask(SIG_SETMASK, nullptr, &before);
-  // The worker's mask is empty: SigBlk in its status is all zeros.
-  Result<PipedChild> child = SpawnPiped(SpawnTestShell("grep SigBlk /proc/self/status | tr -d '\\t '"), false);
+  // The launcher ignores SIGPIPE, which would survive the exec.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old_pipe {};
+  sigaction(SIGPIPE, &ignore, &old_pipe);
+  // The worker's mask is empty: SigBlk in its status is all zeros. Its ignored
+  // set (SigIgn, a hex mask where signal N is bit N-1) holds no SIGPIPE.
+  Result<PipedChild> child =
+      SpawnPiped(SpawnTestShell("grep -E 'SigBlk|SigIgn' /proc/self/status | tr -d '\\t '"), false);
   pthread_sigmask(SIG_SETMASK, nullptr, &after);
+  sigaction(SIGPIPE, &old_pipe, nullptr);
   REQUIRE(child.ok());
-  CHECK(SpawnTestReadAll(child->stdout_fd) == "SigBlk:0000000000000000\n");
+  std::string status = SpawnTestReadAll(child->stdout_fd);
+  CHECK(status.find("SigBlk:0000000000000000\n") != std::string::npos);
+  size_t ign = status.find("SigIgn:");
+  REQUIRE(ign != std::string::npos);
+  unsigned long long ignored = std::stoull(status.substr(ign + 7, 16), nullptr, 16);
+  CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
   SpawnTestReadAll(child->stderr_fd);
   SpawnTestWait(child->pid);
   CHECK(sigismember(&after, SIGUSR2) == 1);
@@ -101,6 +124,40 @@ TEST_CASE("spawn: the launcher's signal mask and handlers are as they were, the 
   CHECK(now.sa_handler == usr1.sa_handler);  // the child's reset was its own
   pthread_sigmask(SIG_UNBLOCK, &blocked, nullptr);
   sigaction(SIGUSR1, &old_usr1, nullptr);
+}
+
+TEST_CASE("spawn: a signal to the launcher's group while a worker starts runs none of the launcher's handlers in it",
+          "[process]") {
+  // Until the worker's setpgid it is in the launcher's group, and until its exec
+  // it shares the launcher's memory: a Ctrl-C then ran the launcher's handler
+  // there. A process of its own leads the group that the storm is sent to.
+  pid_t tester = fork();
+  REQUIRE(tester >= 0);
+  if (tester == 0) {
+    setpgid(0, 0);
+    storm_owner = getpid();
+    struct sigaction sa {};
+    sa.sa_handler = StormHandler;
+    sigaction(SIGUSR1, &sa, nullptr);
+    std::atomic<bool> stop{false};
+    std::thread storm([&stop] {
+      while (!stop) kill(-getpgrp(), SIGUSR1);
+    });
+    int code = 0;
+    for (int i = 0; i < 300 && code == 0 && storm_ran_elsewhere == 0; ++i) {
+      SpawnSpec spec;
+      spec.exe = "/bin/true";
+      Result<int> pid = SpawnWorker(spec);
+      if (!pid.ok()) code = 2;
+      else SpawnTestWait(*pid);
+    }
+    stop = true;
+    storm.join();
+    _exit(code != 0 ? code : storm_ran_elsewhere != 0 ? 1 : 0);
+  }
+  int status = SpawnTestWait(tester);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 1: a handler ran in a worker before its exec
 }
 
 }  // namespace dlaunch::launcher
