@@ -70,6 +70,7 @@ wheel=$stage/wheel
 cp -r scripts/wheel "$wheel"
 mkdir -p "$wheel/bin"
 cp "$bin" "$wheel/bin/dlaunch"
+cp "$stage/root/bin/dlaunch-watch" "$wheel/bin/dlaunch-watch"  # the watchdog it starts, beside it
 cp README.md "$wheel/"
 echo "$version" >"$wheel/VERSION"
 printf '[bdist_wheel]\npython_tag = py3\nplat_name = manylinux_2_%s_%s\n' "${glibc:-17}" "$arch" >"$wheel/setup.cfg"

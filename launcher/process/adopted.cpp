@@ -29,7 +29,7 @@
 // everywhere, unprivileged: dlaunch is a child subreaper, so an orphan is
 // reparented to it and shows up as its child. Scans leave a window: a daemon
 // adopted less than a scan before a SIGKILL of dlaunch is not yet registered.
-// The job mark closes it (launcher/process/job_mark.hpp): every worker's
+// The job mark closes it (launcher/watchdog/job_mark.hpp): every worker's
 // environment holds a mark unique to this dlaunch, which its descendants
 // inherit, and the watchdog kills every process that holds it, with no help
 // from dlaunch. Only a daemon that also clears its environment (`env -i`)
@@ -53,143 +53,7 @@ constexpr std::chrono::milliseconds kPoll{10};
 // in uninterruptible sleep can take a while to die; dlaunch must still exit).
 constexpr int kKillRounds = 200;
 
-bool ParseNumber(std::string_view s, uint64_t& out) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-// The text of a small /proc file; nullopt when it cannot be opened (the
-// process has gone, or the kernel has no such file).
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::string out;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[4096];
-  for (int i = 0; i < 64; ++i) {  // bounded: /proc files of a live process end
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
-// The children of this process from /proc/self/task/*/children, or nullopt on
-// kernels without CONFIG_PROC_CHILDREN (the CI machines), where the whole
-// process table must be read instead.
-std::optional<std::vector<int>> OwnChildren() {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return std::nullopt;
-  std::vector<int> out;
-  bool supported = true;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    std::string path = fmt::format("/proc/self/task/{}/children", e->d_name);
-    std::optional<std::string> text = ReadFile(path);
-    if (!text) {
-      supported = false;
-      break;
-    }
-    std::string_view rest(*text);
-    while (!rest.empty()) {
-      size_t a = rest.find_first_not_of(' ');
-      if (a == std::string_view::npos) break;
-      size_t b = rest.find(' ', a);
-      uint64_t pid = 0;
-      if (ParseNumber(rest.substr(a, b == std::string_view::npos ? std::string_view::npos : b - a), pid))
-        out.push_back(static_cast<int>(pid));
-      rest = b == std::string_view::npos ? std::string_view() : rest.substr(b);
-    }
-  }
-  closedir(dir);
-  if (!supported) return std::nullopt;
-  return out;
-}
-
-bool Gone(const ProcStat& p) { return p.state == 'Z' || p.state == 'X'; }
-
 }  // namespace
-
-Result<ProcStat> ParseStat(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument(fmt::format("/proc stat: {} in '{}'", why, text.substr(0, 80)));
-  };
-  size_t open = text.find(" (");
-  size_t close = text.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open) return bad("no command name");
-  ProcStat s;
-  uint64_t v = 0;
-  if (!ParseNumber(text.substr(0, open), v) || v == 0 || v > INT32_MAX) return bad("bad pid");
-  s.pid = static_cast<int>(v);
-  // Fields after the command name, numbered as in proc(5): 3 is the state.
-  std::vector<std::string_view> fields;
-  std::string_view rest = text.substr(close + 1);
-  while (!rest.empty() && fields.size() < 20) {
-    size_t a = rest.find_first_not_of(" \n");
-    if (a == std::string_view::npos) break;
-    size_t b = rest.find_first_of(" \n", a);
-    fields.push_back(rest.substr(a, b == std::string_view::npos ? std::string_view::npos : b - a));
-    rest = b == std::string_view::npos ? std::string_view() : rest.substr(b);
-  }
-  if (fields.size() < 20) return bad("too few fields");
-  if (fields[0].size() != 1) return bad("bad state");
-  s.state = fields[0][0];
-  auto field = [&](int n, int& out) {
-    uint64_t x = 0;
-    if (!ParseNumber(fields[static_cast<size_t>(n - 3)], x) || x > INT32_MAX) return false;
-    out = static_cast<int>(x);
-    return true;
-  };
-  if (!field(4, s.ppid) || !field(5, s.pgid) || !field(6, s.sid)) return bad("bad ppid, pgrp or session");
-  if (!ParseNumber(fields[22 - 3], s.start_time)) return bad("bad start time");
-  return s;
-}
-
-Result<ProcStat> ReadStat(int pid) {
-  std::string text = ReadFile(fmt::format("/proc/{}/stat", pid)).value_or("");
-  if (text.empty()) return Status::NotFound(fmt::format("process {}: gone", pid));
-  Result<ProcStat> s = ParseStat(text);
-  if (s.ok() && Gone(*s)) return Status::NotFound(fmt::format("process {}: gone (zombie)", pid));
-  return s;
-}
-
-std::vector<ProcStat> ReadProcessTable() {
-  std::vector<ProcStat> table;
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return table;
-  while (dirent* e = readdir(dir)) {
-    uint64_t pid = 0;
-    if (!ParseNumber(e->d_name, pid)) continue;
-    std::string text = ReadFile(fmt::format("/proc/{}/stat", pid)).value_or("");
-    if (Result<ProcStat> s = ParseStat(text); s.ok()) table.push_back(*s);
-  }
-  closedir(dir);
-  return table;
-}
-
-std::vector<int> Descendants(const std::vector<ProcStat>& table, int root, int skip) {
-  std::multimap<int, int> children;
-  for (const ProcStat& p : table) children.emplace(p.ppid, p.pid);
-  std::vector<int> out;
-  std::vector<int> todo{root};
-  std::set<int> seen{root};
-  // Bounded by the table: each pid is visited once even if the table (read
-  // while processes come and go) holds a cycle.
-  while (!todo.empty()) {
-    int parent = todo.back();
-    todo.pop_back();
-    auto [a, b] = children.equal_range(parent);
-    for (auto it = a; it != b; ++it) {
-      int child = it->second;
-      if ((skip != 0 && child == skip) || !seen.insert(child).second) continue;
-      out.push_back(child);
-      todo.push_back(child);
-    }
-  }
-  return out;
-}
 
 Adopted::Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan) : watchdog_(watchdog), first_scan_(first_scan) {}
 

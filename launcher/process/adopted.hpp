@@ -17,6 +17,7 @@
 
 #include "envmap/status.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/watchdog/proc_table.hpp"
 
 namespace dlaunch::launcher {
 
@@ -24,7 +25,7 @@ namespace dlaunch::launcher {
 // less often when a scan is slow (at most about 2% of a core goes to scans). A
 // daemon adopted less than this before a SIGKILL of dlaunch is not registered
 // yet: the watchdog then finds it by the job mark in its environment
-// (launcher/process/job_mark.hpp), or not at all if it cleared its environment.
+// (launcher/watchdog/job_mark.hpp), or not at all if it cleared its environment.
 inline constexpr std::chrono::milliseconds kAdoptedScanInterval{250};
 // Default: the interval a quiet job's scans back off to. After kAdoptedStableScans
 // scans that found the same children, each next one waits twice as long, up to
@@ -40,32 +41,6 @@ inline constexpr std::chrono::milliseconds kAdoptedFirstScan{2000};
 // Default: how long adopted processes have between SIGTERM and SIGKILL at the
 // end of a job.
 inline constexpr std::chrono::milliseconds kAdoptedGrace{1000};
-
-// The fields of /proc/PID/stat that identify a process and place it in the tree.
-struct ProcStat {
-  int pid = 0;
-  int ppid = 0;
-  int pgid = 0;
-  int sid = 0;
-  char state = '?';
-  uint64_t start_time = 0;  // clock ticks after boot: with pid, names one process for ever
-};
-
-// Parses the text of /proc/PID/stat. The command name may hold spaces and
-// parentheses, so fields are counted from the last ')'. Returns InvalidArgument
-// "/proc stat: ..." on text that is not a stat line.
-Result<ProcStat> ParseStat(std::string_view text);
-
-// Every process on the machine (those that vanish while being read are left
-// out). Never fails: an unreadable /proc gives an empty list.
-std::vector<ProcStat> ReadProcessTable();
-
-// The pids of every descendant of `root` in `table` (not `root` itself), parents
-// before children, leaving out `skip` and its descendants.
-std::vector<int> Descendants(const std::vector<ProcStat>& table, int root, int skip = 0);
-
-// The current stat of `pid`, or NotFound when it has gone (or is a zombie).
-Result<ProcStat> ReadStat(int pid);
 
 // Finds and kills the processes adopted by this process. Use from the thread
 // that runs `io` (Start) or the main thread; not thread-safe. The launcher must

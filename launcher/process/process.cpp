@@ -15,8 +15,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <set>
 #include <initializer_list>
 #include <system_error>
 
@@ -29,8 +27,7 @@
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
-#include "launcher/process/adopted.hpp"
-#include "launcher/process/job_mark.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 
 namespace dlaunch::launcher {
 
@@ -43,8 +40,10 @@ constexpr int kPipeBytes = 1 << 20;
 // Runs in the child between fork and exec, so only async-signal-safe calls.
 void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
+  if (spec.die_with_launcher) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
+  }
   if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
   if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
   if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
@@ -164,60 +163,35 @@ Result<std::string> ResolveCommand(const std::string& name) {
   return name;
 }
 
+Watchdog::Watchdog(std::string helper) : helper_(std::move(helper)) {}
+
 Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
   // Stopped, it has left by now, or soon does and is init's to reap.
   if (pid_ > 0) waitpid(pid_, nullptr, WNOHANG);
 }
 
-// The watchdog's life after the fork: it records what the launcher registers on
-// `fd` until the launcher stops it (kStop) or is gone (EOF), then kills it all.
-void Watchdog::Watch(int fd, pid_t launcher_group, const std::string& mark_entry, const std::string& cleanup_dir,
-                     const std::string& cleanup_file) {
-  std::set<int> groups;
-  std::map<int, uint64_t> processes;
-  Message m{};
-  for (;;) {
-    ssize_t n = read(fd, &m, sizeof m);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
-    switch (m.op) {
-      case Op::kStop: _exit(0);  // orderly exit
-      case Op::kAddGroup: groups.insert(m.id); break;
-      case Op::kRemoveGroup: groups.erase(m.id); break;
-      case Op::kAddProcess: processes[m.id] = m.start_time; break;
-      case Op::kRemoveProcess: processes.erase(m.id); break;
-    }
-  }
-  // The launcher's children are reparented to init (or may still be on their
-  // way), so they are found by the pids registered while it lived, and their
-  // own children by the tree below them, all collected before any is killed
-  // (a killed parent's children would leave the tree). A process forked
-  // between this read and the kill escapes unless it is in a killed group.
-  std::vector<ProcStat> table = ReadProcessTable();
-  std::map<int, int> group_of;
-  for (const ProcStat& p : table) group_of[p.pid] = p.pgid;
-  std::map<int, int> victims;  // pid -> pgid
-  for (const ProcStat& p : table) {
-    auto it = processes.find(p.pid);
-    if (it == processes.end() || it->second != p.start_time) continue;
-    victims[p.pid] = p.pgid;
-    for (int d : Descendants(table, p.pid, getpid())) victims[d] = group_of[d];
-  }
-  for (auto [victim, group] : victims) {
-    kill(victim, SIGKILL);
-    if (group > 1 && group != launcher_group && group != getpid()) kill(-group, SIGKILL);
-  }
-  for (int g : groups) kill(-g, SIGKILL);
-  // What the launcher had no time to register: every process started below a
-  // worker carries the mark, wherever it was reparented by now.
-  if (!mark_entry.empty()) KillMarked(mark_entry, getpid());
-  if (!cleanup_dir.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove_all(cleanup_dir, ignored);
-  }
-  if (!cleanup_file.empty()) unlink(cleanup_file.c_str());
-  _exit(0);
+std::string Watchdog::WatchHelperPath() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  std::string helper = (self.parent_path() / "dlaunch-watch").string();
+  return access(helper.c_str(), X_OK) == 0 ? helper : "";
+}
+
+Result<int> Watchdog::StartHelper(int read_fd, const WatchOrders& orders) {
+  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0) return Status::Io(fmt::format("/dev/null: {}", std::strerror(errno)));
+  SpawnSpec spec;
+  spec.exe = helper_;
+  spec.args = WatchArgs(orders);
+  spec.stdin_fd = read_fd;
+  spec.stdout_fd = null;
+  spec.stderr_fd = null;
+  spec.die_with_launcher = false;
+  Result<int> pid = SpawnWorker(spec);
+  close(null);
+  return pid;
 }
 
 Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanup_file) {
@@ -225,14 +199,20 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   // adopted in the last scan interval before a SIGKILL may then escape.
   Result<std::string> mark = NewJobMark();
   job_mark_ = mark.ok() ? *mark : "";
-  const std::string mark_entry = mark.ok() ? fmt::format("{}={}", kJobMarkVar, *mark) : "";
+  WatchOrders orders{getpgrp(), mark.ok() ? fmt::format("{}={}", kJobMarkVar, *mark) : "", cleanup_dir, cleanup_file};
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
-  // One fork: the watchdog is the launcher's child, and every look for adopted
-  // processes leaves it out by pid (launcher/process/adopted.cpp). A fork of a
-  // process this size costs milliseconds of page-table work on a virtual
-  // machine; a second one, to make the watchdog init's child, cost about a
-  // quarter of a one-node job's CPU (bench/profile/agent.md).
+  // The watchdog is the launcher's child either way; every look for adopted
+  // processes leaves it out by pid (launcher/process/adopted.cpp). A helper that
+  // cannot start (gone since it was found, a noexec mount) leaves the fork.
+  if (!helper_.empty()) {
+    if (Result<int> pid = StartHelper(fds[0], orders); pid.ok()) {
+      close(fds[0]);
+      fd_ = fds[1];
+      pid_ = *pid;
+      return Status::Ok();
+    }
+  }
   pid_t watch = fork();
   if (watch < 0) {
     int err = errno;
@@ -242,17 +222,7 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   }
   if (watch == 0) {
     close(fds[1]);
-    pid_t launcher_group = getpgrp();
-    // Its own process group: a SIGKILL to the launcher's group (a head-node
-    // launch stopping a local agent) must leave the watchdog to clean up after it.
-    setpgid(0, 0);
-    // Terminal signals are for the launcher; the watchdog waits for its pipe.
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
-    prctl(PR_SET_NAME, "dlaunch-watch");
-    // Hold none of the launcher's output: a reader of it must see EOF when it exits.
-    int null = open("/dev/null", O_RDWR);
-    for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
-    Watch(fds[0], launcher_group, mark_entry, cleanup_dir, cleanup_file);
+    RunWatch(fds[0], orders);
   }
   close(fds[0]);
   fd_ = fds[1];
@@ -260,9 +230,9 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   return Status::Ok();
 }
 
-void Watchdog::Send(Op op, int id, uint64_t start_time) {
+void Watchdog::Send(WatchOp op, int id, uint64_t start_time) {
   if (fd_ < 0) return;
-  Message m{op, id, start_time};
+  WatchMessage m{op, id, start_time};
   // A 16-byte write to a pipe is atomic; if the watchdog is gone there is nothing to do.
   ssize_t ignored = write(fd_, &m, sizeof m);
   (void)ignored;
@@ -272,18 +242,18 @@ void Watchdog::Add(int pgid) {
   bool first = groups_.empty();
   if (first) groups_since_ = std::chrono::steady_clock::now();
   groups_.insert(pgid);
-  Send(Op::kAddGroup, pgid);
+  Send(WatchOp::kAddGroup, pgid);
   if (first && on_groups_) on_groups_();
 }
 void Watchdog::Remove(int pgid) {
   groups_.erase(pgid);
-  Send(Op::kRemoveGroup, pgid);
+  Send(WatchOp::kRemoveGroup, pgid);
 }
-void Watchdog::AddProcess(int pid, uint64_t start_time) { Send(Op::kAddProcess, pid, start_time); }
-void Watchdog::RemoveProcess(int pid) { Send(Op::kRemoveProcess, pid); }
+void Watchdog::AddProcess(int pid, uint64_t start_time) { Send(WatchOp::kAddProcess, pid, start_time); }
+void Watchdog::RemoveProcess(int pid) { Send(WatchOp::kRemoveProcess, pid); }
 
 void Watchdog::Stop() {
-  Send(Op::kStop, 0);
+  Send(WatchOp::kStop, 0);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "envmap/status.hpp"
+#include "launcher/watchdog/watch.hpp"
 
 namespace dlaunch::launcher {
 
@@ -21,10 +22,12 @@ struct SpawnSpec {
   int stdout_fd = -1;             // child's stdout; -1: inherit
   int stderr_fd = -1;
   std::vector<int> cpus;          // CPU affinity; empty: inherit
+  bool die_with_launcher = true;  // PR_SET_PDEATHSIG; false only for the watchdog, which outlives it
 };
 
 // Starts a worker as the leader of a new process group, with PR_SET_PDEATHSIG
-// so that it dies with the launcher. Returns its pid, or Io naming the command.
+// so that it dies with the launcher (unless !die_with_launcher), holding none of
+// the launcher's descriptors but its stdin, stdout and stderr. Returns its pid, or Io naming the command.
 // Call from the main thread only: PDEATHSIG fires when the forking *thread* exits.
 Result<int> SpawnWorker(const SpawnSpec& spec);
 
@@ -56,17 +59,23 @@ Result<std::string> ResolveCommand(const std::string& name);
 // launcher's children, adopted daemons among them: launcher/process/adopted.hpp) are
 // killed too, with their descendants and their process group, if they are
 // still the process registered (same pid and start time). So is every process
-// whose environment holds the job mark (launcher/process/job_mark.hpp): a daemon
+// whose environment holds the job mark (launcher/watchdog/job_mark.hpp): a daemon
 // adopted too recently to be registered yet, or one whose parent left before it
-// was adopted.
+// was adopted. The watchdog itself: launcher/watchdog/watch.hpp.
 class Watchdog {
  public:
-  Watchdog() = default;
+  // `helper`: the dlaunch-watch program to start; empty: fork this process instead.
+  explicit Watchdog(std::string helper = WatchHelperPath());
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
 
-  // Forks the watchdog. Call once, before any worker starts. If the launcher
+  // The dlaunch-watch beside this program (/proc/self/exe's folder), or empty
+  // when there is none to execute.
+  static std::string WatchHelperPath();
+
+  // Starts the watchdog: the helper when there is one and it starts, else a
+  // fork of this process. Call once, before any worker starts. If the launcher
   // dies, `cleanup_dir` and `cleanup_file` (each when not empty) are removed
   // after the kill.
   Status Start(const std::string& cleanup_dir, const std::string& cleanup_file = "");
@@ -93,16 +102,9 @@ class Watchdog {
   const std::string& job_mark() const { return job_mark_; }
 
  private:
-  enum class Op : int32_t { kStop, kAddGroup, kRemoveGroup, kAddProcess, kRemoveProcess };
-  // One message on the pipe; 16 bytes, so each write is atomic (< PIPE_BUF).
-  struct Message {
-    Op op;
-    int32_t id;
-    uint64_t start_time;
-  };
-  void Send(Op op, int id, uint64_t start_time = 0);
-  [[noreturn]] static void Watch(int fd, pid_t launcher_group, const std::string& mark_entry,
-                                 const std::string& cleanup_dir, const std::string& cleanup_file);
+  void Send(WatchOp op, int id, uint64_t start_time = 0);
+  Result<int> StartHelper(int read_fd, const WatchOrders& orders);
+  std::string helper_;
   int fd_ = -1;
   int pid_ = -1;
   std::string job_mark_;

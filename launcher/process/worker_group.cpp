@@ -12,7 +12,7 @@
 
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/process/job_mark.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 #include "launcher/process/python_hook.hpp"
 #include "launcher/process/summary.hpp"
 

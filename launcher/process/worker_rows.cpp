@@ -11,18 +11,10 @@
 #include <fmt/format.h>
 
 #include "launcher/core/text.hpp"
+#include "launcher/watchdog/proc_table.hpp"
 
 namespace dlaunch::launcher {
 namespace {
-
-std::string ReadProcFile(const std::string& path) {
-  char buf[4096];
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
 
 std::string ProcStateWord(char state) {
   switch (state) {
@@ -43,7 +35,7 @@ double RowSeconds(Clock::duration d) { return std::round(std::chrono::duration<d
 
 ProcUsage ReadUsage(int pid) {
   ProcUsage u;
-  std::string stat = ReadProcFile(fmt::format("/proc/{}/stat", pid));
+  std::string stat = ReadProcFile(fmt::format("/proc/{}/stat", pid), 4096).value_or("");
   // The command name may hold spaces and ')': the fields start after the last ')'.
   size_t close = stat.rfind(')');
   if (close == std::string::npos) return u;
@@ -54,7 +46,7 @@ ProcUsage ReadUsage(int pid) {
   if (f.size() < 13) return u;
   u.state = f[0][0];
   u.cpu_ticks = std::strtoull(f[11].c_str(), nullptr, 10) + std::strtoull(f[12].c_str(), nullptr, 10);
-  std::istringstream statm(ReadProcFile(fmt::format("/proc/{}/statm", pid)));
+  std::istringstream statm(ReadProcFile(fmt::format("/proc/{}/statm", pid), 4096).value_or(""));
   int64_t size = 0, resident = 0;
   if (statm >> size >> resident) u.rss_kib = resident * (sysconf(_SC_PAGESIZE) / 1024);
   return u;

@@ -63,7 +63,7 @@ check_gone "after rank 1 failed and the job was torn down"
 # SIGKILLs dlaunch as soon as the daemon is adopted, long before dlaunch's first
 # scan (2 s after the workers start, launcher/process/adopted.hpp) registers it
 # with the watchdog: the watchdog finds it by the job mark in its environment
-# (launcher/process/job_mark.hpp). WRAPPER runs dlaunch as another user.
+# (launcher/watchdog/job_mark.hpp). WRAPPER runs dlaunch as another user.
 kill_at_once() {
   local what=$1 wrapper=$2
   export MODE=hold

@@ -40,7 +40,7 @@ for t in python3-torch openssh-server slurm munge gdb iproute2 clang catch2 libb
   [[ $depends != *"$t"* ]] || fail "the .deb depends on $t, a build or test tool: $depends"
 done
 dpkg-deb -c "$deb" | awk '{print $NF}' | sed -E 's|^\./|/|; s|(.)/$|\1|' >"$TMP/contents"
-for f in /usr/bin/dlaunch /usr/share/man/man1/dlaunch.1.gz /usr/share/bash-completion/completions/dlaunch \
+for f in /usr/bin/dlaunch /usr/bin/dlaunch-watch /usr/share/man/man1/dlaunch.1.gz /usr/share/bash-completion/completions/dlaunch \
   /usr/share/doc/dlaunch/README.md /usr/share/doc/dlaunch/copyright; do
   grep -qx -- "$f" "$TMP/contents" || fail "the .deb has no $f"
 done
@@ -118,6 +118,7 @@ assert_eq "$(PATH=$TMP/venv/bin:$PATH command -v dlaunch)" "$TMP/venv/bin/dlaunc
 # The binary itself, not a Python script that starts it.
 [[ $(head -c 4 "$TMP/venv/bin/dlaunch") == $'\x7fELF' ]] || fail "the venv's dlaunch is not the native binary"
 assert_eq "$("$TMP/venv/bin/dlaunch" --version)" "$want_version" "the venv's dlaunch --version"
+[[ -x $TMP/venv/bin/dlaunch-watch ]] || fail "the wheel brought no bin/dlaunch-watch beside dlaunch"
 assert_eq "$("$TMP/venv/bin/python" -m dlaunch --version)" "$want_version" "python -m dlaunch --version"
 
 # shellcheck disable=SC2016  # $LOCAL_RANK is the worker's

@@ -199,8 +199,7 @@ wait_for 5 sock_gone || fail "the watchdog did not remove the SIGKILLed dlaunch'
 # everything): the socket stays, and the next client removes it.
 start_job st4 st4 60 1
 pid=$(dl_pid st4)
-watch=$(pgrep -x dlaunch-watch | while read -r w; do
-  [[ $(tr '\0' ' ' <"/proc/$w/cmdline" 2>/dev/null) == *"--rdzv-id st4 "*"$MARK"* ]] && echo "$w"; done)
+watch=$(pgrep -x -P "$pid" dlaunch-watch)  # dlaunch's own child
 [[ -n $watch ]] || fail "st4: its watchdog was not found"
 kill -KILL "$watch"
 kill -KILL "$pid"

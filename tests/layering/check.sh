@@ -13,7 +13,8 @@ declare -A MAY=(
   [rendezvous]="envmap"
   [launcher/core]="envmap"
   [launcher/config]="envmap rendezvous launcher/core"
-  [launcher/process]="envmap rendezvous launcher/core"
+  [launcher/watchdog]="envmap"
+  [launcher/process]="envmap rendezvous launcher/core launcher/watchdog"
   [launcher/http]="envmap rendezvous launcher/core"
   [launcher/jobwide]="envmap rendezvous launcher/core launcher/process launcher/http"
   [launcher/modes]="envmap rendezvous launcher/core launcher/config launcher/process launcher/http launcher/jobwide"
@@ -34,7 +35,7 @@ check() {
   while IFS= read -r file; do
     dir=$(dirname "$file")
     case $dir in
-      launcher/core* | launcher/config* | launcher/process* | launcher/http* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
+      launcher/core* | launcher/config* | launcher/watchdog* | launcher/process* | launcher/http* | launcher/jobwide* | launcher/modes*) dir=${dir%%/*}/$(cut -d/ -f2 <<<"$dir") ;;
       launcher | launcher/mpi_bootstrap | launcher/docgen) continue ;;  # main.cpp and the helpers wire everything
       envmap* | rendezvous*) dir=${dir%%/*} ;;
       *) continue ;;
@@ -106,7 +107,7 @@ if [[ ${1:-} == --self-test ]]; then
   out=$(check "$tmp")
   rc=$?
   expect1="launcher/core/text.cpp: includes launcher/process/runner.hpp, but launcher/core may include only: envmap"
-  expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: envmap rendezvous launcher/core"
+  expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: envmap rendezvous launcher/core launcher/watchdog"
   expect3="launcher/modes/remote.cpp: runs an io_context ($(wc -l <"$tmp/launcher/modes/remote.cpp"): void Planted(boost::asio::io_context& io) { io.run_one(); }); only launcher/core/event_loop.cpp may (event_loop.hpp)"
   expect5="tests/launcher/things/runner_test.cpp: tests/ mirrors the source folders, and there is no launcher/things/"
   expect4="rendezvous/codec.cpp: uses std::regex ($(wc -l <"$tmp/rendezvous/codec.cpp"): #include <regex>); envmap/, rendezvous/ and launcher/ scan text by hand (issue 18)"

@@ -1,4 +1,4 @@
-#include "launcher/process/job_mark.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>

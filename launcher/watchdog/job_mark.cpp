@@ -1,4 +1,4 @@
-#include "launcher/process/job_mark.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "launcher/watchdog/proc_table.hpp"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -26,18 +28,7 @@ constexpr std::chrono::milliseconds kRoundPause{10};
 // /proc/PID/environ up to kJobMarkEnvBytes; empty when the process has gone, is
 // a zombie or is not ours to read.
 std::string ReadEnviron(const char* pid) {
-  std::string out;
-  int fd = open(fmt::format("/proc/{}/environ", pid).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
-  char buf[65536];
-  while (out.size() < kJobMarkEnvBytes) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  return ReadProcFile(fmt::format("/proc/{}/environ", pid), kJobMarkEnvBytes).value_or("");
 }
 
 bool IsPid(const char* name, int& pid) {

@@ -1,0 +1,55 @@
+// The watchdog's own side: a process that outlives a killed launcher and kills
+// what it left. The launcher's side (launcher/process/process.hpp, Watchdog)
+// starts it and tells it, on a pipe, which process groups and processes are the
+// job's; when the pipe ends without a stop order (the launcher was SIGKILLed, or
+// the OOM killer took it), the watchdog kills them all.
+//
+// It runs as its own small program, dlaunch-watch (launcher/watchdog/main.cpp),
+// which dlaunch starts by vfork and exec: a fork of dlaunch itself cost a third
+// of a one-node job's CPU on a virtual machine (bench/profile/agent.md). Where
+// the program is not beside dlaunch, dlaunch forks and runs RunWatch itself.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "envmap/status.hpp"
+
+namespace dlaunch::launcher {
+
+// One order on the pipe; 16 bytes, so each write is atomic (< PIPE_BUF).
+enum class WatchOp : int32_t { kStop, kAddGroup, kRemoveGroup, kAddProcess, kRemoveProcess };
+struct WatchMessage {
+  WatchOp op;
+  int32_t id;
+  uint64_t start_time;  // kAddProcess: field 22 of /proc/PID/stat
+};
+static_assert(sizeof(WatchMessage) == 16);
+
+// What the watchdog is told when it starts.
+struct WatchOrders {
+  pid_t launcher_group = 0;  // never killed (a `dlaunch | tee` pipeline's group)
+  std::string mark_entry;    // "DLAUNCH_JOB_MARK=<mark>" (job_mark.hpp); empty: none
+  std::string cleanup_dir;   // removed after the kill; empty: none
+  std::string cleanup_file;  // unlinked after the kill; empty: none
+};
+
+// The program's arguments for `orders`, and back. ParseWatchArgs takes argv
+// without the program's name; InvalidArgument names the bad argument.
+std::vector<std::string> WatchArgs(const WatchOrders& orders);
+Result<WatchOrders> ParseWatchArgs(const std::vector<std::string>& args);
+
+// The watchdog's life, in the process that is to be it: its own process group,
+// terminal signals ignored (they are the launcher's), stdout and stderr on
+// /dev/null (so that a reader of the launcher's output sees EOF when the
+// launcher goes), and stdin too unless `fd` is 0. Records the orders read from
+// `fd` until a kStop (exits 0 at once) or EOF, then kills: each registered
+// process still the one registered, with its descendants and group, each
+// registered group, and every process holding the mark; then removes the
+// cleanup paths and exits 0.
+[[noreturn]] void RunWatch(int fd, const WatchOrders& orders);
+
+}  // namespace dlaunch::launcher
