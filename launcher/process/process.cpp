@@ -185,6 +185,9 @@ Result<int> Watchdog::StartHelper(int read_fd, const WatchOrders& orders) {
   SpawnSpec spec;
   spec.exe = helper_;
   spec.args = WatchArgs(orders);
+  // The launcher's environment (no job mark is in it): a sanitizer build's
+  // options (log_path) reach the watchdog too.
+  for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
   spec.stdin_fd = read_fd;
   spec.stdout_fd = null;
   spec.stderr_fd = null;
