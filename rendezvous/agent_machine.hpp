@@ -128,7 +128,7 @@ using AgentAction =
     std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
 // The longest pause between connect attempts for a job of `max_nodes` agents:
-// 16ms × √max_nodes, within 100ms and 2s (64 agents 128ms, 1,024 agents 512ms).
+// 32ms × √max_nodes, within 100ms and 2s (64 agents 256ms, 1,024 agents 1,024ms).
 // At scale agents start before their host, and the job waits for the last of
 // them to try again once it listens: up to one whole pause (2s, the old fixed
 // cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
@@ -136,6 +136,10 @@ using AgentAction =
 // on one machine in the benchmark) and its host a reset, so the pause grows
 // with the job, and the job's attempts a second with √N, not N. The floor of
 // 100ms keeps a lone agent waiting for its host at a fraction of a percent.
+// 32ms rather than 16ms (2026-11-27): on two cores a 1,024-agent job is CPU-bound
+// while agents wait, and half the attempts gave back more than the longer last
+// pause costs (bench/rdzv.sh side by side: 2.42 against 2.57 × the two-program
+// floor at 1,024 agents, 2.01 against 2.14 at 256).
 std::chrono::milliseconds RetryCap(int max_nodes);
 
 class AgentMachine {
