@@ -227,6 +227,9 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
     close(fds[1]);
     RunWatch(fds[0], orders);
   }
+  // Both sides set its group, so that it has left the launcher's before Start
+  // returns: a SIGKILL of that group must not take the watchdog with it.
+  setpgid(watch, watch);
   close(fds[0]);
   fd_ = fds[1];
   pid_ = watch;

@@ -98,8 +98,9 @@ TEST_CASE("watch: no dlaunch-watch beside the program means the fork", "[watchdo
 
 TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registered group and removes the run directory",
           "[watchdog]") {
-  // Both ways the watchdog starts: the dlaunch-watch program, and a fork of the launcher.
-  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string());
+  // Both ways the watchdog starts: the dlaunch-watch program, and a fork of the
+  // launcher, also when the program named cannot be executed.
+  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"));
   INFO("helper: '" << helper << "'");
   char dir_template[] = "/tmp/dlaunch-watch-test-XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
@@ -110,7 +111,7 @@ TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registe
   REQUIRE(watch_stat.ok());
   CHECK(watch_stat->ppid == job.launcher);
   CHECK(watch_stat->pgid == job.watchdog);
-  if (!helper.empty()) CHECK(ExeOf(job.watchdog) == std::filesystem::canonical(helper).string());
+  if (helper == DLAUNCH_WATCH_HELPER) CHECK(ExeOf(job.watchdog) == std::filesystem::canonical(helper).string());
   auto worker_stat = ReadStat(job.worker);
   REQUIRE(worker_stat.ok());
   kill(job.launcher, SIGKILL);
@@ -124,7 +125,7 @@ TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registe
 }
 
 TEST_CASE("watch: a stopped watchdog leaves, killing nothing", "[watchdog]") {
-  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string());
+  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"));
   INFO("helper: '" << helper << "'");
   Watchdog watchdog(helper);
   REQUIRE(watchdog.Start("").ok());
