@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
@@ -131,6 +133,12 @@ envmap::EnvMap ReadEnvironment() {
     env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
   }
   return env;
+}
+
+std::string ProgramBeside(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : (self.parent_path() / name).string();
 }
 
 std::string HostName() {

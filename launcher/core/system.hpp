@@ -38,6 +38,9 @@ class PortReservation {
 // The environment, read once.
 envmap::EnvMap ReadEnvironment();
 std::string HostName();
+// `name` in this program's own folder (/proc/self/exe's): where dlaunch's helper
+// programs are installed. Empty when /proc/self/exe cannot be read.
+std::string ProgramBeside(const std::string& name);
 // The network interface this machine would use to reach `host` (a name or an
 // address; port unused): "lo" for loopback, "eth0", ...; empty when the route or
 // the interface cannot be found. Resolves names (blocking), so call it at the edge.

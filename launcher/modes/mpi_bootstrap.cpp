@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -29,12 +28,10 @@ bool ParseInt(std::string_view s, int& out) {
   return !s.empty() && ec == std::errc() && ptr == s.data() + s.size();
 }
 
-// The helper beside this binary: /proc/self/exe's directory.
+// The helper beside this binary, or on PATH when /proc/self/exe cannot be read.
 std::string HelperPath() {
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return kMpiBootstrapName;
-  return (self.parent_path() / kMpiBootstrapName).string();
+  std::string beside = ProgramBeside(kMpiBootstrapName);
+  return beside.empty() ? kMpiBootstrapName : beside;
 }
 
 std::string Describe(int status) {

@@ -14,7 +14,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <initializer_list>
 #include <system_error>
 
@@ -27,6 +26,7 @@
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/system.hpp"
 #include "launcher/watchdog/job_mark.hpp"
 
 namespace dlaunch::launcher {
@@ -172,11 +172,8 @@ Watchdog::~Watchdog() {
 }
 
 std::string Watchdog::WatchHelperPath() {
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::string helper = (self.parent_path() / "dlaunch-watch").string();
-  return access(helper.c_str(), X_OK) == 0 ? helper : "";
+  std::string helper = ProgramBeside("dlaunch-watch");
+  return !helper.empty() && access(helper.c_str(), X_OK) == 0 ? helper : "";
 }
 
 Result<int> Watchdog::StartHelper(int read_fd, const WatchOrders& orders) {
