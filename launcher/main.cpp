@@ -53,6 +53,7 @@ int Job(const std::vector<std::string>& args, const envmap::EnvMap& env) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  KeepHostLookupsBuiltIn();
   envmap::EnvMap env = ReadEnvironment();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "job") return Job({args.begin() + 1, args.end()}, env);

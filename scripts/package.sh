@@ -56,11 +56,13 @@ step cmake --install "$build_dir" --prefix "$stage/root" --strip
 bin=$stage/root/bin/dlaunch
 # A manylinux tag promises the binary needs nothing beyond glibc's own
 # libraries, and no glibc newer than the tag's: check the first, compute the second.
+# A static dlaunch (the default) needs no glibc at all and gets the oldest tag
+# pip knows, manylinux_2_17.
 allowed=" libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1 "
 for lib in $(readelf -d "$bin" | sed -nE 's/.*\(NEEDED\).*\[(.*)\]/\1/p'); do
   [[ $allowed == *" $lib "* ]] || { echo "package.sh: $bin: needs $lib, which a manylinux wheel cannot assume" >&2; exit 1; }
 done
-glibc=$(readelf -V --wide "$bin" | grep -oE 'GLIBC_2\.[0-9]+' | sed 's/GLIBC_2\.//' | sort -n | tail -n 1)
+glibc=$(readelf -V --wide "$bin" | { grep -oE 'GLIBC_2\.[0-9]+' || true; } | sed 's/GLIBC_2\.//' | sort -n | tail -n 1)
 case $(readelf -h "$bin" | sed -nE 's/^ *Machine: *//p') in
   *X86-64*) arch=x86_64 ;;
   *AArch64*) arch=aarch64 ;;

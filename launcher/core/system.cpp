@@ -4,7 +4,9 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <nss.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +91,13 @@ Result<PortReservation> PortReservation::AnyFreeWithNext(PortReservation* next) 
     return first;
   }
   return Status::Io("free port: found no free port whose next port is free too (64 tries)");
+}
+
+bool KeepHostLookupsBuiltIn() {
+  // A program started through a dynamic loader knows the loader's address; a
+  // static one has no loader.
+  if (getauxval(AT_BASE) != 0) return false;
+  return __nss_configure_lookup("hosts", "files dns") == 0;
 }
 
 std::string InterfaceToward(const std::string& host) {

@@ -37,6 +37,14 @@ class PortReservation {
 
 // The environment, read once.
 envmap::EnvMap ReadEnvironment();
+// In a static dlaunch (CMake's DLAUNCH_STATIC, the default), host names are
+// looked up in /etc/hosts and DNS only, the two services glibc has built in, so
+// that no NSS module (myhostname, mdns, sss...) is ever loaded at run time: a
+// static program that dlopens a module built for another glibc than its own can
+// crash inside getaddrinfo. A dynamic dlaunch does nothing here: it loads the
+// modules with the system's own glibc, like any program. Returns true when the
+// lookups were narrowed. Call it first in main().
+bool KeepHostLookupsBuiltIn();
 std::string HostName();
 // `name` in this program's own folder (/proc/self/exe's): where dlaunch's helper
 // programs are installed. Empty when /proc/self/exe cannot be read.
