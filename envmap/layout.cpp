@@ -116,17 +116,20 @@ Result<std::vector<Node>> PartialTable(int nnodes, int node_rank, const Node& ow
         fmt::format("assignment: node {} of {} with {} workers from rank {} cannot be part of {} workers", node_rank,
                     nnodes, own.nproc, rank_offset, world_size));
   }
-  std::vector<Node> nodes;
+  // Every agent of a 1,024-node job builds 1,024 rows here: one allocation for
+  // the table, and names short enough to need none of their own.
+  std::vector<Node> nodes(static_cast<size_t>(nnodes));
   for (int i = 0; i < nnodes; ++i) {
+    Node& node = nodes[static_cast<size_t>(i)];
     if (i == node_rank) {
-      nodes.push_back(own);
+      node = own;
       continue;
     }
     // One worker each, and the remainder on the first node of each side.
     bool first_before = i == 0, first_after = i == node_rank + 1;
-    int nproc = first_before ? rank_offset - (before - 1) : first_after ? rest - (after - 1) : 1;
-    std::string name = fmt::format("node{}", i);
-    nodes.push_back(Node{name, name, nproc, {}});
+    node.nproc = first_before ? rank_offset - (before - 1) : first_after ? rest - (after - 1) : 1;
+    node.host = "node" + std::to_string(i);
+    node.addr = node.host;
   }
   return nodes;
 }

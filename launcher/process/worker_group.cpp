@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include <boost/json/object.hpp>
 #include <fmt/format.h>
@@ -102,8 +103,14 @@ Status WorkerGroup::LogDir(int local_rank, int restart, std::string* dir) const 
 
 SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  envmap::JobLayout layout = plan_.layout;
-  layout.restart_count = plan_.layout.restart_count + restart;  // the generation's, plus local restarts
+  // The generation's restart count, plus local restarts. A copy only then: the
+  // layout holds a row for every node of the job.
+  std::optional<envmap::JobLayout> restarted;
+  if (restart != 0) {
+    restarted = plan_.layout;
+    restarted->restart_count += restart;
+  }
+  const envmap::JobLayout& layout = restarted ? *restarted : plan_.layout;
   envmap::Flavors flavors = plan_.flavors;
   flavors.error_file = ErrorFilePath(plan_.private_dir, restart, local_rank);
   std::error_code ec;
