@@ -53,6 +53,10 @@ struct StalledPipe {
   int fds[2] = {-1, -1};
 };
 
+// Lines of 105 bytes that fill more than a pipe the Console has grown (1 MiB)
+// and a 64 KiB cap together.
+constexpr int kOverfill = 12000;
+
 std::string Lines(int first, int count, const char* tag) {
   std::string s;
   for (int i = first; i < first + count; ++i) s += fmt::format("{} {:0100d}\n", tag, i);
@@ -66,7 +70,7 @@ TEST_CASE("console writes never block on a stalled reader and fill up at the cap
   asio::io_context io;
   const size_t cap = 256 * 1024;
   Console console(io, p.fds[1], p.fds[1], cap);
-  std::string all = Lines(0, 20000, "out");  // about 2 MiB: far more than the pipe holds
+  std::string all = Lines(0, 20000, "out");  // about 2 MiB: more than the pipe holds
   auto start = steady_clock::now();
   for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
   CHECK(steady_clock::now() - start < std::chrono::seconds(1));
@@ -86,6 +90,33 @@ TEST_CASE("console writes never block on a stalled reader and fill up at the cap
   CHECK(got == all);
   CHECK(console.buffered() == 0);
   CHECK_FALSE(console.full());
+}
+
+TEST_CASE("console grows a pipe to 1 MiB and holds exactly what the pipe no longer takes", "[console]") {
+  StalledPipe p;
+  REQUIRE(fcntl(p.fds[1], F_GETPIPE_SZ) == 64 * 1024);  // a shell's pipe
+  asio::io_context io;
+  const size_t cap = 64 * 1024;
+  Console console(io, p.fds[1], p.fds[1], cap);
+  CHECK(fcntl(p.fds[1], F_GETPIPE_SZ) == 1 << 20);
+  std::string all = Lines(0, kOverfill, "out");
+  for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
+  std::string in_pipe = p.ReadNow();
+  CHECK(in_pipe.size() > 1000 * 1024);  // the grown pipe took about 1 MiB before the console queued
+  CHECK(in_pipe.size() <= 1 << 20);
+  CHECK(in_pipe.size() + console.buffered() == all.size());  // nothing lost, nothing doubled
+  CHECK(in_pipe + p.ReadAll(io, all.size() - in_pipe.size()) == all);
+}
+
+TEST_CASE("console grows stderr's own pipe too, and never shrinks a larger one", "[console]") {
+  StalledPipe big, small;
+  // Only a process that may pass fs.pipe-max-size (1 MiB) can make the larger
+  // one; where none can (this machine's root cannot), no pipe is larger.
+  bool larger = fcntl(big.fds[1], F_SETPIPE_SZ, 4 << 20) >= 0;
+  asio::io_context io;
+  Console console(io, big.fds[1], small.fds[1]);
+  CHECK(fcntl(big.fds[1], F_GETPIPE_SZ) == (larger ? 4 << 20 : 1 << 20));
+  CHECK(fcntl(small.fds[1], F_GETPIPE_SZ) == 1 << 20);
 }
 
 TEST_CASE("console keeps the order of stdout and stderr when they are one pipe", "[console]") {
@@ -113,7 +144,7 @@ TEST_CASE("console: dlaunch's own lines are never dropped, not even past the cap
   asio::io_context io;
   Console console(io, p.fds[1], p.fds[1], 1024);
   std::string want;
-  for (int i = 0; i < 2000; ++i) {
+  for (int i = 0; i < kOverfill; ++i) {
     console.Say(fmt::format("line {:0100d}", i));
     want += fmt::format("dlaunch: line {:0100d}\n", i);
   }
@@ -141,7 +172,7 @@ TEST_CASE("console: a stop signal ends the final drain although the reader is st
   StalledPipe p;
   asio::io_context io;
   Console console(io, p.fds[1], p.fds[1], 1024);
-  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "out"));
+  for (int i = 0; i < kOverfill; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "out"));
   REQUIRE(console.buffered() > 0);
   console.NoteStop();
   CHECK_FALSE(console.full());  // after a stop, workers are no longer held back
@@ -254,7 +285,7 @@ TEST_CASE("streams: time paused on a full console does not count against the dra
   REQUIRE(write(child[1], all.data(), all.size()) == static_cast<ssize_t>(all.size()));
   close(child[1]);
   // Enough to fill the console first.
-  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
+  for (int i = 0; i < kOverfill; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
   REQUIRE(console.full());
   Streams streams(io, console, 16 * 1024);
   int closed = 0;
@@ -264,16 +295,16 @@ TEST_CASE("streams: time paused on a full console does not count against the dra
   streams.Drain(0);
   io.run_for(kDrainTimeout + std::chrono::milliseconds(500));
   CHECK(closed == 0);  // still waiting for the console, not cut off
-  std::string got = console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + all.size());
+  std::string got = console_pipe.ReadAll(io, Lines(0, kOverfill, "x").size() + all.size());
   CHECK(closed == 1);
-  CHECK(got == Lines(0, 2000, "x") + all);
+  CHECK(got == Lines(0, kOverfill, "x") + all);
 }
 
 TEST_CASE("streams: a child whose output a full console holds back is held, not silent", "[console]") {
   StalledPipe console_pipe;
   asio::io_context io;
   Console console(io, console_pipe.fds[1], console_pipe.fds[1], 64 * 1024);
-  for (int i = 0; i < 2000; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
+  for (int i = 0; i < kOverfill; ++i) console.Write(ConsoleStream::kOut, Lines(i, 1, "x"));
   REQUIRE(console.full());
   Streams streams(io, console, 16 * 1024);
   // Three children: `busy` wrote more than one read takes, `done` less, `quiet` nothing.
@@ -308,7 +339,7 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   CHECK(streams.held(0, &done.last));
 
   // Once the console drains, everything is read: nothing is held any more.
-  console_pipe.ReadAll(io, Lines(0, 2000, "x").size() + lines.size() + 4096 + 10);
+  console_pipe.ReadAll(io, Lines(0, kOverfill, "x").size() + lines.size() + 4096 + 10);
   for (int i = 0; i < 3000 && streams.held(0); ++i) {
     io.restart();
     io.run_for(std::chrono::milliseconds(10));
