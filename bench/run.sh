@@ -325,11 +325,11 @@ for ((i = 0; i < REPS; i++)); do
       *"hang: full stacks in"*) summary=$EPOCHREALTIME ;;
     esac
   done < <(TMPDIR=$T timeout -k 5 60 "$DLAUNCH" --nproc-per-node 8 --hang-timeout 2 --hang-action stop -- \
-             "$PY" -c 'import time; print("up", flush=True); time.sleep(60)' 2>&1)
+             "$PY" -c 'import time; print("up", flush=True); time.sleep(60)' 2>&1 | tee "$T/hang.out")
   if [[ -n $last_up && -n $summary ]]; then
     H_MS+=("$(awk -v a="$last_up" -v b="$summary" 'BEGIN{printf "%.1f", (b - a - 2) * 1000}')")
   else
-    ERRORS+=("hang watch run: no summary after the silence")
+    ERRORS+=("hang watch run: no summary after the silence; it ended: $(grep -v '^\[' "$T/hang.out" | tail -n 4 | tr '\n' ' ')")
   fi
 done
 m_hang=$(median "${H_MS[@]}")
