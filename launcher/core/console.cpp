@@ -30,7 +30,6 @@ struct Console::Sink {
   Kind kind = Kind::kGone;
   int fd = -1;
   bool splice = false;  // a pipe or a regular file: splice(2) may write it
-  bool may_grow = false;  // a pipe not yet grown (GrowPipe), tried when it first fills
   std::unique_ptr<asio::posix::stream_descriptor> waiter;  // owns fd for the last two kinds
   std::string queue;
   size_t head = 0;  // queue[head..] is still to be written
@@ -50,17 +49,15 @@ using Sink = Console::Sink;
 // A pipe from the shell holds 64 KiB: under fast output dlaunch and the reader
 // then take turns every 64 KiB, two context switches and an epoll round each.
 // At 1 MiB (Linux's limit for an unprivileged process, and what the workers'
-// pipes have) 8 tagged ranks moved 512 MiB in 0.46 to 0.53 s against 0.76 to
+// pipes have) 8 tagged ranks moved 512 MiB in 0.58 to 0.62 s against 0.76 to
 // 0.88 s (bench/profile/output.md). The pipe is the user's, but only its
 // capacity changes, and it stays bounded: back-pressure comes 1 MiB later.
-// Grown only once it is full: Linux charges a pipe's capacity to its user
-// (fs.pipe-user-pages-soft), and a quiet job should not. Never shrinks a pipe;
-// a refusal (that limit) leaves it. True when the pipe takes more now.
+// Never shrinks a pipe; a refusal (the user's pipe memory limit) leaves it.
 constexpr int kConsolePipeBytes = 1 << 20;
 
-bool GrowPipe(int fd) {
+void GrowPipe(int fd) {
   int now = fcntl(fd, F_GETPIPE_SZ);
-  return now >= 0 && now < kConsolePipeBytes && fcntl(fd, F_SETPIPE_SZ, kConsolePipeBytes) > now;
+  if (now >= 0 && now < kConsolePipeBytes) fcntl(fd, F_SETPIPE_SZ, kConsolePipeBytes);
 }
 
 std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
@@ -85,7 +82,7 @@ std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
       return s;
     }
     kind = Sink::Kind::kNonBlocking;
-    s->may_grow = S_ISFIFO(st.st_mode);
+    if (S_ISFIFO(st.st_mode)) GrowPipe(own >= 0 ? own : fd);
   }
   if (own < 0) return s;  // a regular file, or no way to reopen: plain writes
   try {
@@ -102,14 +99,6 @@ std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
 // One non-blocking write of a socket or pipe sink: send's or write's result.
 ssize_t WriteSome(const Sink& s, const char* p, size_t n) {
   return s.kind == Sink::Kind::kSocket ? send(s.fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : write(s.fd, p, n);
-}
-
-// At a write that a full pipe refused (EAGAIN): grows it the first time. True
-// when the write should be tried again.
-bool GrewAtFull(Sink& s) {
-  if (!s.may_grow) return false;
-  s.may_grow = false;
-  return GrowPipe(s.fd);
 }
 
 bool SameObject(int a, int b) {
@@ -162,7 +151,6 @@ bool Console::MoveOwed(Sink& s) {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN && s.kind != Sink::Kind::kBlocking) {
-      if (GrewAtFull(s)) continue;
       // The reader is slow (EAGAIN from a full pipe; `from` always holds what is owed).
       Arm(s);
       return false;
@@ -246,7 +234,6 @@ void Console::Enqueue(Sink& s, std::string_view data) {
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (GrewAtFull(s)) continue;
         break;
       } else {
         return Gone(s);
@@ -269,7 +256,6 @@ void Console::Flush(Sink& s) {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (GrewAtFull(s)) continue;
       Arm(s);
       break;
     } else {
