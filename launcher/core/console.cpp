@@ -49,7 +49,7 @@ using Sink = Console::Sink;
 // A pipe from the shell holds 64 KiB: under fast output dlaunch and the reader
 // then take turns every 64 KiB, two context switches and an epoll round each.
 // At 1 MiB (Linux's limit for an unprivileged process, and what the workers'
-// pipes have) 8 tagged ranks moved 512 MiB in 0.58 to 0.62 s against 0.76 to
+// pipes have) 8 tagged ranks moved 512 MiB in 0.46 to 0.53 s against 0.76 to
 // 0.88 s (bench/profile/output.md). The pipe is the user's, but only its
 // capacity changes, and it stays bounded: back-pressure comes 1 MiB later.
 // Never shrinks a pipe; a refusal (the user's pipe memory limit) leaves it.

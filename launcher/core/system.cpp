@@ -93,11 +93,10 @@ Result<PortReservation> PortReservation::AnyFreeWithNext(PortReservation* next) 
   return Status::Io("free port: found no free port whose next port is free too (64 tries)");
 }
 
-bool KeepHostLookupsBuiltIn() {
+void KeepHostLookupsBuiltIn() {
   // A program started through a dynamic loader knows the loader's address; a
   // static one has no loader.
-  if (getauxval(AT_BASE) != 0) return false;
-  return __nss_configure_lookup("hosts", "files dns") == 0;
+  if (getauxval(AT_BASE) == 0) __nss_configure_lookup("hosts", "files dns");
 }
 
 std::string InterfaceToward(const std::string& host) {

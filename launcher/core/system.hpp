@@ -42,9 +42,8 @@ envmap::EnvMap ReadEnvironment();
 // that no NSS module (myhostname, mdns, sss...) is ever loaded at run time: a
 // static program that dlopens a module built for another glibc than its own can
 // crash inside getaddrinfo. A dynamic dlaunch does nothing here: it loads the
-// modules with the system's own glibc, like any program. Returns true when the
-// lookups were narrowed. Call it first in main().
-bool KeepHostLookupsBuiltIn();
+// modules with the system's own glibc, like any program. Call it first in main().
+void KeepHostLookupsBuiltIn();
 std::string HostName();
 // `name` in this program's own folder (/proc/self/exe's): where dlaunch's helper
 // programs are installed. Empty when /proc/self/exe cannot be read.

@@ -250,6 +250,10 @@ free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# loads_libraries BIN: true when BIN is linked dynamically (has a program
+# interpreter); the default dlaunch is static (launcher/CMakeLists.txt).
+loads_libraries() { readelf -l "$1" 2>/dev/null | grep -q 'Requesting program interpreter'; }
+
 # Commands run by lib_cleanup after the marked processes are killed (e.g.
 # removing network namespaces), in the order given.
 LIB_AT_EXIT=()

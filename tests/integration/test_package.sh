@@ -33,7 +33,7 @@ whl=$(find "$TMP/dist" -name "dlaunch-$version-py3-none-manylinux_2_*_$(uname -m
 # (the default build) needs none and gets manylinux_2_17, the oldest.
 needed=$(readelf -V --wide "$DLAUNCH" | { grep -oE 'GLIBC_2\.[0-9]+' || true; } | sed 's/GLIBC_2\.//' | sort -n | tail -n 1)
 dynamic=0
-readelf -l "$DLAUNCH" | grep -q 'Requesting program interpreter' && dynamic=1
+loads_libraries "$DLAUNCH" && dynamic=1
 ((dynamic)) || [[ -z $needed ]] || fail "dlaunch has no interpreter but needs GLIBC_2.$needed"
 assert_contains "$whl" "manylinux_2_${needed:-17}_" "the wheel's glibc tag"
 

@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 lib_init "$@"
 require_python
 
-readelf -l "$DLAUNCH" 2>/dev/null | grep -q 'Requesting program interpreter' &&
+loads_libraries "$DLAUNCH" &&
   skip "dlaunch is linked dynamically: its NSS modules are the system glibc's"
 if [[ $(id -u) != 0 ]] || ! unshare -m true 2>/dev/null; then skip "needs root and mount namespaces"; fi
 [[ -e /lib/x86_64-linux-gnu/libnss_compat.so.2 || -e /usr/lib/x86_64-linux-gnu/libnss_compat.so.2 ]] ||
