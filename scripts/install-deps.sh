@@ -13,6 +13,8 @@ test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py opens
            gdb  # --hang-timeout: stacks of workers that are not Python
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client (issue 22)
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
+           libnss-myhostname  # tests/integration/test_nss_names.sh: a name only an NSS module knows
+           devscripts  # tests/integration/test_hardening.sh: Debian's hardening-check
            clang libclang-rt-14-dev llvm)  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
 # scripts/package.sh: the .deb (CPack runs dpkg-shlibdeps from dpkg-dev, and
 # file(1) to find the binaries) and the wheel, built offline.

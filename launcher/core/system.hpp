@@ -37,7 +37,7 @@ class PortReservation {
 
 // The environment, read once.
 envmap::EnvMap ReadEnvironment();
-// In a static dlaunch (CMake's DLAUNCH_STATIC, the default), host names are
+// In a static dlaunch (CMake's opt-in DLAUNCH_STATIC_PIE), host names are
 // looked up in /etc/hosts and DNS only, the two services glibc has built in, so
 // that no NSS module (myhostname, mdns, sss...) is ever loaded at run time: a
 // static program that dlopens a module built for another glibc than its own can

@@ -251,8 +251,35 @@ free_port() {
 }
 
 # loads_libraries BIN: true when BIN is linked dynamically (has a program
-# interpreter); the default dlaunch is static (launcher/CMakeLists.txt).
+# interpreter): the default dlaunch is, a DLAUNCH_STATIC_PIE one and dlaunch-watch
+# are static-pies (launcher/CMakeLists.txt).
 loads_libraries() { readelf -l "$1" 2>/dev/null | grep -q 'Requesting program interpreter'; }
+
+# hardened_problems BIN: prints what BIN lacks of Debian's hardening, "; "
+# between them, nothing when it has it all: position-independent (type DYN,
+# FLAGS_1 PIE), full RELRO (GNU_RELRO and BIND_NOW), the stack protector's and
+# FORTIFY's checks called (__stack_chk_fail, __*_chk): from the dynamic symbols
+# of a dynamic program, from the symbol table of a static one, and not at all
+# for a stripped static one, which keeps no record of them.
+hardened_problems() {
+  local bin=$1 problems=() syms
+  readelf -hW "$bin" | grep -qE '^ *Type: +DYN' || problems+=("not position-independent (ELF type $(readelf -hW "$bin" | awk '/Type:/ {print $2}'))")
+  readelf -lW "$bin" | grep -q GNU_RELRO || problems+=("no GNU_RELRO segment")
+  readelf -dW "$bin" | grep -qE '\(FLAGS\).*BIND_NOW|\(FLAGS_1\).* NOW' || problems+=("no BIND_NOW")
+  readelf -dW "$bin" | grep -qE '\(FLAGS_1\).* PIE' || problems+=("no PIE flag in FLAGS_1")
+  if loads_libraries "$bin"; then
+    syms=$(readelf --dyn-syms -W "$bin")
+  else
+    syms=$(readelf --syms -W "$bin")
+    readelf -SW "$bin" | grep -q ' .symtab ' || syms=skip
+  fi
+  if [[ $syms != skip ]]; then
+    grep -q ' __stack_chk_fail' <<<"$syms" || problems+=("no stack protector (__stack_chk_fail)")
+    grep -qE ' __[a-z_]+_chk(@|$)' <<<"$syms" || problems+=("no FORTIFY (__*_chk)")
+  fi
+  local IFS=';'
+  [[ ${#problems[@]} == 0 ]] || printf '%s\n' "${problems[*]}"
+}
 
 # Commands run by lib_cleanup after the marked processes are killed (e.g.
 # removing network namespaces), in the order given.

@@ -30,7 +30,7 @@ deb=$TMP/dist/dlaunch_${version}_$(dpkg --print-architecture).deb
 whl=$(find "$TMP/dist" -name "dlaunch-$version-py3-none-manylinux_2_*_$(uname -m).whl")
 [[ -n $whl ]] || fail_run "no dlaunch-$version-py3-none-manylinux_2_N_$(uname -m).whl in dist/: $(ls "$TMP/dist")"
 # The tag is the newest glibc symbol version the binary needs; a static one
-# (the default build) needs none and gets manylinux_2_17, the oldest.
+# (CMake's opt-in DLAUNCH_STATIC_PIE) needs none and gets manylinux_2_17, the oldest.
 needed=$(readelf -V --wide "$DLAUNCH" | { grep -oE 'GLIBC_2\.[0-9]+' || true; } | sed 's/GLIBC_2\.//' | sort -n | tail -n 1)
 dynamic=0
 loads_libraries "$DLAUNCH" && dynamic=1
@@ -63,6 +63,13 @@ at_exit remove_package
 run_cmd 120 dpkg -i "$deb"
 expect_rc 0 "dpkg -i $(basename "$deb")"
 assert_eq "$(/usr/bin/dlaunch --version)" "$want_version" "the installed dlaunch --version"
+# The packaged programs are stripped, and as hardened as the built ones (test_hardening.sh).
+for p in /usr/bin/dlaunch /usr/bin/dlaunch-watch /usr/bin/dlaunch-mpi-bootstrap; do
+  [[ -e $p ]] || continue
+  readelf -SW "$p" | grep -q ' .symtab ' && fail "$p is not stripped"
+  problems=$(hardened_problems "$p")
+  [[ -z $problems ]] || fail "the packaged $p is not hardened: $problems"
+done
 assert_eq "$(man -w dlaunch)" /usr/share/man/man1/dlaunch.1.gz "man -w dlaunch"
 # The page renders without a groff warning and holds the flags.
 MANWIDTH=120 man --warnings -E UTF-8 -l /usr/share/man/man1/dlaunch.1.gz >"$TMP/man.txt" 2>"$TMP/man.err"

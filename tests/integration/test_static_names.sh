@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest: LABELS=quick
-# A static dlaunch (CMake's DLAUNCH_STATIC, the default) looks host names up in
+# A static dlaunch (CMake's opt-in DLAUNCH_STATIC_PIE) looks host names up in
 # /etc/hosts and DNS only, and never loads an NSS module: a module built for
 # another glibc than the one inside dlaunch can crash it in getaddrinfo. In a
 # mount namespace of its own, with an nsswitch.conf that names a module
