@@ -98,6 +98,16 @@ std::vector<AgentAction> AgentMachine::OnConnectFailed(const std::string& why, C
   return Flush();
 }
 
+std::vector<AgentAction> AgentMachine::OnUnresolved(const std::string& why, Clock::time_point now) {
+  if (state_ != State::kConnecting) return Flush();
+  if (!said_unresolved_) {
+    said_unresolved_ = true;
+    Emit(DoNotice{fmt::format("{}: {}; retrying until the join timeout ({}s)", Subject(), why,
+                              std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count())});
+  }
+  return OnConnectFailed(why, now);
+}
+
 void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
   last_error_ = why;
   if (now >= join_deadline_) {

@@ -153,6 +153,11 @@ class AgentMachine {
   // The connect finished; `local_address` is this end's address ("10.0.0.1").
   std::vector<AgentAction> OnConnected(const std::string& local_address, Clock::time_point now);
   std::vector<AgentAction> OnConnectFailed(const std::string& why, Clock::time_point now);
+  // The endpoint's name did not resolve: `why` says how it was looked up and
+  // what the lookup said. Retried like a refused connect; the first one of a
+  // wait is said at once (DoNotice), since a misspelt or NSS-only name would
+  // otherwise pass for a host that is not up yet until the first WaitNotice.
+  std::vector<AgentAction> OnUnresolved(const std::string& why, Clock::time_point now);
   std::vector<AgentAction> OnMessage(const Message& message, Clock::time_point now);
   // The connection ended: InvalidArgument for bytes that are not our frames,
   // anything else for a close or an error.
@@ -205,6 +210,7 @@ class AgentMachine {
   std::chrono::milliseconds pause_{0};
   std::string last_error_ = "timed out";
   bool warned_silent_ = false;
+  bool said_unresolved_ = false;  // OnUnresolved's notice was given
   WaitNotice wait_notice_;  // from Start until the first Assignment
   bool connected_ = false;  // a connection is open or being opened
   std::string nonce_;

@@ -6,6 +6,8 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
+#include "rendezvous/host_lookup.hpp"
+
 namespace dlaunch::rendezvous {
 
 namespace asio = boost::asio;
@@ -167,7 +169,12 @@ void AgentSession::Connect() {
                           [this, attempt, alive = alive_, failed, connect](boost::system::error_code ec,
                                                                           tcp::resolver::results_type results) {
                             if (!*alive || attempt != attempt_) return;
-                            if (ec) return failed(fmt::format("cannot resolve {}: {}", target_.host, ec.message()));
+                            if (ec) {
+                              Apply(machine_.OnUnresolved(fmt::format("cannot resolve {} ({}; {})", target_.host,
+                                                                      ec.message(), DescribeHostLookup()),
+                                                          clock_.Now()));
+                              return;
+                            }
                             connect(results);
                           });
 }

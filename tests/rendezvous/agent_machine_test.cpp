@@ -90,6 +90,30 @@ TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoin
   CHECK(h.now - h.t0 == 5s);  // the last pause ends at the join timeout, not past it
 }
 
+TEST_CASE("agent: a name that does not resolve is said at once, then retried quietly until the join timeout",
+          "[agent]") {
+  AgentHarness h(Options());
+  h.Start();
+  const std::string why = "cannot resolve head (Name or service not known; looked up through nsswitch.conf: files dns)";
+  std::vector<AgentAction> first = h.Take(h.m.OnUnresolved(why, h.now));
+  std::optional<DoNotice> notice = Find<DoNotice>(first);
+  REQUIRE(notice);
+  CHECK(notice->line == "rendezvous head:29400: " + why + "; retrying until the join timeout (5s)");
+  CHECK(h.m.state() == AgentMachine::State::kBackoff);
+  int notices = 0;
+  for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+    if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
+    if (h.m.state() == AgentMachine::State::kConnecting) {
+      for (const AgentAction& a : h.Take(h.m.OnUnresolved(why, h.now)))
+        if (std::holds_alternative<DoNotice>(a)) ++notices;
+    }
+  }
+  CHECK(notices == 0);  // said once, not at every retry
+  std::optional<DoFinish> f = Find<DoFinish>(h.all);
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (" + why + ")");
+}
+
 TEST_CASE("agent: a connect that hangs (a black hole) is abandoned at the handshake timeout", "[agent]") {
   AgentMachineOptions o = Options();
   o.join_timeout = 60s;

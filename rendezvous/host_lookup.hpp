@@ -1,0 +1,23 @@
+// How this program looks host names up, for the line that says a name did not
+// resolve: a name that `getent hosts` knows and dlaunch does not is otherwise a
+// puzzle. A dynamically linked dlaunch goes through /etc/nsswitch.conf like
+// every program; a static one (CMake's opt-in DLAUNCH_STATIC_PIE) only through
+// /etc/hosts and DNS (launcher/core/system.hpp, KeepHostLookupsBuiltIn).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dlaunch::rendezvous {
+
+// The sources of the `hosts:` line of an nsswitch.conf text ("files myhostname
+// dns", its actions such as "[NOTFOUND=return]" kept), comments left out; ""
+// when the text has no such line.
+std::string NsswitchHosts(std::string_view conf);
+
+// "looked up through /etc/nsswitch.conf: files myhostname dns", or, in a
+// static program, "looked up in /etc/hosts and DNS only (a static dlaunch)".
+// Reads /etc/nsswitch.conf at every call: it is for an error's message only.
+std::string DescribeHostLookup();
+
+}  // namespace dlaunch::rendezvous
