@@ -163,11 +163,15 @@ void Server::Accept() {
 void Server::Admit(tcp::socket socket) {
   boost::system::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
+  tcp::endpoint local;
+  if (!ec) local = socket.local_endpoint(ec);
   if (ec) return;  // gone already
   std::string peer = FormatEndpoint(remote);
-  if (options_.admit && !options_.admit(remote.address())) {
-    ++refused_;
-    return Refuse("peer", fmt::format("{}: refused {} ({})", subject_, peer, options_.not_admitted));
+  if (options_.admit) {
+    if (std::string why = options_.admit(local, remote); !why.empty()) {
+      ++refused_;
+      return Refuse("peer", fmt::format("{}: refused {} ({})", subject_, peer, why));
+    }
   }
   if (conns_.size() >= options_.max_clients && !MakeRoom()) {
     // One answer, written without waiting: a client that does not read it loses it.

@@ -225,7 +225,8 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
     if (s.node_rank == 0) {
       store_hold.Release();
       Result<std::unique_ptr<HorovodServer>> started =
-          HorovodServer::Start(loop.io(), layout, [&console](const std::string& line) { console.Say(line); });
+          HorovodServer::Start(loop.io(), layout, s.nnodes == 1,
+                               [&console](const std::string& line) { console.Say(line); });
       if (!started.ok()) return Fail(1, started.status().message());
       horovod = std::move(*started);
       plan.restarting = [h = horovod.get()](int) { h->Reset(); };  // each restart meets a clean store

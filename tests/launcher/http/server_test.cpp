@@ -295,8 +295,10 @@ TEST_CASE("a full server evicts the longest-idle connection, or says busy when n
 }
 
 TEST_CASE("a peer the admit check refuses is closed unanswered, in one line", "[http][bounds]") {
-  Fixture f(ServerOptions{.admit = [](const boost::asio::ip::address& a) { return !a.is_loopback(); },
-                          .not_admitted = "not one of the job's nodes"});
+  Fixture f(ServerOptions{.admit = [](const tcp::endpoint& ours, const tcp::endpoint& theirs) {
+    CHECK(ours.port() != theirs.port());
+    return theirs.address().is_loopback() ? std::string("not one of the job's nodes") : std::string();
+  }});
   Client c(f.io, f.server->endpoint());
   c.Send(kGetClose);
   REQUIRE(c.ReadToClose());
