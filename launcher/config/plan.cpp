@@ -22,8 +22,11 @@ namespace {
 
 using envmap::Source;
 
+// A node list without a rendezvous starts the job from here, unless --node-rank
+// says this is one node of the static form: the list then names its nodes.
 bool IsHeadLaunch(const Options& o) {
-  return (!o.hostfile.empty() || !o.host_list.empty() || !o.nodes.empty()) && o.rdzv_endpoint.empty();
+  return (!o.hostfile.empty() || !o.host_list.empty() || !o.nodes.empty()) && o.rdzv_endpoint.empty() &&
+         !o.node_rank_given;
 }
 
 Result<int> ResolveNproc(const Options& o, const MachineFacts& facts) {
@@ -171,8 +174,16 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   return w;
 }
 
-StaticPlan DecideStatic(const Options& o, const Shape& shape) {
+Result<StaticPlan> DecideStatic(const Options& o, const Shape& shape) {
   StaticPlan layout;
+  Result<std::vector<HostEntry>> hosts = NodeList(o);
+  if (!hosts.ok()) return hosts.status();
+  for (const HostEntry& h : *hosts) layout.node_list.push_back(h.host);
+  if (!layout.node_list.empty() && layout.node_list.size() != static_cast<size_t>(shape.max_nodes)) {
+    return Status::InvalidArgument(fmt::format("{}: {} host(s), but --nnodes is {}",
+                                               !o.hostfile.empty() ? o.hostfile : !o.host_list.empty() ? "-H" : "--nodes",
+                                               layout.node_list.size(), shape.max_nodes));
+  }
   layout.nnodes = shape.max_nodes;
   layout.node_rank = shape.node_rank;
   layout.master_addr = shape.master_addr;
@@ -280,7 +291,9 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     if (!r.ok()) return r.status();
     plan.run = AgentPlan{std::move(*workers), std::move(*r)};
   } else {
-    plan.run = NodePlan{std::move(*workers), DecideStatic(typed, surroundings->shape)};
+    Result<StaticPlan> layout = DecideStatic(typed, surroundings->shape);
+    if (!layout.ok()) return layout.status();
+    plan.run = NodePlan{std::move(*workers), std::move(*layout)};
   }
   RecordOrigins(typed, *surroundings, *plan.workers(), plan);
   return plan;

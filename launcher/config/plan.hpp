@@ -102,6 +102,9 @@ struct StaticPlan {
   std::optional<int> master_port;  // nullopt: a free port on one node, else 29500
   std::string local_addr;
   bool hosts_master = true;
+  // -H, --hostfile or --nodes beside --node-rank: the nodes' addresses in node
+  // rank order (--env horovod's store serves only them); empty: unknown.
+  std::vector<std::string> node_list;
 };
 
 // A node agent of the TCP rendezvous (Mode::kRendezvous).

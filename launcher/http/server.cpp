@@ -1,5 +1,9 @@
 #include "launcher/http/server.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <charconv>
 #include <exception>
@@ -159,11 +163,15 @@ void Server::Accept() {
 void Server::Admit(tcp::socket socket) {
   boost::system::error_code ec;
   tcp::endpoint remote = socket.remote_endpoint(ec);
+  tcp::endpoint local;
+  if (!ec) local = socket.local_endpoint(ec);
   if (ec) return;  // gone already
   std::string peer = FormatEndpoint(remote);
-  if (options_.admit && !options_.admit(remote.address())) {
-    ++refused_;
-    return Refuse("peer", fmt::format("{}: refused {} ({})", subject_, peer, options_.not_admitted));
+  if (options_.admit) {
+    if (std::string why = options_.admit(local, remote); !why.empty()) {
+      ++refused_;
+      return Refuse("peer", fmt::format("{}: refused {} ({})", subject_, peer, why));
+    }
   }
   if (conns_.size() >= options_.max_clients && !MakeRoom()) {
     // One answer, written without waiting: a client that does not read it loses it.
@@ -174,6 +182,14 @@ void Server::Admit(tcp::socket socket) {
     socket.write_some(asio::buffer(busy), ec);
     return Refuse("busy", fmt::format("{}: refused {} ({} clients already)", subject_, peer, options_.max_clients));
   }
+  // Answers are taken by the kernel only while less than max_unsent of them is
+  // unsent; a write that would go over waits, and with it the reading of the
+  // next request (Serve reads again once its answer is written). Without this
+  // the send buffer grows to tcp_wmem's maximum (4 MiB) for a client that
+  // pipelines requests and reads nothing. In-flight bytes (sent, unacknowledged)
+  // are bounded by the client's own receive window.
+  const int unsent = static_cast<int>(std::min<size_t>(options_.max_unsent, 1 << 30));
+  setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof unsent);
   uint64_t id = next_id_++;
   auto conn = std::make_shared<Conn>(std::move(socket), options_.max_header + options_.max_body + 1024);
   conn->peer = std::move(peer);

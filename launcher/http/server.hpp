@@ -18,7 +18,15 @@
 //   - at most `max_requests` requests on one kept-alive connection, so one peer
 //     pipelining a flood takes its turn like the others; the last answer says
 //     "Connection: close";
-//   - `admit`, when set, names the peers served; the others are closed unanswered.
+//   - at most `max_unsent` bytes of a connection's answers waiting in the
+//     kernel to be sent: the next request is read only once the last answer is
+//     written, and the kernel takes an answer only while less than that is
+//     unsent (TCP_NOTSENT_LOWAT). A client that pipelines requests and reads
+//     nothing thus stops being read, its requests wait in its own send buffer,
+//     TCP throttles it, and it is dropped after `reply_timeout`; it cannot
+//     make this server hold its answers in kernel memory;
+//   - `admit`, when set, judges each connection; those it refuses are closed
+//     unanswered.
 // Each refusal is one line through `log`, at most 5 of each kind in 10 s and
 // then a count (rendezvous::LogLimiter). Out of descriptors, accept() backs off
 // (rendezvous::AcceptBackoff) instead of spinning.
@@ -75,9 +83,13 @@ struct ServerOptions {
   // 15 s apart by default and often a minute or more.
   std::chrono::milliseconds idle_timeout{300000};
   std::chrono::milliseconds reply_timeout{5000};     // Default: 5s for a client to take an answer
+  size_t max_unsent = 16 * 1024;                     // Default: 16 KiB of answers unsent before reading stops
   std::chrono::milliseconds evict_after{1000};       // Default: idle 1s before a full server evicts it
-  std::function<bool(const boost::asio::ip::address&)> admit;  // null: every peer
-  std::string not_admitted = "not an admitted address";        // the refusal line's reason
+  // Who is served, asked once a connection is accepted, with its local and
+  // remote ends: empty to serve it, else why not (the refusal line's reason).
+  // Null: every peer.
+  std::function<std::string(const boost::asio::ip::tcp::endpoint& ours, const boost::asio::ip::tcp::endpoint& theirs)>
+      admit;
 };
 
 // "ADDR:PORT" as a listening address: an IPv4 literal, a bracketed IPv6 literal

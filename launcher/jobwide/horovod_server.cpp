@@ -1,5 +1,7 @@
 #include "launcher/jobwide/horovod_server.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -14,21 +16,16 @@ namespace asio = boost::asio;
 
 namespace {
 
-asio::ip::address Plain(const asio::ip::address& a) {
-  if (a.is_v6() && a.to_v6().is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
-  return a;
-}
-
-// The addresses `host` resolves to (a literal is itself); none when it does not.
-std::vector<asio::ip::address> Resolve(asio::io_context& io, const std::string& host) {
-  std::vector<asio::ip::address> out;
+// The addresses `host` resolves to (a literal is itself), or why it does not.
+Result<std::vector<asio::ip::address>> Resolve(asio::io_context& io, const std::string& host) {
   boost::system::error_code ec;
   asio::ip::address literal = asio::ip::make_address(host, ec);
-  if (!ec) return {Plain(literal)};
+  if (!ec) return std::vector<asio::ip::address>{PlainAddress(literal)};
   asio::ip::tcp::resolver resolver(io);
   auto results = resolver.resolve(host, "0", ec);
-  if (ec) return out;
-  for (const auto& entry : results) out.push_back(Plain(entry.endpoint().address()));
+  if (ec) return Status::NotFound(fmt::format("does not resolve here: {}", ec.message()));
+  std::vector<asio::ip::address> out;
+  for (const auto& entry : results) out.push_back(PlainAddress(entry.endpoint().address()));
   return out;
 }
 
@@ -41,19 +38,12 @@ HorovodStore::Method MethodOf(const std::string& m) {
 
 }  // namespace
 
-bool HorovodPeerAllowed(const asio::ip::address& peer, const std::vector<asio::ip::address>& nodes) {
-  const asio::ip::address p = Plain(peer);
-  if (p.is_loopback()) return true;
-  return std::find(nodes.begin(), nodes.end(), p) != nodes.end();
-}
-
 http::ServerOptions HorovodServerOptions(int world) {
   http::ServerOptions o;
   o.name = "horovod store";
   o.max_clients = std::min<size_t>(4096, static_cast<size_t>(std::max(world, 1)) + 64);
   o.max_body = HorovodStoreLimitsFor(world).max_value;
   o.evict_after = std::chrono::milliseconds(250);
-  o.not_admitted = "not an address of the job's nodes";
   return o;
 }
 
@@ -67,36 +57,54 @@ HorovodServer::HorovodServer(std::vector<std::pair<std::string, int>> scopes, Ho
 HorovodServer::~HorovodServer() { log_.Flush(); }
 
 Result<std::unique_ptr<HorovodServer>> HorovodServer::Start(asio::io_context& io, const envmap::JobLayout& layout,
-                                                            std::function<void(const std::string&)> say) {
+                                                            bool nodes_known,
+                                                            std::function<void(const std::string&)> say,
+                                                            std::shared_ptr<SocketOwners> owners) {
   const int world = envmap::WorldSize(layout);
   const int port = envmap::HorovodStorePort(layout);
   std::unique_ptr<HorovodServer> self(
       new HorovodServer(envmap::HorovodScopes(layout), HorovodStoreLimitsFor(world), say));
 
-  // The peers: every node's address, as this node resolves it. A node whose
-  // address this node cannot tell (the static form names only node 0's) leaves
-  // the filter off, and says so.
-  std::vector<asio::ip::address> nodes;
-  std::string unknown;
-  for (const envmap::Node& node : layout.nodes) {
-    std::vector<asio::ip::address> found = Resolve(io, node.addr);
-    if (found.empty() && unknown.empty()) unknown = node.addr;
-    nodes.insert(nodes.end(), found.begin(), found.end());
-  }
-  http::ServerOptions options = HorovodServerOptions(world);
-  if (unknown.empty()) {
-    options.admit = [nodes](const asio::ip::address& peer) { return HorovodPeerAllowed(peer, nodes); };
-  } else {
-    say(fmt::format("horovod store: no address for node '{}', so the store admits every peer that reaches it",
-                    unknown));
+  // Bind the address the workers are given (HOROVOD_GLOO_RENDEZVOUS_ADDR), and
+  // nothing wider: a store on every interface would be reachable from networks
+  // the job does not use.
+  const std::string master = SafeUtf8(layout.master_addr, false);
+  Result<std::vector<asio::ip::address>> here = Resolve(io, layout.master_addr);
+  if (!here.ok()) {
+    return Status::Io(fmt::format("horovod store: cannot listen on MASTER_ADDR {} ({}); it listens there or nowhere",
+                                  master, here.status().message()));
   }
 
-  // Bind the address the workers are given (HOROVOD_GLOO_RENDEZVOUS_ADDR).
-  std::vector<asio::ip::address> here = Resolve(io, layout.master_addr);
+  // The peers (horovod_peers.hpp): this machine's sockets of the job's user,
+  // and the nodes' addresses as this node resolves them.
+  HorovodPeerRules rules;
+  rules.uid = geteuid();
+  rules.local = ThisMachineAddresses();
+  if (nodes_known) {
+    rules.nodes.emplace();
+    for (const envmap::Node& node : layout.nodes) {
+      Result<std::vector<asio::ip::address>> found = Resolve(io, node.addr);
+      if (found.ok()) {
+        rules.nodes->insert(rules.nodes->end(), found->begin(), found->end());
+      } else {
+        say(fmt::format("horovod store: node {} {}; connections from it are refused", SafeUtf8(node.addr, false),
+                        found.status().message()));
+      }
+    }
+  } else {
+    say("horovod store: the static form names no other node (no -H, --hostfile or --nodes), so the store "
+        "admits any remote peer that reaches it");
+  }
+  http::ServerOptions options = HorovodServerOptions(world);
+  options.admit = [rules = std::move(rules), owners = std::move(owners)](const asio::ip::tcp::endpoint& ours,
+                                                                      const asio::ip::tcp::endpoint& theirs) {
+    return HorovodPeerRefusal(rules, *owners, ours, theirs);
+  };
+
   auto handler = [raw = self.get()](const http::Request& r) { return raw->Serve(r); };
   auto log = [say](const std::string& line) { say(line); };
   std::string bind_error;
-  for (const asio::ip::address& a : here) {
+  for (const asio::ip::address& a : *here) {
     Result<std::unique_ptr<http::Server>> server =
         http::Server::Start(io, asio::ip::tcp::endpoint(a, static_cast<unsigned short>(port)), handler, log, options);
     if (server.ok()) {
@@ -105,19 +113,7 @@ Result<std::unique_ptr<HorovodServer>> HorovodServer::Start(asio::io_context& io
     }
     bind_error = server.status().message();
   }
-  if (!self->server_) {
-    if (!here.empty()) {
-      say(fmt::format("horovod store: cannot listen on {} ({}); listening on every interface", layout.master_addr,
-                      bind_error));
-    }
-    Result<std::unique_ptr<http::Server>> server = http::Server::Start(
-        io, asio::ip::tcp::endpoint(asio::ip::tcp::v4(), static_cast<unsigned short>(port)), handler, log, options);
-    if (!server.ok()) {
-      return Status::Io(fmt::format("horovod store on {}:{} (MASTER_PORT + 1): {}", layout.master_addr, port,
-                                    server.status().message()));
-    }
-    self->server_ = std::move(*server);
-  }
+  if (!self->server_) return Status::Io(fmt::format("{} (MASTER_ADDR {}, MASTER_PORT + 1)", bind_error, master));
   self->subject_ = "horovod store on " + http::FormatEndpoint(self->server_->endpoint());
   return self;
 }

@@ -8,12 +8,13 @@
 // rendezvous assignment and Reset it at each local restart, so every restart
 // meets a clean store; it closes with the job.
 //
-// Horovod's client cannot authenticate, so the server admits only the job's
-// nodes (their addresses, resolved when it starts) and loopback, and bounds
-// keys, values and clients (HorovodStoreLimitsFor, ServerOptions); every
-// refusal is one rate-limited line. What this does not stop: a local user of a
-// node, or anyone who can send from a node's address, can read and write the
-// store (README: "Horovod").
+// Horovod's client cannot authenticate, so the server judges each connection
+// (horovod_peers.hpp): from this machine only a socket of the job's user, from
+// elsewhere only the job's nodes where dlaunch knows them; and it bounds keys,
+// values and clients (HorovodStoreLimitsFor, ServerOptions). Every refusal is
+// one rate-limited line. What this does not stop: anyone who can send from a
+// node's address (a node's other users included) where the node is not this
+// machine, or a process of the job's own user (README: "Horovod").
 //
 // Every call on the event loop's thread.
 #pragma once
@@ -30,14 +31,11 @@
 #include "envmap/layout.hpp"
 #include "envmap/status.hpp"
 #include "launcher/http/server.hpp"
+#include "launcher/jobwide/horovod_peers.hpp"
 #include "launcher/jobwide/horovod_store.hpp"
 #include "rendezvous/log_limit.hpp"
 
 namespace dlaunch::launcher {
-
-// True when `peer` may use the store: a loopback address, or one of `nodes`
-// (an IPv4-mapped IPv6 peer counts as its IPv4 address).
-bool HorovodPeerAllowed(const boost::asio::ip::address& peer, const std::vector<boost::asio::ip::address>& nodes);
 
 // The server's bounds for a job of `world` ranks: a client per rank and 64
 // more, at most 4,096; bodies up to the store's largest value; a connection
@@ -48,13 +46,18 @@ http::ServerOptions HorovodServerOptions(int world);
 class HorovodServer {
  public:
   // Serves the store of `layout` (whole: every node's row; node rank 0 is this
-  // node) on layout.master_addr at envmap::HorovodStorePort(layout). A
-  // master_addr that cannot be bound here (a name for an address of a NAT)
-  // falls back to every interface, with a line through `say`; the peer filter
-  // holds either way. Io naming the address and port when the port cannot be
-  // bound.
-  static Result<std::unique_ptr<HorovodServer>> Start(boost::asio::io_context& io, const envmap::JobLayout& layout,
-                                                      std::function<void(const std::string&)> say);
+  // node) on layout.master_addr at envmap::HorovodStorePort(layout).
+  // `nodes_known`: the layout's node addresses are the job's (false in the
+  // static form without a node list, whose other nodes are placeholders: then
+  // any remote peer is served, and a line through `say` says so). A node
+  // address that does not resolve here is said once; its peers are refused.
+  // `owners` tells whose a local peer's socket is. Io naming the address when
+  // master_addr does not resolve or cannot be bound here, or the port is taken:
+  // the store never falls back to every interface.
+  static Result<std::unique_ptr<HorovodServer>> Start(
+      boost::asio::io_context& io, const envmap::JobLayout& layout, bool nodes_known,
+      std::function<void(const std::string&)> say,
+      std::shared_ptr<SocketOwners> owners = std::make_shared<KernelSocketOwners>());
   ~HorovodServer();
 
   // A new generation of the same layout: the store starts empty.

@@ -180,7 +180,9 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   for (int i = 0; i < s.nnodes; ++i) {
     bool self = i == s.node_rank;
     std::string addr = self ? (s.local_addr.empty() ? (s.nnodes == 1 ? s.master_addr : host) : s.local_addr)
-                            : (i == 0 ? s.master_addr : fmt::format("node{}", i));
+                            : i == 0                   ? s.master_addr
+                            : i < std::ssize(s.node_list) ? s.node_list[static_cast<size_t>(i)]
+                                                          : fmt::format("node{}", i);
     layout.nodes.push_back(envmap::Node{self ? host : addr, addr, n, {}});
   }
 
@@ -225,7 +227,8 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
     if (s.node_rank == 0) {
       store_hold.Release();
       Result<std::unique_ptr<HorovodServer>> started =
-          HorovodServer::Start(loop.io(), layout, [&console](const std::string& line) { console.Say(line); });
+          HorovodServer::Start(loop.io(), layout, s.nnodes == 1 || !s.node_list.empty(),
+                               [&console](const std::string& line) { console.Say(line); });
       if (!started.ok()) return Fail(1, started.status().message());
       horovod = std::move(*started);
       plan.restarting = [h = horovod.get()](int) { h->Reset(); };  // each restart meets a clean store

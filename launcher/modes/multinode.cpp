@@ -181,7 +181,8 @@ class NodeMode {
     if (generation.layout.node_rank != 0) return Status::Ok();
     store_hold_.Release();
     Result<std::unique_ptr<HorovodServer>> started =
-        HorovodServer::Start(loop_.io(), generation.layout, [this](const std::string& line) { console_.Say(line); });
+        HorovodServer::Start(loop_.io(), generation.layout, /*nodes_known=*/true,
+                             [this](const std::string& line) { console_.Say(line); });
     if (!started.ok()) return started.status();
     horovod_ = std::move(*started);
     return Status::Ok();

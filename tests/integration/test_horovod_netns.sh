@@ -9,7 +9,10 @@
 #      eth0 (HOROVOD_GLOO_IFACE), twice; every sum is right, the head exits 0;
 #   2. while a job runs, C asks A's store: the connection is closed unanswered
 #      and A's agent says so in one line naming C's address; B, a node of the
-#      job, is served.
+#      job, is served;
+#   3. the static form on A (node rank 0 of 2, no rendezvous): with
+#      `--nodes A,B` the store serves B and refuses C, as in case 2; without a
+#      node list it says once that it admits any remote peer, and serves C.
 # Needs root, `ip netns`, sshd, ssh and libgloo-dev; skipped otherwise.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -76,5 +79,38 @@ touch "$TMP/release"
 wait_dl hold
 [[ $RC == 0 ]] || { show_nodes hold; fail "the held job: expected exit 0, got $RC"; }
 log "B served ($got_b), C refused ($got_c): $(grep -m1 "$ADDR_C" "$TMP/hold.err")"
+
+# ---------------------------------------------------------------------------
+# 3. The static form: node rank 0 on A, with and without a node list.
+NS_A=${NS_HOSTS[1]}
+static_node0() {
+  local name=$1
+  shift
+  rm -f "$TMP/store.addr" "$TMP/release"
+  start_dl_wrapped "$name" 60 "ip netns exec $NS_A" --nnodes 2 --node-rank 0 --master-addr "$ADDR_A" \
+    --master-port "$((20000 + RANDOM % 20000))" --nproc-per-node 1 "$@" --env horovod -- "$TMP/hold.sh"
+  wait_for 20 test -s "$TMP/store.addr" || { show_nodes "$name"; fail "$name: the worker never started"; }
+  read -r addr sport iface <"$TMP/store.addr"
+}
+static_node0 listed --nodes "$ADDR_A,$ADDR_B"
+got_b=$(ask "$NS_B")
+got_c=$(ask "$NS_C")
+[[ $got_b == 404 ]] || { show_nodes listed; fail "static form with --nodes: B, a listed node, expected 404, got '$got_b'"; }
+[[ $got_c == closed* ]] || { show_nodes listed; fail "static form with --nodes: C, not listed, expected closed, got '$got_c'"; }
+wait_for 5 file_has "$TMP/listed.err" "horovod store on $ADDR_A:$sport: refused $ADDR_C:[0-9]+ \\(not an address of the job's nodes\\)" ||
+  { show_nodes listed; fail "static form with --nodes: expected a line naming C as refused"; }
+touch "$TMP/release"
+wait_dl listed
+[[ $RC == 0 ]] || { show_nodes listed; fail "static form with --nodes: expected exit 0, got $RC"; }
+
+static_node0 unlisted
+got_c=$(ask "$NS_C")
+[[ $got_c == 404 ]] || { show_nodes unlisted; fail "static form without a node list: C expected 404, got '$got_c'"; }
+[[ $(grep -c "admits any remote peer" "$TMP/unlisted.err") == 1 ]] ||
+  { show_nodes unlisted; fail "static form without a node list: expected one line saying the store admits any remote peer"; }
+touch "$TMP/release"
+wait_dl unlisted
+[[ $RC == 0 ]] || { show_nodes unlisted; fail "static form without a node list: expected exit 0, got $RC"; }
+log "static form: with --nodes B $got_b and C refused; without, C served and said once"
 
 pass

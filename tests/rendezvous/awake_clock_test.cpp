@@ -143,13 +143,13 @@ TEST_CASE("agent on the awake clock: a frozen job does not lose its coordinator"
   // Frozen for a minute; the first wake-up after it comes long past its time.
   Clock::time_point due = clock.Arm(*h.m.NextDeadline(), real);
   std::vector<AgentAction> out = wake(due + 60s);
-  CHECK_FALSE(Find<DoStopWorkers>(out));
+  CHECK_FALSE(agent_testing::Find<DoStopWorkers>(out));
   CHECK(h.Heartbeats() == beats + 1);  // it beats at once
   // Nothing heard from then on: lost after 15 s of awake silence, 5 of them
   // before the pause (its last wake-up was a heartbeat period after the answer).
   Clock::time_point resumed = real;
-  while (!Find<DoStopWorkers>(out) && real < resumed + 30s) out = wake(clock.Arm(*h.m.NextDeadline(), real));
-  REQUIRE(Find<DoStopWorkers>(out));
+  while (!agent_testing::Find<DoStopWorkers>(out) && real < resumed + 30s) out = wake(clock.Arm(*h.m.NextDeadline(), real));
+  REQUIRE(agent_testing::Find<DoStopWorkers>(out));
   CHECK(real - resumed >= 10s);
   CHECK(real - resumed <= 10s + 1ms);
 }

@@ -277,6 +277,31 @@ TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
   CHECK(error({}, {"-H", "a,b", "--nnodes", "3", "--", "true"}) == "--nnodes: 3 given, but the node list has 2 host(s)");
 }
 
+TEST_CASE("the static form with a node list: --node-rank makes it one node of the list, not a head launch",
+          "[plan]") {
+  Plan p = MustDecide({"", {},
+                       {"--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29500",
+                        "--nodes", "10.0.0.1,10.0.0.2", "--env", "horovod", "--", "true"},
+                       ""});
+  REQUIRE(p.mode() == Mode::kStatic);
+  const StaticPlan& s = std::get<NodePlan>(p.run).layout;
+  CHECK(s.node_list == std::vector<std::string>{"10.0.0.1", "10.0.0.2"});
+  CHECK(s.node_rank == 0);
+  CHECK(s.master_addr == "10.0.0.1");
+  // Without a list, the static form as before: no node names known.
+  Plan plain = MustDecide({"", {}, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--", "true"}, ""});
+  REQUIRE(plain.mode() == Mode::kStatic);
+  CHECK(std::get<NodePlan>(plain.run).layout.node_list.empty());
+  // Without --node-rank a list is still a head launch.
+  CHECK(MustDecide({"", {}, {"-H", "a,b", "--", "true"}, ""}).mode() == Mode::kHead);
+  // A list of the wrong length is named.
+  Result<Options> o = ParseCommandLine({"--nnodes", "3", "--node-rank", "0", "-H", "a,b", "--", "true"}, {});
+  REQUIRE(o.ok());
+  Result<Plan> bad = Decide(*o, envmap::Detect({}), MachineFacts{"here", 2, {}, "x"}, {});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "-H: 2 host(s), but --nnodes is 3");
+}
+
 TEST_CASE("--explain says where each value came from", "[plan]") {
   Plan p = MustDecide({"", kSlurm, {"--explain", "--", "true"}, ""});
   std::string text = Explain(p);

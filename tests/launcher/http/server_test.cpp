@@ -295,8 +295,10 @@ TEST_CASE("a full server evicts the longest-idle connection, or says busy when n
 }
 
 TEST_CASE("a peer the admit check refuses is closed unanswered, in one line", "[http][bounds]") {
-  Fixture f(ServerOptions{.admit = [](const boost::asio::ip::address& a) { return !a.is_loopback(); },
-                          .not_admitted = "not one of the job's nodes"});
+  Fixture f(ServerOptions{.admit = [](const tcp::endpoint& ours, const tcp::endpoint& theirs) {
+    CHECK(ours.port() != theirs.port());
+    return theirs.address().is_loopback() ? std::string("not one of the job's nodes") : std::string();
+  }});
   Client c(f.io, f.server->endpoint());
   c.Send(kGetClose);
   REQUIRE(c.ReadToClose());
@@ -336,6 +338,77 @@ TEST_CASE("a client that stops reading its answer is dropped after the reply bou
   for (int i = 0; i < 100 && f.server->clients() > 0; ++i) f.Serve(20ms);
   CHECK(f.server->clients() == 0);
   CHECK(f.Log().find("(did not take its answer within 200ms)") != std::string::npos);
+}
+
+// Writes what the kernel takes of `bytes` from `at` without waiting; returns the new position.
+size_t SendSome(tcp::socket& socket, const std::string& bytes, size_t at) {
+  boost::system::error_code ec;
+  while (at < bytes.size()) {
+    size_t n = socket.write_some(boost::asio::buffer(bytes.data() + at, bytes.size() - at), ec);
+    if (ec) break;  // would block (or the server closed it)
+    at += n;
+  }
+  return at;
+}
+
+std::string Pipeline(int n) {
+  std::string flood;
+  for (int i = 0; i < n; ++i) flood += "GET /r" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n\r\n";
+  return flood;
+}
+
+TEST_CASE("a client that pipelines requests and reads nothing stops being read; others are served",
+          "[http][bounds][backpressure]") {
+  // Answers of 1 KiB: without the bound on unsent answers the kernel took
+  // thousands of them (up to a 4 MiB send buffer) for a client that read none.
+  Fixture f(ServerOptions{.max_requests = 1000000, .reply_timeout = 500ms},
+            [](const Request&) { return Response{200, std::string(1024, 'a')}; });
+  tcp::socket c(f.io);
+  c.open(tcp::v4());
+  int small = 4096;  // before connecting, so that the window it offers is small from the start
+  setsockopt(c.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  c.connect(f.server->endpoint());
+  c.non_blocking(true);
+  const std::string flood = Pipeline(300000);  // 10 MB of requests
+  size_t sent = 0;
+  // The server stops reading, then drops the client for not taking its answers.
+  REQUIRE(f.ServeUntil([&] {
+    sent = SendSome(c, flood, sent);
+    return f.Log().find("did not take its answer") != std::string::npos;
+  }));
+  INFO("answered " << f.server->answered() << ", client sent " << sent << " of " << flood.size() << " bytes");
+  // Bounded: the client's small receive window and 16 KiB unsent make about 20
+  // answers of 1 KiB (the kernel took some 2,500 before the bound).
+  CHECK(f.server->answered() <= 64);
+  // The requests the server did not read throttled the client: they wait in
+  // the buffers, and it could not send them all.
+  CHECK(sent < flood.size());
+
+  // Meanwhile and afterwards another client is served.
+  Client other(f.io, f.server->endpoint());
+  other.Send(kGetClose);
+  REQUIRE(other.ReadToClose());
+  CHECK(other.received.rfind("HTTP/1.1 200 ", 0) == 0);
+}
+
+TEST_CASE("a slow client that reads gets every answer of a long pipeline", "[http][bounds][backpressure]") {
+  Fixture f(ServerOptions{.max_requests = 1000000},
+            [](const Request& r) { return Response{200, r.target + std::string(1024, '.')}; });
+  Client c(f.io, f.server->endpoint());
+  const int n = 3000;
+  const std::string flood = Pipeline(n);
+  size_t sent = 0;
+  std::string got;
+  char buf[2048];  // a little at a time
+  REQUIRE(f.ServeUntil([&] {
+    sent = SendSome(c.socket(), flood, sent);
+    boost::system::error_code ec;
+    size_t k = c.socket().read_some(boost::asio::buffer(buf), ec);
+    if (!ec) got.append(buf, k);
+    return Count(got, "HTTP/1.1 200 OK") == n && got.find("/r" + std::to_string(n - 1) + ".") != std::string::npos;
+  }, 60000ms));
+  CHECK(f.server->answered() == n);
+  CHECK(got.find("/r0.") < got.find("/r1."));
 }
 
 TEST_CASE("a handler that throws answers 500; HEAD gets the length without the body", "[http]") {
