@@ -9,6 +9,7 @@
 # BENCH_REPS (default 5) repetitions per dlaunch measurement, BENCH_TORCH_REPS
 # (default 1) for torchrun, whose 16 agents take seconds of CPU each.
 # BENCH_RDZV_SIZES (default "64 256 1024") agent counts for the scale rows,
+# BENCH_COLD=1 a cold run: caches dropped before every floor and run (root),
 # BENCH_LOAD_N (default 10000) simulated agents for the load generator.
 # Medians are reported. Prints a markdown table and writes the same to
 # bench/rdzv_results.md. Builds nothing.
@@ -86,6 +87,12 @@ command -v ss >/dev/null || die "ss (iproute2) is missing"
 [[ $LOAD_N =~ ^[1-9][0-9]*$ ]] || die "BENCH_LOAD_N must be a positive number, got '$LOAD_N'"
 for n in $SIZES; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "BENCH_RDZV_SIZES: '$n' is not a positive number"; done
 HAVE_TORCHRUN=1; [[ -x $PY && -f $TORCHRUN && $TORCH_REPS -gt 0 ]] || HAVE_TORCHRUN=0
+COLD=${BENCH_COLD:-0}
+[[ $COLD == 0 || $COLD == 1 ]] || die "BENCH_COLD must be 0 or 1, got '$COLD'"
+# perf stat counts the scale rows' task-clock where the kernel lets it.
+HAVE_PERF=0
+command -v perf >/dev/null && perf stat -x, -e task-clock -o /dev/null -- true 2>/dev/null && HAVE_PERF=1
+THP=$(sed -nE 's/.*\[(.*)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
 
 # 1024 agents: the hosting dlaunch holds a socket per agent, and the in-process
 # load generator two per simulated agent (20,000 + slack for 10,000). As root the
@@ -114,6 +121,46 @@ unset DLAUNCH_RDZV_TOKEN   # loopback: no token, no warning, the same for every 
 ln -s "$(type -P true)" "$T/true"     # workers carry $T in their command line,
 ln -s "$(type -P sleep)" "$T/sleep"   # and so do the agents that start them
 ln -s "$(type -P env)" "$T/env"
+
+# The two runs that start N processes, each in a fresh shell of its own: in one
+# long-lived shell every round of 1,024 `&` ran slower than the one before (7.5
+# s, 15.8 s, 18.4 s for the same floor), which made the floor of late reps
+# three times what it is. A shell of its own also lets `perf stat` count it.
+# floor_body.sh N [PROGRAM...]: starts N `true` (or PROGRAM... true) with `&`,
+# waits, prints the seconds.
+cat >"$T/floor_body.sh" <<'BODY'
+n=$1
+shift
+t0=$EPOCHREALTIME
+pids=()
+for ((k = 0; k < n; k++)); do "$@" "$T/true" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p"; done
+awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.6f", b-a}'
+BODY
+# scale_body.sh N BINARY PORT TAG: N-1 agents, then the hosting one under GNU
+# time (its peak RSS into $T/rss); prints "start end failures" once all exited.
+cat >"$T/scale_body.sh" <<'BODY'
+n=$1 bin=$2 port=$3 tag=$4
+common=(--nnodes "$n" --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$tag")
+t0=$EPOCHREALTIME
+pids=()
+for ((k = 1; k < n; k++)); do
+  "$bin" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- "$T/true" >/dev/null 2>>"$T/agents.err" &
+  pids+=($!)
+done
+/usr/bin/time -f %M -o "$T/rss" "$bin" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- "$T/true" \
+  >/dev/null 2>"$T/host.err" &
+pids+=($!)
+# Killing the dog's sleep (not the dog) ends it quietly and kills nothing.
+( "$T/sleep" 180 && kill -KILL "${pids[@]}" ) 2>/dev/null &
+dog=$!
+fails=0
+for p in "${pids[@]}"; do wait "$p" || fails=$((fails + 1)); done
+pkill -TERM -P "$dog" 2>/dev/null
+wait "$dog" 2>/dev/null
+echo "$t0 $EPOCHREALTIME $fails"
+BODY
+export T
 
 now() { echo "$EPOCHREALTIME"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.6f", b-a}'; }
@@ -191,49 +238,59 @@ settle() {
   note "processes of an earlier run still there after 30 s"
 }
 
-# floor_run N [PROGRAM...]: this shell starts N `true` (or PROGRAM... true) with
-# `&` and waits; OUT = seconds.
-# The loops that start N processes run in a fresh subshell each time: in one
-# long-lived shell every round of 1,024 \`&\` ran slower than the one before
-# (7.5 s, 15.8 s, 18.4 s for the same floor), which made the floor of late reps
-# three times what it is.
+# A cold run (BENCH_COLD=1) drops the page cache, dentries and inodes before
+# every floor and every run, as on a freshly started machine: `sync; echo 3 >
+# /proc/sys/vm/drop_caches` (root). The THP setting is recorded in the header.
+cold() {
+  [[ $COLD == 1 ]] || return 0
+  sync
+  echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || die "BENCH_COLD=1: cannot write /proc/sys/vm/drop_caches (root only)"
+}
+
+# counted NAME CMD...: runs CMD after `cold`, under `perf stat` where perf can
+# count (task-clock of CMD and everything it starts, orphans included; the
+# watchdogs outlive their agents), writing $T/NAME.perf; prints CMD's output.
+counted() {
+  local name=$1
+  shift
+  cold
+  rm -f "$T/$name.perf"
+  if ((HAVE_PERF)); then
+    perf stat -x, -e task-clock -o "$T/$name.perf" -- "$@"
+  else
+    "$@"
+  fi
+}
+# task_ms NAME: the task-clock in ms of the last `counted NAME`, or nan.
+task_ms() {
+  awk -F, '$3 == "task-clock" || $3 ~ /^task-clock/ {printf "%.1f", $1; found=1} END {if (!found) print "nan"}' \
+    "$T/$1.perf" 2>/dev/null || echo nan
+}
+
+# floor_run N [PROGRAM...]: N `true` (or PROGRAM... true) started with `&` from
+# a fresh shell (floor_body.sh); OUT = seconds, TASK_MS = their task-clock.
 floor_run() {
   local n=$1
   shift
   settle
-  OUT=$(
-    pids=()
-    t0=$(now)
-    for ((k = 0; k < n; k++)); do "$@" "$T/true" & pids+=($!); done
-    wait_all 60 "${pids[@]}"
-    elapsed "$t0" "$(now)"
-  )
+  OUT=$(counted "floor" bash "$T/floor_body.sh" "$n" "$@")
+  TASK_MS=$(task_ms floor)
 }
 
-# scale_run N TAG [BINARY]: N dlaunch agents, the hosting one started last; OUT =
-# seconds, OUT_RSS = the host's peak RSS in KiB; both empty (and an error
-# recorded) on failure.
+# scale_run N TAG [BINARY]: N dlaunch agents, the hosting one started last
+# (scale_body.sh); OUT = seconds, OUT_RSS = the host's peak RSS in KiB, both
+# empty (and an error recorded) on failure; TASK_MS = their task-clock.
 scale_run() {
-  local n=$1 tag=$2 bin=${3:-$DLAUNCH} k t0 t1 port pids=() common
+  local n=$1 tag=$2 bin=${3:-$DLAUNCH} t0 t1 port
   port=$(free_port)
-  common=(--nnodes "$n" --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$tag")
   OUT="" OUT_RSS=""
   : >"$T/agents.err"
   settle
-  # In a fresh subshell (see floor_run), which reports "start end failures".
+  # In a fresh shell (see floor_run), which reports "start end failures".
   t0="" t1="" FAILS=""
-  read -r t0 t1 FAILS < <(
-    t0=$(now)
-    for ((k = 1; k < n; k++)); do
-      "$bin" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- "$T/true" >/dev/null 2>>"$T/agents.err" &
-      pids+=($!)
-    done
-    /usr/bin/time -f %M -o "$T/rss" "$bin" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- "$T/true" \
-      >/dev/null 2>"$T/host.err" &
-    pids+=($!)
-    wait_all 180 "${pids[@]}"
-    echo "$t0 $(now) $FAILS"
-  )
+  counted scale bash "$T/scale_body.sh" "$n" "$bin" "$port" "$tag" >"$T/scale.out"
+  read -r t0 t1 FAILS <"$T/scale.out"
+  TASK_MS=$(task_ms scale)
   [[ -n $t1 ]] || FAILS=$n  # the subshell died before it reported
   if ((FAILS)); then
     ERRORS+=("scale N=$n ($bin): $FAILS of $n agents exited non-zero: $(err_head "$T/host.err") $(err_head "$T/agents.err")")
@@ -292,30 +349,35 @@ torch_run() {
 
 BENCH_START=$(now)
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
-# Warm the page cache and the loader.
-timeout 30 "$DLAUNCH" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
+# Warm the page cache and the loader (a cold run drops them before each run anyway).
+[[ $COLD == 1 ]] || timeout 30 "$DLAUNCH" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
 
 # --- 1. Scale: N real agents, one coordinator -------------------------------------
 # A row with a target counts every rep: when one of them failed, the value is
 # the median of those that completed, marked "(k of REPS)", and the row is a MISS.
-declare -A SCALE_S SCALE_RSS FLOOR_S FLOOR2_S OK_SCALE BASE_S OK_BASE WORST2 BASE2
+declare -A SCALE_S SCALE_RSS FLOOR_S FLOOR2_S OK_SCALE BASE_S OK_BASE WORST2 BASE2 TASK_S TASK_F2 TASK_B
 # shellcheck disable=SC2086  # a list of numbers, split on purpose
 ALL_SIZES=$(printf '%s\n' 8 16 $SIZES | sort -nu | tr '\n' ' ')
 for n in $ALL_SIZES; do
   note "scale: $n agents, $REPS reps$([[ -n $BASELINE ]] && echo ", and the baseline beside")"
-  secs=() rss=() fl=() fl2=() base=() r2=() b2=()
+  secs=() rss=() fl=() fl2=() base=() r2=() b2=() tk=() tk2=() tkb=()
   for ((i = 0; i < REPS; i++)); do
     floor_run "$n"; fl+=("$OUT")
-    floor_run "$n" "$T/env"; fl2+=("$OUT"); f2=$OUT
+    floor_run "$n" "$T/env"; fl2+=("$OUT"); f2=$OUT; tk2+=("$TASK_MS")
     scale_run "$n" "scale-$n-$i"
+    [[ -n $OUT ]] && tk+=("$TASK_MS")
     [[ -n $OUT ]] && secs+=("$OUT") && r2+=("$(ratio "$OUT" "$f2")")  # each rep against its own floor
     [[ -n $OUT_RSS ]] && rss+=("$OUT_RSS")
     [[ -n $OUT ]] && OK_SCALE[$n]=$((${OK_SCALE[$n]:-0} + 1))
     if [[ -n $BASELINE ]] && ((i < BASE_REPS)); then
       scale_run "$n" "base-$n-$i" "$BASELINE"
       [[ -n $OUT ]] && base+=("$OUT") && b2+=("$(ratio "$OUT" "$f2")") && OK_BASE[$n]=$((${OK_BASE[$n]:-0} + 1))
+      [[ -n $OUT ]] && tkb+=("$TASK_MS")
     fi
   done
+  TASK_S[$n]=$(median "${tk[@]}")
+  TASK_F2[$n]=$(median "${tk2[@]}")
+  TASK_B[$n]=$(median "${tkb[@]}")
   WORST2[$n]=$( ((${#r2[@]})) && printf '%s\n' "${r2[@]}" | sort -g | tail -n 1 || echo nan)
   BASE2[$n]=$(median "${b2[@]}")
   SCALE_S[$n]=$(median "${secs[@]}")
@@ -518,8 +580,9 @@ table() {
   echo
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(getconf _NPROCESSORS_ONLN) cores, $(uname -sr); medians of $REPS reps" \
     "($TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s;" \
-    "$("$DLAUNCH" --version 2>&1 | head -n 1); load average at the start $LOAD_AT_START." \
-    "Produced by \`bench/rdzv.sh\`."
+    "$("$DLAUNCH" --version 2>&1 | head -n 1); load average at the start $LOAD_AT_START;" \
+    "$( ((COLD)) && echo "a cold run (BENCH_COLD=1: page cache, dentries and inodes dropped before every floor and run)" || echo "a warm run")," \
+    "transparent huge pages: ${THP:-unknown}. Produced by \`bench/rdzv.sh\`."
   echo
   row "measurement" "value" "target" "result"
   row "---" "---:" "---" "---"
@@ -542,12 +605,18 @@ table() {
     row "… dlaunch / two-program floor" "$(fmt "$(ratio "${SCALE_S[$n]}" "${FLOOR2_S[$n]}")" '%.2f')" "" ""
     row "… the worst rep's dlaunch / its two-program floor" "$(fmt "${WORST2[$n]}" '%.2f')" "$target" "$res"
     row "… peak RSS of the hosting dlaunch (GNU time %M)" "$(fmt "${SCALE_RSS[$n]}" '%.2f MiB')" "" ""
+    if ((HAVE_PERF)); then
+      row "… task-clock (perf stat, every process of the run): dlaunch, per agent" "$(fmt "$(awk -v t="${TASK_S[$n]}" -v n="$n" 'BEGIN{if (t=="nan") print "nan"; else print t/n}')" '%.2f ms')" "" ""
+      row "… task-clock: two-program floor, per unit" "$(fmt "$(awk -v t="${TASK_F2[$n]}" -v n="$n" 'BEGIN{if (t=="nan") print "nan"; else print t/n}')" '%.2f ms')" "" ""
+      row "… task-clock: dlaunch / two-program floor" "$(fmt "$(ratio "${TASK_S[$n]}" "${TASK_F2[$n]}")" '%.2f')" "" ""
+    fi
     if [[ -n $BASELINE ]]; then
       note_=""
       note_=" (${OK_BASE[$n]:-0} of $((BASE_REPS < REPS ? BASE_REPS : REPS)) runs completed)"
       row "… the same with the baseline $(basename "$BASELINE")" "$(fmt "${BASE_S[$n]}" '%.3f s')$note_" "" ""
       row "… baseline / floor" "$(fmt "$(ratio "${BASE_S[$n]}" "${FLOOR_S[$n]}")" '%.2f')" "" ""
       row "… baseline / two-program floor (median of its reps, each against its own)" "$(fmt "${BASE2[$n]}" '%.2f')" "" ""
+      ((HAVE_PERF)) && row "… task-clock: baseline / two-program floor" "$(fmt "$(ratio "${TASK_B[$n]}" "${TASK_F2[$n]}")" '%.2f')" "" ""
     fi
   done
   row "an agent waiting for its host (5 s): CPU in % of one core" "$(fmt "$WAIT_PCT" '%.2f %%')" "< $WAIT_TARGET_PCT %" "$(must "$WAIT_PCT" '<' "$WAIT_TARGET_PCT")"
