@@ -51,10 +51,21 @@ ip::address PlainAddress(const ip::address& a) {
   return a;
 }
 
+namespace {
+
+// `a` without its IPv6 scope (a link-local address's interface): the kernel's
+// answer carries the interface apart, in idiag_if.
+ip::address Unscoped(const ip::address& a) {
+  if (!a.is_v6() || a.to_v6().scope_id() == 0) return a;
+  return ip::address_v6(a.to_v6().to_bytes());
+}
+
+}  // namespace
+
 Result<std::optional<uint32_t>> KernelSocketOwners::OwnerOf(const ip::tcp::endpoint& ours,
                                                             const ip::tcp::endpoint& theirs) {
-  const ip::address us = PlainAddress(ours.address());
-  const ip::address them = PlainAddress(theirs.address());
+  const ip::address us = Unscoped(PlainAddress(ours.address()));
+  const ip::address them = Unscoped(PlainAddress(theirs.address()));
   if (us.is_v4() != them.is_v4()) return std::optional<uint32_t>();  // no such connection
 
   struct {
@@ -73,6 +84,9 @@ Result<std::optional<uint32_t>> KernelSocketOwners::OwnerOf(const ip::tcp::endpo
   ask.request.id.idiag_dport = htons(ours.port());
   PutDiagAddress(them, ask.request.id.idiag_src);
   PutDiagAddress(us, ask.request.id.idiag_dst);
+  // A link-local peer's socket is found only on its interface (the kernel's
+  // lookup matches a socket bound to a device against this index).
+  if (theirs.address().is_v6()) ask.request.id.idiag_if = theirs.address().to_v6().scope_id();
   ask.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
   ask.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 
