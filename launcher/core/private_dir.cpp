@@ -1,7 +1,6 @@
 #include "launcher/core/private_dir.hpp"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +33,24 @@ Status WriteAndClose(int fd, const std::string& path, std::string_view text) {
     err = errno;
   }
   if (!ok) return Status::Io(fmt::format("{}: cannot write ({})", path, std::strerror(err)));
+  return Status::Ok();
+}
+
+// The trust rule on a directory already opened (`dir` names it).
+Status CheckTrusted(int fd, const std::string& dir) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", dir, std::strerror(errno)));
+  uid_t me = geteuid();
+  // Its owner may rename anything in it, sticky or not; root could anyway.
+  if (st.st_uid != me && st.st_uid != 0)
+    return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
+                                               me == 0 ? "" : " or root"));
+  // Without the sticky bit anyone may rename what we make in it and put their
+  // own in its place.
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return Status::InvalidArgument(fmt::format(
+        "{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", dir,
+        st.st_mode & 07777));
   return Status::Ok();
 }
 
@@ -75,28 +92,15 @@ Status EnsureOwnDir(const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::string> TrustedDir(const std::string& dir) {
-  char real[PATH_MAX];
-  if (realpath(dir.c_str(), real) == nullptr)
-    return Status::Io(fmt::format("{}: cannot resolve ({})", dir, std::strerror(errno)));
-  // The directories above are not walked: in a user namespace (rootless
-  // containers) / and its neighbours often show the overflow uid, and a path
-  // the user chose through another user's directory is theirs to choose.
-  struct stat st {};
-  if (lstat(real, &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", real, std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(fmt::format("{}: refused (not a directory)", real));
-  uid_t me = geteuid();
-  // Its owner may rename anything in it, sticky or not; root could anyway.
-  if (st.st_uid != me && st.st_uid != 0)
-    return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", real, st.st_uid, me,
-                                               me == 0 ? "" : " or root"));
-  // Without the sticky bit anyone may rename what we make in it and put their
-  // own in its place.
-  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
-    return Status::InvalidArgument(fmt::format(
-        "{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", real,
-        st.st_mode & 07777));
-  return std::string(real);
+Result<std::string> TrustedDir(const std::string& dir, Missing missing) {
+  // The directories above are not judged by owner: in a user namespace
+  // (rootless containers) / and its neighbours often show the overflow uid,
+  // and a path the user chose through another user's directory is theirs to
+  // choose. The links on the way are (WalkToDir).
+  Result<WalkedDir> walked = WalkToDir(dir, missing);
+  if (!walked.ok()) return walked.status();
+  if (Status s = CheckTrusted(walked->fd(), walked->path()); !s.ok()) return s;
+  return walked->path();
 }
 
 Result<int> OpenToWrite(const std::string& path, bool fresh, mode_t mode) {

@@ -1,5 +1,5 @@
 // Directories and files that no other local user can plant, replace or write
-// through (issue 18): dlaunch's private directory (the stack hook, its dumps,
+// through: dlaunch's private directory (the stack hook, its dumps,
 // the workers' error files), the run directory under a --log-dir that others
 // may share (a 1777 scratch directory), and the files dlaunch writes in them.
 //
@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "envmap/status.hpp"
+#include "launcher/core/dir_walk.hpp"
 
 namespace dlaunch::launcher {
 
@@ -31,15 +32,17 @@ Result<std::string> MakePrivateDir(const std::string& tmpdir);
 // or (Io) "PATH: cannot create (...)".
 Status EnsureOwnDir(const std::string& path);
 
-// The real path of `dir`, an existing directory the user named (--log-dir),
-// when no other user can replace what this user makes in it: it is owned by
-// this user or root, and if every user can write it, it has the sticky bit (as
-// /tmp: then only an entry's owner may rename or remove it). A directory its
-// group can write trusts that group; the directories above it are not checked.
-// Fails (InvalidArgument) "DIR: refused (owned by uid 65534, not 0)" or
-// "DIR: refused (mode 0777 lets every user replace ...)", or (Io) when it
-// cannot be resolved.
-Result<std::string> TrustedDir(const std::string& dir);
+// The real path of `dir`, a directory the user named (--log-dir), when no
+// other user can replace what this user makes in it: it is owned by this user
+// or root, and if every user can write it, it has the sticky bit (as /tmp:
+// then only an entry's owner may rename or remove it). A directory its group
+// can write trusts that group; the directories above it are not checked. The
+// path is walked with WalkToDir (dir_walk.hpp), which refuses a symbolic link
+// another user planted in a directory others can write, and makes what is
+// missing with Missing::kMake. Fails (InvalidArgument) "DIR: refused (owned
+// by uid 65534, not 0)", "DIR: refused (mode 0777 lets every user replace
+// ...)" or WalkToDir's refusals, or (Io) when it cannot be resolved or made.
+Result<std::string> TrustedDir(const std::string& dir, Missing missing = Missing::kFail);
 
 // Opens `path` write-only (O_CLOEXEC), never through a symbolic link at its
 // last component (O_NOFOLLOW). `fresh`: creates it, failing when anything is

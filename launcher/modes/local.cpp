@@ -95,10 +95,7 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   }
   // The directory the user named may be shared; it is made (with the umask's
   // mode) when missing, as before, and checked either way.
-  std::error_code ec;
-  fs::create_directories(w.log_dir, ec);
-  if (ec) return Status::InvalidArgument(fmt::format("--log-dir {}: cannot create ({})", w.log_dir, ec.message()));
-  Result<std::string> log_dir = TrustedDir(w.log_dir);
+  Result<std::string> log_dir = TrustedDir(w.log_dir, Missing::kMake);
   if (!log_dir.ok()) return Status::InvalidArgument(fmt::format("--log-dir {}", log_dir.status().message()));
   d.run = fmt::format("{}/{}", *log_dir, w.log_name);  // Decide checked that it names one directory
   if (Status s = EnsureOwnDir(d.run); !s.ok())

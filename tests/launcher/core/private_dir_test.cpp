@@ -120,6 +120,33 @@ TEST_CASE("TrustedDir: ours or root's, and sticky when every user may write it",
   }
 }
 
+TEST_CASE("TrustedDir follows no link another user planted where others can write", "[private_dir]") {
+  if (geteuid() != 0) return;  // only root can give a link to another user
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  REQUIRE(mkdir((t / "roots").c_str(), 0700) == 0);
+  REQUIRE(mkdir((t / "sticky").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "sticky").c_str(), 01777) == 0);
+  REQUIRE(symlink((t / "roots").c_str(), (t / "sticky/x").c_str()) == 0);
+  REQUIRE(lchown((t / "sticky/x").c_str(), kOther, kOther) == 0);
+  const std::string refusal = t / "sticky/x" + ": refused (the symbolic link " + base +
+                              "/sticky/x is owned by uid 65534 in a directory others can write)";
+  for (Missing m : {Missing::kFail, Missing::kMake}) {
+    Result<std::string> d = TrustedDir(t / "sticky/x", m);
+    CHECK(d.status().code() == Code::kInvalidArgument);
+    CHECK(d.status().message() == refusal);
+  }
+  CHECK(TrustedDir(t / "sticky/x/below", Missing::kMake).status().message() ==
+        t / "sticky/x/below" + ": refused (the symbolic link " + base +
+            "/sticky/x is owned by uid 65534 in a directory others can write)");
+  CHECK(fs::is_empty(t / "roots"));
+  // Made when missing, where asked to.
+  Result<std::string> made = TrustedDir(t / "a/b", Missing::kMake);
+  REQUIRE(made.ok());
+  CHECK(*made == base + "/a/b");
+  CHECK(fs::is_directory(t / "a/b"));
+}
+
 TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are new", "[private_dir]") {
   testing::TempDir t;
   Write(t / "target", "precious");
