@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,18 +55,67 @@ Status CheckTrusted(int fd, const std::string& dir) {
   return Status::Ok();
 }
 
+Result<WalkedDir> OpenTrusted(const std::string& dir) {
+  Result<WalkedDir> walked = WalkToDir(dir);
+  if (!walked.ok()) return walked.status();
+  if (Status s = CheckTrusted(walked->fd(), walked->path()); !s.ok()) return s;
+  return walked;
+}
+
+// dlaunch-XXXXXX made in `parent` (held open: mkdirat, not a name looked up
+// again), mode 0700 whatever the umask, and seen to be ours.
+Result<std::string> MakeFreshIn(const WalkedDir& parent) {
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  constexpr int kTries = 100;  // as mkdtemp: names taken this often mean something else is wrong
+  std::string tmpl = fmt::format("{}/dlaunch-XXXXXX", parent.path());
+  for (int i = 0; i < kTries; ++i) {
+    unsigned char random[6];
+    if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random))
+      return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(errno)));
+    std::string name = "dlaunch-";
+    for (unsigned char r : random) name += kChars[r % (sizeof kChars - 1)];
+    if (mkdirat(parent.fd(), name.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
+      return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(errno)));
+    }
+    std::string path = fmt::format("{}/{}", parent.path(), name);
+    // The parent is trusted: the name is still ours here.
+    int fd = fchmodat(parent.fd(), name.c_str(), 0700, 0) == 0
+                 ? openat(parent.fd(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                 : -1;
+    struct stat st {};
+    bool ours = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+                (st.st_mode & 07777) == 0700;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (!ours) {
+      unlinkat(parent.fd(), name.c_str(), AT_REMOVEDIR);
+      return Status::Io(fmt::format("{}: cannot create ({})", path, fd < 0 ? std::strerror(err) : "not 0700 and ours"));
+    }
+    return path;
+  }
+  return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(EEXIST)));
+}
+
 }  // namespace
 
-Result<std::string> MakePrivateDir(const std::string& tmpdir) {
-  std::string tmpl;
-  if (tmpdir.starts_with('/')) {
-    tmpl = fmt::format("{}/dlaunch-XXXXXX", tmpdir);
-    if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
+  std::string note;
+  if (!tmpdir.empty()) {
+    // After `sudo -E` TMPDIR may be another user's directory: nothing of
+    // root's goes there, and the job goes on in /tmp.
+    Result<WalkedDir> parent = tmpdir.starts_with('/')
+                                   ? OpenTrusted(tmpdir)
+                                   : Result<WalkedDir>(Status::InvalidArgument(
+                                         fmt::format("{}: not used (not an absolute path)", tmpdir)));
+    Result<std::string> made = parent.ok() ? MakeFreshIn(*parent) : Result<std::string>(parent.status());
+    if (made.ok()) return PrivateDir{*made, ""};
+    note = fmt::format("TMPDIR {}; using /tmp", made.status().message());
   }
-  tmpl = "/tmp/dlaunch-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr)
-    return Status::Io(fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
-  return tmpl;
+  Result<WalkedDir> tmp = OpenTrusted("/tmp");
+  Result<std::string> made = tmp.ok() ? MakeFreshIn(*tmp) : Result<std::string>(tmp.status());
+  if (!made.ok()) return Status::Io(made.status().message());
+  return PrivateDir{*made, note};
 }
 
 Status EnsureOwnDir(const std::string& path) {

@@ -18,6 +18,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
@@ -78,12 +79,19 @@ struct RunDirs {
   }
 };
 
-Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
+// A fresh private directory under TMPDIR (else /tmp, saying why once).
+Result<std::string> NewPrivateDir() {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmp = tmpdir != nullptr ? tmpdir : "";
+  Result<PrivateDir> made = MakePrivateDir(tmpdir != nullptr ? tmpdir : "");
+  if (!made.ok()) return made.status();
+  if (!made->note.empty()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", made->note));
+  return made->path;
+}
+
+Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   RunDirs d;
   if (w.log_dir.empty()) {
-    Result<std::string> run = MakePrivateDir(tmp);
+    Result<std::string> run = NewPrivateDir();
     if (!run.ok()) return run.status();
     d.run = *run;
     d.run_is_fresh = true;
@@ -100,7 +108,7 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   d.run = fmt::format("{}/{}", *log_dir, w.log_name);  // Decide checked that it names one directory
   if (Status s = EnsureOwnDir(d.run); !s.ok())
     return Status::InvalidArgument(fmt::format("--log-dir {}", s.message()));
-  Result<std::string> private_dir = MakePrivateDir(tmp);
+  Result<std::string> private_dir = NewPrivateDir();
   if (!private_dir.ok()) return private_dir.status();
   d.private_dir = *private_dir;
   return d;
