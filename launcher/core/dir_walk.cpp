@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,10 +85,14 @@ class Walk {
     }
     PushComponents(path_, todo_, false);
     if (Status s = AtRoot(); !s.ok()) return s;
-    while (!todo_.empty()) {
+    while (!todo_.empty() && !unmade_) {
       std::string name = std::move(todo_.front());
       todo_.pop_front();
       if (Status s = name == ".." ? Up() : Enter(std::move(name)); !s.ok()) return s;
+    }
+    if (unmade_) {
+      for (std::string& rest : todo_) real_.push_back(std::move(rest));
+      return WalkedDir(-1, Join(real_));
     }
     return WalkedDir(dir_.Release(), Join(real_));
   }
@@ -114,11 +120,18 @@ class Walk {
   }
 
   // The component `name` of the directory reached: entered when it is a
-  // directory, followed when it is a link, made when missing and asked to.
+  // directory, followed when it is a link, made or checked when missing.
   Status Enter(std::string name) {
     Fd next;
     next.Reset(openat(dir_.fd, name.c_str(), kPathFlags));
-    if (next.fd < 0 && errno == ENOENT && missing_ == Missing::kMake) {
+    if (next.fd < 0 && errno == ENOENT && missing_ != Missing::kFail) {
+      if (Status may = MayMakeIn(dir_.fd, Join(real_)); !may.ok())
+        return Status::Io(fmt::format("{}: cannot create ({})", path_, may.message()));
+      if (missing_ == Missing::kCheck) {
+        real_.push_back(std::move(name));
+        unmade_ = true;
+        return Status::Ok();
+      }
       // EEXIST: made by someone else meanwhile, and judged below as anything found.
       if (mkdirat(dir_.fd, name.c_str(), 0777) != 0 && errno != EEXIST) return Cannot("create", errno);
       next.Reset(openat(dir_.fd, name.c_str(), kPathFlags));
@@ -165,9 +178,34 @@ class Walk {
   struct stat dir_st_ {};
   std::vector<std::string> real_;  // the components of the real path of dir_
   int links_ = 0;
+  bool unmade_ = false;  // Missing::kCheck met a component that is not there
 };
 
 }  // namespace
+
+Status MayMakeIn(int dir_fd, const std::string& dir) {
+  // Kernel file systems whose directories take no user files: root passes
+  // every permission check there, and only mkdir or open itself says no.
+  struct Kind {
+    unsigned long magic;
+    const char* name;
+  };
+  static constexpr Kind kKernelOnly[] = {
+      {PROC_SUPER_MAGIC, "proc"},     {SYSFS_MAGIC, "sysfs"},           {CGROUP_SUPER_MAGIC, "cgroup"},
+      {CGROUP2_SUPER_MAGIC, "cgroup2"}, {DEVPTS_SUPER_MAGIC, "devpts"}, {DEBUGFS_MAGIC, "debugfs"},
+      {TRACEFS_MAGIC, "tracefs"},     {SECURITYFS_MAGIC, "securityfs"}, {PSTOREFS_MAGIC, "pstore"},
+      {EFIVARFS_MAGIC, "efivarfs"},   {BPF_FS_MAGIC, "bpf"},
+  };
+  struct statfs fs {};
+  if (fstatfs(dir_fd, &fs) == 0) {
+    for (const Kind& k : kKernelOnly) {
+      if (static_cast<unsigned long>(fs.f_type) == k.magic)
+        return Status::Io(fmt::format("{} is a {} file system, where no files can be made", dir, k.name));
+    }
+  }
+  if (faccessat(dir_fd, ".", W_OK | X_OK, AT_EACCESS) != 0) return Status::Io(std::strerror(errno));
+  return Status::Ok();
+}
 
 Result<WalkedDir> WalkToDir(const std::string& path, Missing missing) { return Walk(path, missing).Run(); }
 

@@ -20,7 +20,9 @@
 namespace dlaunch::launcher {
 
 // An open directory (O_PATH) and the real path it was reached by: absolute,
-// with no symbolic link, "." or "..". Owns the descriptor.
+// with no symbolic link, "." or "..". Owns the descriptor; fd() is -1 for a
+// directory that a walk with Missing::kCheck found missing (path() is then
+// where it would be made).
 class WalkedDir {
  public:
   WalkedDir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -31,6 +33,7 @@ class WalkedDir {
   WalkedDir& operator=(const WalkedDir&) = delete;
 
   int fd() const { return fd_; }
+  bool exists() const { return fd_ >= 0; }
   const std::string& path() const { return path_; }
 
  private:
@@ -40,15 +43,25 @@ class WalkedDir {
 
 // What a walk does with a component that does not exist.
 enum class Missing {
-  kFail,  // fails: "PATH: cannot resolve (No such file or directory)"
-  kMake,  // makes it (mode 0777 less the umask)
+  kFail,   // fails: "PATH: cannot resolve (No such file or directory)"
+  kMake,   // makes it (mode 0777 less the umask) once MayMakeIn accepts its parent
+  kCheck,  // makes nothing: ends the walk there once MayMakeIn accepts its parent
 };
 
 // Opens the directory `path` (relative to the working directory unless
 // absolute). Fails (InvalidArgument) "PATH: refused (the symbolic link LINK is
 // owned by uid 65534 in a directory others can write)" or "REAL: refused (not
 // a directory)"; or (Io) "PATH: cannot resolve (CAUSE)" or "PATH: cannot
-// create (CAUSE)".
+// create (CAUSE)" (MayMakeIn's cause, or mkdir's).
 Result<WalkedDir> WalkToDir(const std::string& path, Missing missing = Missing::kFail);
+
+// Whether this user may make a new entry in the directory `dir_fd` (named
+// `dir`): it can write and search it (faccessat, effective ids: a read-only
+// mount says EROFS), and it is not a kernel file system that holds no files
+// (proc, sysfs, cgroup, ...), where root may write but mkdir and open fail.
+// Fails (Io) with the cause alone as its message ("Permission denied", "/proc
+// is a proc file system, where no files can be made"), for the caller to frame.
+// Decides without making anything, so that a dry run and the run agree.
+Status MayMakeIn(int dir_fd, const std::string& dir);
 
 }  // namespace dlaunch::launcher

@@ -118,7 +118,7 @@ Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
   return PrivateDir{*made, note};
 }
 
-Status EnsureOwnDir(const std::string& path) {
+Status EnsureOwnDir(const std::string& path, bool make) {
   // lstat, not stat: a symbolic link planted by another user must not lead us
   // into a directory of theirs. It comes first: a mkdir that finds the
   // directory there still locks the parent for writing (a shared /tmp that
@@ -126,6 +126,14 @@ Status EnsureOwnDir(const std::string& path) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return Status::Io(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+    // Asked first, so that --explain (make false) and the run refuse alike.
+    std::string parent = path.substr(0, path.find_last_of('/') + 1);
+    int fd = open(parent.empty() ? "." : parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
+    Status may = MayMakeIn(fd, parent.size() > 1 ? parent.substr(0, parent.size() - 1) : parent);
+    close(fd);
+    if (!may.ok()) return Status::Io(fmt::format("{}: cannot create ({})", path, may.message()));
+    if (!make) return Status::Ok();
     if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
     if (errno != EEXIST) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
     // Made by someone else between the two calls: checked like any other.
@@ -149,6 +157,7 @@ Result<std::string> TrustedDir(const std::string& dir, Missing missing) {
   // choose. The links on the way are (WalkToDir).
   Result<WalkedDir> walked = WalkToDir(dir, missing);
   if (!walked.ok()) return walked.status();
+  if (!walked->exists()) return walked->path();  // this user would make it
   if (Status s = CheckTrusted(walked->fd(), walked->path()); !s.ok()) return s;
   return walked->path();
 }

@@ -34,13 +34,15 @@ struct PrivateDir {
 Result<PrivateDir> MakePrivateDir(const std::string& tmpdir);
 
 // `path` as a directory only this user can write: made with mode 0700 when
-// nothing is there (its parent must exist), else accepted only when lstat
-// shows a directory (a symbolic link is never followed) owned by this user
-// that neither its group nor others can write. Fails (InvalidArgument)
-// "PATH: refused (owned by uid 65534, not 0)", "PATH: refused (a symbolic
-// link)", "PATH: refused (mode 0777 lets other users write; 0700 expected)",
-// or (Io) "PATH: cannot create (...)".
-Status EnsureOwnDir(const std::string& path);
+// nothing is there (its parent must exist and MayMakeIn accept it), else
+// accepted only when lstat shows a directory (a symbolic link is never
+// followed) owned by this user that neither its group nor others can write.
+// With `make` false nothing is made: a missing `path` passes when it could be
+// made (--explain asks so). Fails (InvalidArgument) "PATH: refused (owned by
+// uid 65534, not 0)", "PATH: refused (a symbolic link)", "PATH: refused (mode
+// 0777 lets other users write; 0700 expected)", or (Io) "PATH: cannot create
+// (...)".
+Status EnsureOwnDir(const std::string& path, bool make = true);
 
 // The real path of `dir`, a directory the user named (--log-dir, TMPDIR), when
 // no other user can replace what this user makes in it: it is owned by this
@@ -49,7 +51,8 @@ Status EnsureOwnDir(const std::string& path);
 // group can write trusts that group; the directories above it are not checked.
 // The path is walked with WalkToDir (dir_walk.hpp), which refuses a symbolic
 // link another user planted in a directory others can write. `missing`: what
-// to do with components that do not exist. Fails (InvalidArgument)
+// to do with components that do not exist (Missing::kCheck: the path it would
+// be, unchecked, since this user would make it). Fails (InvalidArgument)
 // "DIR: refused (owned by uid 65534, not 0)", "DIR: refused (mode 0777 lets
 // every user replace ...)" or WalkToDir's refusals, or (Io) when it cannot be
 // resolved or made.

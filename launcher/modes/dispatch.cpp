@@ -30,6 +30,7 @@ int RunInMode(const Plan& plan, const envmap::EnvMap& env) {
   if (!exe.ok())
     return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
   if (plan.explain) {
+    if (Status s = CheckRunFiles(w); !s.ok()) return Fail(kExitUsage, s.message());
     std::fputs(Explain(plan).c_str(), stdout);
     return 0;
   }

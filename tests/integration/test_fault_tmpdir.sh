@@ -107,10 +107,13 @@ mkdir -m 700 "$TMP/roots"
 "${as_nobody[@]}" ln -s "$TMP/roots" "$LINK" || fail "nobody could not plant $LINK"
 log "fs.protected_symlinks is $(cat /proc/sys/fs/protected_symlinks 2>/dev/null || echo unknown)"
 refusal="dlaunch: --log-dir $LINK: refused (the symbolic link $LINK is owned by uid $NOBODY in a directory others can write)"
-run_dl 30 --log-dir "$LINK" --rdzv-id job2 --nproc-per-node 1 -- echo written
-expect_rc 2 "dlaunch --log-dir through nobody's link"
-assert_eq "$(cat "$ERR")" "$refusal" "the refusal"
-in_time "$ELAPSED" 2 || fail "the refusal took ${ELAPSED}s"
+# shellcheck disable=SC2086  # $explain: no word when empty
+for explain in "" --explain; do
+  run_dl 30 $explain --log-dir "$LINK" --rdzv-id job2 --nproc-per-node 1 -- echo written
+  expect_rc 2 "dlaunch $explain --log-dir through nobody's link"
+  assert_eq "$(cat "$ERR")" "$refusal" "the refusal ($explain)"
+  in_time "$ELAPSED" 2 || fail "the refusal took ${ELAPSED}s"
+done
 [[ -z $(ls -A "$TMP/roots") ]] || fail "something was written through the link: $(ls -A "$TMP/roots")"
 # Below it too.
 run_dl 30 --log-dir "$LINK/below" --rdzv-id job2 --nproc-per-node 1 -- echo written

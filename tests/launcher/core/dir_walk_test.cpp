@@ -1,5 +1,6 @@
 #include "launcher/core/dir_walk.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,14 +70,30 @@ TEST_CASE("WalkToDir resolves a path as the kernel does, to its real path", "[di
   CHECK(relative == base + "/a/b/c");
 }
 
-TEST_CASE("WalkToDir makes what is missing when asked to", "[dir_walk]") {
+TEST_CASE("WalkToDir makes what is missing, or only says whether it could", "[dir_walk]") {
   testing::TempDir t("walk");
   const std::string base = Real(t.path);
+  CHECK(Walk(t / "new/deeper", Missing::kCheck) == base + "/new/deeper");
+  CHECK_FALSE(fs::exists(t / "new"));
   Result<WalkedDir> made = WalkToDir(t / "new/deeper", Missing::kMake);
   REQUIRE(made.ok());
+  CHECK(made->exists());
   CHECK(made->path() == base + "/new/deeper");
   CHECK(fs::is_directory(t / "new/deeper"));
-  CHECK(Walk(t / "new/deeper", Missing::kMake) == base + "/new/deeper");  // there: opened as any
+  Result<WalkedDir> there = WalkToDir(t / "new/deeper", Missing::kCheck);  // there: opened as any
+  REQUIRE(there.ok());
+  CHECK(there->exists());
+
+  // Where no directory can be made, both say so alike, and nothing is made.
+  for (Missing m : {Missing::kCheck, Missing::kMake}) {
+    CHECK(Walk("/proc/dlaunch-test/x", m) ==
+          "error: /proc/dlaunch-test/x: cannot create (/proc is a proc file system, where no files can be made)");
+  }
+  if (geteuid() != 0) {
+    fs::create_directories(t / "closed");
+    REQUIRE(chmod((t / "closed").c_str(), 0500) == 0);
+    CHECK(Walk(t / "closed/x", Missing::kCheck) == "error: " + t / "closed/x" + ": cannot create (Permission denied)");
+  }
 }
 
 TEST_CASE("WalkToDir refuses a link another user owns in a directory others can write", "[dir_walk]") {
@@ -95,7 +112,7 @@ TEST_CASE("WalkToDir refuses a link another user owns in a directory others can 
   }
   CHECK(Walk(t / "sticky/link") == "error: " + t / "sticky/link" + ": refused (the symbolic link " + base +
                                        "/sticky/link is owned by uid 65534 in a directory others can write)");
-  CHECK(Walk(t / "open/link/x", Missing::kMake) ==
+  CHECK(Walk(t / "open/link/x", Missing::kCheck) ==
         "error: " + t / "open/link/x" + ": refused (the symbolic link " + base +
             "/open/link is owned by uid 65534 in a directory others can write)");
   // In a directory only they can write, a link of theirs is what they could
@@ -104,6 +121,23 @@ TEST_CASE("WalkToDir refuses a link another user owns in a directory others can 
   // Ours and root's are followed anywhere.
   REQUIRE(lchown((t / "sticky/link").c_str(), 0, 0) == 0);
   CHECK(Walk(t / "sticky/link") == base + "/target");
+}
+
+TEST_CASE("MayMakeIn: writable and searchable, and not a kernel file system", "[dir_walk]") {
+  testing::TempDir t("walk");
+  int fd = open(t.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(MayMakeIn(fd, t.path).ok());
+  close(fd);
+  fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(MayMakeIn(fd, "/proc").message() == "/proc is a proc file system, where no files can be made");
+  close(fd);
+  fd = open("/sys", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    CHECK(MayMakeIn(fd, "/sys").message() == "/sys is a sysfs file system, where no files can be made");
+    close(fd);
+  }
 }
 
 }  // namespace dlaunch::launcher

@@ -159,6 +159,18 @@ TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one
     REQUIRE(mkdir((t / "theirs").c_str(), 0700) == 0);
     REQUIRE(chown((t / "theirs").c_str(), kOther, kOther) == 0);
     CHECK(EnsureOwnDir(t / "theirs").message() == t / "theirs" + ": refused (owned by uid 65534, not 0)");
+    CHECK(EnsureOwnDir(t / "theirs", false).message() == t / "theirs" + ": refused (owned by uid 65534, not 0)");
+  }
+
+  // Without making: what could be made passes, and nothing is made.
+  CHECK(EnsureOwnDir(t / "later", false).ok());
+  CHECK_FALSE(fs::exists(t / "later"));
+  CHECK(EnsureOwnDir(t / "link", false).message() == t / "link" + ": refused (a symbolic link)");
+  CHECK(EnsureOwnDir(t / "missing/below", false).message() ==
+        t / "missing/below" + ": cannot create (No such file or directory)");
+  for (bool make : {false, true}) {
+    CHECK(EnsureOwnDir("/proc/dlaunch-test", make).message() ==
+          "/proc/dlaunch-test: cannot create (/proc is a proc file system, where no files can be made)");
   }
 }
 
@@ -201,7 +213,7 @@ TEST_CASE("TrustedDir follows no link another user planted where others can writ
   REQUIRE(lchown((t / "sticky/x").c_str(), kOther, kOther) == 0);
   const std::string refusal = t / "sticky/x" + ": refused (the symbolic link " + base +
                               "/sticky/x is owned by uid 65534 in a directory others can write)";
-  for (Missing m : {Missing::kFail, Missing::kMake}) {
+  for (Missing m : {Missing::kFail, Missing::kMake, Missing::kCheck}) {
     Result<std::string> d = TrustedDir(t / "sticky/x", m);
     CHECK(d.status().code() == Code::kInvalidArgument);
     CHECK(d.status().message() == refusal);
@@ -210,11 +222,26 @@ TEST_CASE("TrustedDir follows no link another user planted where others can writ
         t / "sticky/x/below" + ": refused (the symbolic link " + base +
             "/sticky/x is owned by uid 65534 in a directory others can write)");
   CHECK(fs::is_empty(t / "roots"));
-  // Made when missing, where asked to.
+}
+
+TEST_CASE("TrustedDir makes what is missing, or only checks that it could", "[private_dir]") {
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  Result<std::string> checked = TrustedDir(t / "a/b", Missing::kCheck);
+  REQUIRE(checked.ok());
+  CHECK(*checked == base + "/a/b");
+  CHECK_FALSE(fs::exists(t / "a"));
   Result<std::string> made = TrustedDir(t / "a/b", Missing::kMake);
   REQUIRE(made.ok());
   CHECK(*made == base + "/a/b");
   CHECK(fs::is_directory(t / "a/b"));
+  REQUIRE(chmod((t / "a/b").c_str(), 0777) == 0);  // there now: judged as any
+  CHECK(TrustedDir(t / "a/b", Missing::kCheck).status().message() ==
+        base + "/a/b: refused (mode 0777 lets every user replace what is made in it; chmod +t, as /tmp has)");
+  for (Missing m : {Missing::kCheck, Missing::kMake}) {
+    CHECK(TrustedDir("/proc/dlaunch-test", m).status().message() ==
+          "/proc/dlaunch-test: cannot create (/proc is a proc file system, where no files can be made)");
+  }
 }
 
 TEST_CASE("OpenToWrite never writes through a symbolic link, and fresh files are new", "[private_dir]") {
