@@ -97,10 +97,9 @@ Result<std::string> MakeFreshIn(const WalkedDir& parent) {
   return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(EEXIST)));
 }
 
-}  // namespace
-
-Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
-  std::string note;
+// TMPDIR when it passes TrustedDir's rule, held open, else /tmp; `note` says
+// why a TMPDIR that is set was not used.
+Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
   if (!tmpdir.empty()) {
     // After `sudo -E` TMPDIR may be another user's directory: nothing of
     // root's goes there, and the job goes on in /tmp.
@@ -108,14 +107,38 @@ Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
                                    ? OpenTrusted(tmpdir)
                                    : Result<WalkedDir>(Status::InvalidArgument(
                                          fmt::format("{}: not used (not an absolute path)", tmpdir)));
-    Result<std::string> made = parent.ok() ? MakeFreshIn(*parent) : Result<std::string>(parent.status());
-    if (made.ok()) return PrivateDir{*made, ""};
-    note = fmt::format("TMPDIR {}; using /tmp", made.status().message());
+    if (parent.ok()) return parent;
+    note = fmt::format("TMPDIR {}; using /tmp", parent.status().message());
   }
   Result<WalkedDir> tmp = OpenTrusted("/tmp");
-  Result<std::string> made = tmp.ok() ? MakeFreshIn(*tmp) : Result<std::string>(tmp.status());
-  if (!made.ok()) return Status::Io(made.status().message());
+  if (!tmp.ok()) return Status::Io(tmp.status().message());
+  return tmp;
+}
+
+}  // namespace
+
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
+  std::string note;
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  if (!parent.ok()) return parent.status();
+  Result<std::string> made = MakeFreshIn(*parent);
+  if (made.ok()) return PrivateDir{*made, note};
+  if (!note.empty() || parent->path() == "/tmp") return made.status();
+  // A trusted TMPDIR where nothing can be made (full, read-only): /tmp, as
+  // Python's tempfile goes on to the next candidate.
+  note = fmt::format("TMPDIR {}; using /tmp", made.status().message());
+  Result<WalkedDir> tmp = OpenTempParent("", note);
+  if (!tmp.ok()) return tmp.status();
+  made = MakeFreshIn(*tmp);
+  if (!made.ok()) return made.status();
   return PrivateDir{*made, note};
+}
+
+Result<PrivateDir> TrustedTempDir(const std::string& tmpdir) {
+  std::string note;
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  if (!parent.ok()) return parent.status();
+  return PrivateDir{parent->path(), note};
 }
 
 Status EnsureOwnDir(const std::string& path, bool make) {

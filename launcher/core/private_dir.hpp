@@ -33,6 +33,12 @@ struct PrivateDir {
 };
 Result<PrivateDir> MakePrivateDir(const std::string& tmpdir);
 
+// Where a temporary file of this user's may go by MakePrivateDir's rule: the
+// real path of `tmpdir` when it is absolute and passes TrustedDir's rule, else
+// /tmp, with `note` saying why (as MakePrivateDir's). Fails (Io) when /tmp
+// fails too.
+Result<PrivateDir> TrustedTempDir(const std::string& tmpdir);
+
 // `path` as a directory only this user can write: made with mode 0700 when
 // nothing is there (its parent must exist and MayMakeIn accept it), else
 // accepted only when lstat shows a directory (a symbolic link is never

@@ -85,7 +85,7 @@ Result<std::string> NewPrivateDir() {
   const char* tmpdir = std::getenv("TMPDIR");
   Result<PrivateDir> made = MakePrivateDir(tmpdir != nullptr ? tmpdir : "");
   if (!made.ok()) return made.status();
-  if (!made->note.empty()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", made->note));
+  SayTmpdirNote(made->note);
   return made->path;
 }
 
@@ -261,6 +261,15 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
 }
 
 }  // namespace
+
+void SayTmpdirNote(const std::string& note) {
+  // `dlaunch job` makes its hostfile and then the job's private directory:
+  // the same TMPDIR, said once.
+  static bool said = false;
+  if (note.empty() || said) return;
+  said = true;
+  WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", note));
+}
 
 Status CheckRunFiles(const WorkerPlan& w) {
   if (!w.log_dir.empty()) {

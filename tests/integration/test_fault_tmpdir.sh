@@ -8,7 +8,8 @@
 #      the worker then writes TORCHELASTIC_ERROR_FILE, as torch's @record does.
 #      dlaunch must not make its private directory there: it says so in one
 #      line, uses /tmp, and the job runs; root's file is unchanged, and the
-#      stack hook and its dumps are not under nobody's TMPDIR either.
+#      stack hook, its dumps and `dlaunch job`'s hostfile are not under
+#      nobody's TMPDIR either.
 #   2. nobody plants a symlink in /tmp to a directory of root's; root runs
 #      `dlaunch --log-dir /tmp/LINK`. Refused in one line, exit 2, nothing
 #      written there, whatever fs.protected_symlinks says (it may be 0); the
@@ -96,6 +97,26 @@ print("hook", os.environ["PYTHONPATH"].split(":")[0])'
 expect_rc 0 "a job whose hook goes in the private directory"
 grep -Fxq "$note" "$ERR" || fail_run "the one line about TMPDIR, with the hook in the private directory"
 assert_file_matches "$OUT" "^hook /tmp/dlaunch-[A-Za-z0-9]{6}/py$" "the hook's fallback directory under /tmp"
+# `dlaunch job` with an mpirun command writes a hostfile that mpirun reads by
+# name: not in nobody's TMPDIR either, and TMPDIR is named once.
+mkdir -p "$TMP/job/bin"
+cat >"$TMP/job/bin/mpirun" <<'EOF'
+#!/bin/sh
+echo "hostfile $AZUREML_MPI_HOSTFILE $(cat "$AZUREML_MPI_HOSTFILE")"
+EOF
+chmod 755 "$TMP/job/bin/mpirun"
+cat >"$TMP/job/mpi.yml" <<EOF
+command: $TMP/job/bin/mpirun -np 4 x
+distributed:
+  mpi:
+    worker:
+      count: 2
+      slots_per: 2
+EOF
+TMPDIR=$THEIRS run_dl 60 job "$TMP/job/mpi.yml"
+expect_rc 0 "dlaunch job whose TMPDIR is nobody's"
+assert_eq "$(cat "$ERR")" "$note" "the one line about TMPDIR, for dlaunch job"
+assert_file_matches "$OUT" "^hostfile /tmp/dlaunch-hosts-[A-Za-z0-9]{6} localhost slots=4$" "the hostfile under /tmp"
 [[ -z $(find "$THEIRS" -user 0) ]] || fail "root made something in nobody's TMPDIR: $(find "$THEIRS" -user 0)"
 secret_intact "at the end of part 1"
 stop_attacker

@@ -100,6 +100,15 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
                           "has); using /tmp");
   CHECK(fs::is_empty(t / "open"));
   fs::remove(open->path);
+  // A temporary file's directory, by the same rule.
+  Result<PrivateDir> for_file = TrustedTempDir(t / "open");
+  REQUIRE(for_file.ok());
+  CHECK(for_file->path == "/tmp");
+  CHECK(for_file->note == open->note);
+  for_file = TrustedTempDir(t / "sticky");
+  REQUIRE(for_file.ok());
+  CHECK(for_file->path == base + "/sticky");
+  CHECK(for_file->note.empty());
   // Through a link of ours: made in the directory it leads to, named by its real path.
   REQUIRE(symlink((t / "sticky").c_str(), (t / "to-sticky").c_str()) == 0);
   Result<PrivateDir> via = MakePrivateDir(t / "to-sticky");
