@@ -130,7 +130,10 @@ std::string EnvironmentSection() {
                "under mpirun: the node rank (one dlaunch per node) or the worker's rank (one per worker).");
   out += Entry("AZ_BATCH_MASTER_NODE, AZ_BATCHAI_MPI_MASTER_NODE", "under Azure ML: the master.");
   out += Entry("TF_CONFIG", "a TensorFlow cluster: this node's role and index.");
-  out += Entry("TMPDIR", "where the private and run directories are made (default /tmp).");
+  out += Entry("TMPDIR",
+               "where the private and run directories and dlaunch job's hostfile are made (default /tmp); one that "
+               "another user could replace them in (not ours or root's, or writable by all without the sticky bit) "
+               "is passed over for /tmp, saying so once.");
   out += Entry("XDG_RUNTIME_DIR", "the live view's directory, $XDG_RUNTIME_DIR/dlaunch, when it is the user's.");
   out += R"(.PP
 Set in every worker: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,

@@ -14,6 +14,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include "launcher/core/dir_walk.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -39,7 +40,33 @@ void MakeValidUtf8(boost::json::value& v) {
 
 }  // namespace
 
+Status EventLog::Check(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0)
+    return Status::InvalidArgument(fmt::format(
+        "--events {}: refused (a symbolic link owned by uid {}; only yours or root's are followed)", path, st.st_uid));
+  if (stat(path.c_str(), &st) == 0) {
+    if (!(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)))
+      return Status::InvalidArgument(fmt::format("--events {}: not a file, a FIFO or a device", path));
+    if (faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0)
+      return Status::InvalidArgument(fmt::format("--events {}: cannot open ({})", path, std::strerror(errno)));
+    return Status::Ok();
+  }
+  if (errno != ENOENT)
+    return Status::InvalidArgument(fmt::format("--events {}: cannot open ({})", path, std::strerror(errno)));
+  // Nothing there: the file would be made in its directory.
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  if (dir.size() > 1) dir.pop_back();
+  int fd = open(dir.empty() ? "." : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::InvalidArgument(fmt::format("--events {}: cannot open ({})", path, std::strerror(errno)));
+  Status may = MayMakeIn(fd, dir.empty() ? "." : dir);
+  close(fd);
+  if (!may.ok()) return Status::InvalidArgument(fmt::format("--events {}: cannot open ({})", path, may.message()));
+  return Status::Ok();
+}
+
 Status EventLog::Open(const std::string& path) {
+  if (Status s = Check(path); !s.ok()) return s;
   // O_NONBLOCK: opening a FIFO without a reader fails at once (ENXIO) instead
   // of hanging, and a full pipe later refuses an event instead of stopping the
   // loop that carries heartbeats and signals. A regular file ignores it.

@@ -29,8 +29,15 @@ class EventLog {
   // Opens `path` for appending (a FIFO too: it is opened without blocking on a
   // reader that is not there, and an event it cannot take at once is dropped
   // and counted, never waited for). A symbolic link at `path` is followed only
-  // when this user or root owns it. Fails naming --events and the path.
+  // when this user or root owns it. Fails naming --events and the path,
+  // first with what Check refuses.
   Status Open(const std::string& path);
+  // What Open would refuse, found without opening or making anything (so
+  // --explain refuses what the run would, with the same line): a symbolic link
+  // another user owns, something there that is not a file, a FIFO or a device,
+  // a file this user cannot write, or a directory where no file can be made
+  // (MayMakeIn). A FIFO with no reader is found by Open alone.
+  static Status Check(const std::string& path);
   bool enabled() const { return fd_ >= 0; }
 
   // What every later event carries.

@@ -1,8 +1,8 @@
 #include "launcher/core/private_dir.hpp"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,21 +37,111 @@ Status WriteAndClose(int fd, const std::string& path, std::string_view text) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::string> MakePrivateDir(const std::string& tmpdir) {
-  std::string tmpl;
-  if (tmpdir.starts_with('/')) {
-    tmpl = fmt::format("{}/dlaunch-XXXXXX", tmpdir);
-    if (mkdtemp(tmpl.data()) != nullptr) return tmpl;
-  }
-  tmpl = "/tmp/dlaunch-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr)
-    return Status::Io(fmt::format("/tmp: cannot create a run directory ({})", std::strerror(errno)));
-  return tmpl;
+// The trust rule on a directory already opened (`dir` names it).
+Status CheckTrusted(int fd, const std::string& dir) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", dir, std::strerror(errno)));
+  uid_t me = geteuid();
+  // Its owner may rename anything in it, sticky or not; root could anyway.
+  if (st.st_uid != me && st.st_uid != 0)
+    return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
+                                               me == 0 ? "" : " or root"));
+  // Without the sticky bit anyone may rename what we make in it and put their
+  // own in its place.
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return Status::InvalidArgument(fmt::format(
+        "{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", dir,
+        st.st_mode & 07777));
+  return Status::Ok();
 }
 
-Status EnsureOwnDir(const std::string& path) {
+Result<WalkedDir> OpenTrusted(const std::string& dir) {
+  Result<WalkedDir> walked = WalkToDir(dir);
+  if (!walked.ok()) return walked.status();
+  if (Status s = CheckTrusted(walked->fd(), walked->path()); !s.ok()) return s;
+  return walked;
+}
+
+// dlaunch-XXXXXX made in `parent` (held open: mkdirat, not a name looked up
+// again), mode 0700 whatever the umask, and seen to be ours.
+Result<std::string> MakeFreshIn(const WalkedDir& parent) {
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  constexpr int kTries = 100;  // as mkdtemp: names taken this often mean something else is wrong
+  std::string tmpl = fmt::format("{}/dlaunch-XXXXXX", parent.path());
+  for (int i = 0; i < kTries; ++i) {
+    unsigned char random[6];
+    if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random))
+      return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(errno)));
+    std::string name = "dlaunch-";
+    for (unsigned char r : random) name += kChars[r % (sizeof kChars - 1)];
+    if (mkdirat(parent.fd(), name.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
+      return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(errno)));
+    }
+    std::string path = fmt::format("{}/{}", parent.path(), name);
+    // The parent is trusted: the name is still ours here.
+    int fd = fchmodat(parent.fd(), name.c_str(), 0700, 0) == 0
+                 ? openat(parent.fd(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                 : -1;
+    struct stat st {};
+    bool ours = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+                (st.st_mode & 07777) == 0700;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (!ours) {
+      unlinkat(parent.fd(), name.c_str(), AT_REMOVEDIR);
+      return Status::Io(fmt::format("{}: cannot create ({})", path, fd < 0 ? std::strerror(err) : "not 0700 and ours"));
+    }
+    return path;
+  }
+  return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(EEXIST)));
+}
+
+// TMPDIR when it passes TrustedDir's rule, held open, else /tmp; `note` says
+// why a TMPDIR that is set was not used.
+Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
+  if (!tmpdir.empty()) {
+    // After `sudo -E` TMPDIR may be another user's directory: nothing of
+    // root's goes there, and the job goes on in /tmp.
+    Result<WalkedDir> parent = tmpdir.starts_with('/')
+                                   ? OpenTrusted(tmpdir)
+                                   : Result<WalkedDir>(Status::InvalidArgument(
+                                         fmt::format("{}: not used (not an absolute path)", tmpdir)));
+    if (parent.ok()) return parent;
+    note = fmt::format("TMPDIR {}; using /tmp", parent.status().message());
+  }
+  Result<WalkedDir> tmp = OpenTrusted("/tmp");
+  if (!tmp.ok()) return Status::Io(tmp.status().message());
+  return tmp;
+}
+
+}  // namespace
+
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
+  std::string note;
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  if (!parent.ok()) return parent.status();
+  Result<std::string> made = MakeFreshIn(*parent);
+  if (made.ok()) return PrivateDir{*made, note};
+  if (!note.empty() || parent->path() == "/tmp") return made.status();
+  // A trusted TMPDIR where nothing can be made (full, read-only): /tmp, as
+  // Python's tempfile goes on to the next candidate.
+  note = fmt::format("TMPDIR {}; using /tmp", made.status().message());
+  Result<WalkedDir> tmp = OpenTempParent("", note);
+  if (!tmp.ok()) return tmp.status();
+  made = MakeFreshIn(*tmp);
+  if (!made.ok()) return made.status();
+  return PrivateDir{*made, note};
+}
+
+Result<PrivateDir> TrustedTempDir(const std::string& tmpdir) {
+  std::string note;
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  if (!parent.ok()) return parent.status();
+  return PrivateDir{parent->path(), note};
+}
+
+Status EnsureOwnDir(const std::string& path, bool make) {
   // lstat, not stat: a symbolic link planted by another user must not lead us
   // into a directory of theirs. It comes first: a mkdir that finds the
   // directory there still locks the parent for writing (a shared /tmp that
@@ -59,6 +149,14 @@ Status EnsureOwnDir(const std::string& path) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return Status::Io(fmt::format("{}: cannot read ({})", path, std::strerror(errno)));
+    // Asked first, so that --explain (make false) and the run refuse alike.
+    std::string parent = path.substr(0, path.find_last_of('/') + 1);
+    int fd = open(parent.empty() ? "." : parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
+    Status may = MayMakeIn(fd, parent.size() > 1 ? parent.substr(0, parent.size() - 1) : parent);
+    close(fd);
+    if (!may.ok()) return Status::Io(fmt::format("{}: cannot create ({})", path, may.message()));
+    if (!make) return Status::Ok();
     if (mkdir(path.c_str(), 0700) == 0) return Status::Ok();
     if (errno != EEXIST) return Status::Io(fmt::format("{}: cannot create ({})", path, std::strerror(errno)));
     // Made by someone else between the two calls: checked like any other.
@@ -75,28 +173,16 @@ Status EnsureOwnDir(const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::string> TrustedDir(const std::string& dir) {
-  char real[PATH_MAX];
-  if (realpath(dir.c_str(), real) == nullptr)
-    return Status::Io(fmt::format("{}: cannot resolve ({})", dir, std::strerror(errno)));
-  // The directories above are not walked: in a user namespace (rootless
-  // containers) / and its neighbours often show the overflow uid, and a path
-  // the user chose through another user's directory is theirs to choose.
-  struct stat st {};
-  if (lstat(real, &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", real, std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(fmt::format("{}: refused (not a directory)", real));
-  uid_t me = geteuid();
-  // Its owner may rename anything in it, sticky or not; root could anyway.
-  if (st.st_uid != me && st.st_uid != 0)
-    return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", real, st.st_uid, me,
-                                               me == 0 ? "" : " or root"));
-  // Without the sticky bit anyone may rename what we make in it and put their
-  // own in its place.
-  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
-    return Status::InvalidArgument(fmt::format(
-        "{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", real,
-        st.st_mode & 07777));
-  return std::string(real);
+Result<std::string> TrustedDir(const std::string& dir, Missing missing) {
+  // The directories above are not judged by owner: in a user namespace
+  // (rootless containers) / and its neighbours often show the overflow uid,
+  // and a path the user chose through another user's directory is theirs to
+  // choose. The links on the way are (WalkToDir).
+  Result<WalkedDir> walked = WalkToDir(dir, missing);
+  if (!walked.ok()) return walked.status();
+  if (!walked->exists()) return walked->path();  // this user would make it
+  if (Status s = CheckTrusted(walked->fd(), walked->path()); !s.ok()) return s;
+  return walked->path();
 }
 
 Result<int> OpenToWrite(const std::string& path, bool fresh, mode_t mode) {

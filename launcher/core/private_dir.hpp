@@ -1,5 +1,5 @@
 // Directories and files that no other local user can plant, replace or write
-// through (issue 18): dlaunch's private directory (the stack hook, its dumps,
+// through: dlaunch's private directory (the stack hook, its dumps,
 // the workers' error files), the run directory under a --log-dir that others
 // may share (a 1777 scratch directory), and the files dlaunch writes in them.
 //
@@ -13,33 +13,56 @@
 #include <string_view>
 
 #include "envmap/status.hpp"
+#include "launcher/core/dir_walk.hpp"
 
 namespace dlaunch::launcher {
 
-// A fresh directory of this user's, mode 0700, with an unpredictable name
-// (mkdtemp): `tmpdir`/dlaunch-XXXXXX when `tmpdir` is an absolute path where one
-// can be made, else /tmp/dlaunch-XXXXXX, as Python's tempfile (torchrun) does.
-// Fails (Io) naming /tmp and the cause.
-Result<std::string> MakePrivateDir(const std::string& tmpdir);
+// A fresh directory of this user's, mode 0700, with an unpredictable name,
+// made in a directory that no other user can replace it in (TrustedDir's
+// rule): `path` is TMPDIR/dlaunch-XXXXXX when `tmpdir` is an absolute path
+// that passes, else /tmp/dlaunch-XXXXXX, as Python's tempfile (torchrun) falls
+// back. Workers write files in it by name (TORCHELASTIC_ERROR_FILE, the stack
+// hook's dumps): the check holds because the parent is trusted, not because it
+// was checked just before. `note` is empty, or one line for the user saying why
+// a TMPDIR that is set was not used ("TMPDIR /x: refused (owned by uid 65534,
+// not 0); using /tmp"): a TMPDIR that fails never fails the job. Fails (Io)
+// naming /tmp and the cause when /tmp fails too.
+struct PrivateDir {
+  std::string path;
+  std::string note;
+};
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir);
+
+// Where a temporary file of this user's may go by MakePrivateDir's rule: the
+// real path of `tmpdir` when it is absolute and passes TrustedDir's rule, else
+// /tmp, with `note` saying why (as MakePrivateDir's). Fails (Io) when /tmp
+// fails too.
+Result<PrivateDir> TrustedTempDir(const std::string& tmpdir);
 
 // `path` as a directory only this user can write: made with mode 0700 when
-// nothing is there (its parent must exist), else accepted only when lstat
-// shows a directory (a symbolic link is never followed) owned by this user
-// that neither its group nor others can write. Fails (InvalidArgument)
-// "PATH: refused (owned by uid 65534, not 0)", "PATH: refused (a symbolic
-// link)", "PATH: refused (mode 0777 lets other users write; 0700 expected)",
-// or (Io) "PATH: cannot create (...)".
-Status EnsureOwnDir(const std::string& path);
+// nothing is there (its parent must exist and MayMakeIn accept it), else
+// accepted only when lstat shows a directory (a symbolic link is never
+// followed) owned by this user that neither its group nor others can write.
+// With `make` false nothing is made: a missing `path` passes when it could be
+// made (--explain asks so). Fails (InvalidArgument) "PATH: refused (owned by
+// uid 65534, not 0)", "PATH: refused (a symbolic link)", "PATH: refused (mode
+// 0777 lets other users write; 0700 expected)", or (Io) "PATH: cannot create
+// (...)".
+Status EnsureOwnDir(const std::string& path, bool make = true);
 
-// The real path of `dir`, an existing directory the user named (--log-dir),
-// when no other user can replace what this user makes in it: it is owned by
-// this user or root, and if every user can write it, it has the sticky bit (as
+// The real path of `dir`, a directory the user named (--log-dir, TMPDIR), when
+// no other user can replace what this user makes in it: it is owned by this
+// user or root, and if every user can write it, it has the sticky bit (as
 // /tmp: then only an entry's owner may rename or remove it). A directory its
 // group can write trusts that group; the directories above it are not checked.
-// Fails (InvalidArgument) "DIR: refused (owned by uid 65534, not 0)" or
-// "DIR: refused (mode 0777 lets every user replace ...)", or (Io) when it
-// cannot be resolved.
-Result<std::string> TrustedDir(const std::string& dir);
+// The path is walked with WalkToDir (dir_walk.hpp), which refuses a symbolic
+// link another user planted in a directory others can write. `missing`: what
+// to do with components that do not exist (Missing::kCheck: the path it would
+// be, unchecked, since this user would make it). Fails (InvalidArgument)
+// "DIR: refused (owned by uid 65534, not 0)", "DIR: refused (mode 0777 lets
+// every user replace ...)" or WalkToDir's refusals, or (Io) when it cannot be
+// resolved or made.
+Result<std::string> TrustedDir(const std::string& dir, Missing missing = Missing::kFail);
 
 // Opens `path` write-only (O_CLOEXEC), never through a symbolic link at its
 // last component (O_NOFOLLOW). `fresh`: creates it, failing when anything is

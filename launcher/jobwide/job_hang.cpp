@@ -1,9 +1,7 @@
 #include "launcher/jobwide/job_hang.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include <boost/json/array.hpp>
@@ -94,21 +92,19 @@ std::vector<RankStack> StacksOfReport(const rdzv::HangReport& report, std::vecto
   return ItemsByRank(report.nodes, {"not sampled", "report", "stack"}, parse, problems);
 }
 
-Result<std::string> NewStacksDir() {
+Result<PrivateDir> NewStacksDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = fmt::format("{}/dlaunch-XXXXXX", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
-  if (mkdtemp(tmpl.data()) == nullptr)
-    return Status::Io(fmt::format("{}: cannot create a directory for the stacks ({})", tmpl, std::strerror(errno)));
-  return tmpl;
+  return MakePrivateDir(tmp != nullptr ? tmp : "");
 }
 
-std::function<Result<std::string>()> KeptStacksDir() {
+std::function<Result<std::string>()> KeptStacksDir(std::function<void(const std::string&)> say) {
   auto made = std::make_shared<std::string>();
-  return [made]() -> Result<std::string> {
+  return [made, say = std::move(say)]() -> Result<std::string> {
     if (made->empty()) {
-      Result<std::string> dir = NewStacksDir();
-      if (!dir.ok()) return dir;
-      *made = *dir;
+      Result<PrivateDir> dir = NewStacksDir();
+      if (!dir.ok()) return dir.status();
+      if (!dir->note.empty()) say(dir->note);
+      *made = dir->path;
     }
     return *made;
   };

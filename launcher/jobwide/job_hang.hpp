@@ -14,6 +14,7 @@
 
 #include "envmap/status.hpp"
 #include "launcher/core/events.hpp"
+#include "launcher/core/private_dir.hpp"
 #include "launcher/jobwide/node_items.hpp"
 #include "launcher/process/stacks.hpp"
 #include "rendezvous/coordinator.hpp"
@@ -38,12 +39,14 @@ std::vector<std::string> StackItems(const std::vector<RankStack>& stacks);
 std::vector<RankStack> StacksOfReport(const rendezvous::HangReport& report, std::vector<std::string>& problems);
 
 // A fresh directory for the stacks of a process that has no run directory (the
-// head, the coordinator daemon): $TMPDIR/dlaunch-XXXXXX, else under /tmp. Kept
-// when the process ends. Io naming the path on failure.
-Result<std::string> NewStacksDir();
+// head, the coordinator daemon): MakePrivateDir's, under TMPDIR when no other
+// user can replace it there, else under /tmp (`note` says why). Kept when the
+// process ends. Io naming the path on failure.
+Result<PrivateDir> NewStacksDir();
 // For JobHangReporter's `dir`: NewStacksDir's directory, made at the first call
-// (at the first hang report: no job that never hangs leaves one), the same one after.
-std::function<Result<std::string>()> KeptStacksDir();
+// (at the first hang report: no job that never hangs leaves one), the same one
+// after. `say` gets NewStacksDir's note, if any, once.
+std::function<Result<std::string>()> KeptStacksDir(std::function<void(const std::string&)> say);
 
 class JobHangReporter {
  public:

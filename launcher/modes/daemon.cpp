@@ -33,7 +33,7 @@ namespace {
 // Each job's hangs are logged with its run id; their stacks go to one
 // directory (KeptStacksDir). `say` must outlive `server`.
 void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const std::string&)>& say) {
-  auto dir = KeptStacksDir();
+  auto dir = KeptStacksDir(say);
   auto job_say = [&say](const std::string& run_id) {
     return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
   };

@@ -30,6 +30,7 @@ int RunInMode(const Plan& plan, const envmap::EnvMap& env) {
   if (!exe.ok())
     return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());
   if (plan.explain) {
+    if (Status s = CheckRunFiles(w); !s.ok()) return Fail(kExitUsage, s.message());
     std::fputs(Explain(plan).c_str(), stdout);
     return 0;
   }
@@ -62,7 +63,11 @@ int RunJob(const JobPlan& job, const envmap::EnvMap& env) {
     return Fail(kExitUsage, fmt::format("{}: code.path {}: cannot enter ({})", job.file, spec.code_dir, std::strerror(errno)));
   std::string hostfile;
   if (!job.hostfile.empty() && !job.plan.explain) {
-    Result<std::string> path = WriteTempFile(job.hostfile_dir, "dlaunch-hosts-", "", job.hostfile);
+    // mpirun reads it by name: in a directory where no other user can swap it.
+    Result<PrivateDir> dir = TrustedTempDir(job.hostfile_dir);
+    if (!dir.ok()) return Fail(1, dir.status().message());
+    SayTmpdirNote(dir->note);
+    Result<std::string> path = WriteTempFile(dir->path, "dlaunch-hosts-", "", job.hostfile);
     if (!path.ok()) return Fail(1, path.status().message());
     hostfile = *path;
   }

@@ -258,7 +258,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   events.SetRunId(*run_id);
   events.Emit("job_started", {{"mode", "head"}, {"nodes", static_cast<int>(plan.hosts.size())}, {"pid", static_cast<int>(getpid())}});
   // The coordinator here judges hangs across the nodes.
-  JobHangReporter hang(log, &events, KeptStacksDir());
+  JobHangReporter hang(log, &events, KeptStacksDir(log));
   (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
                      [&hang](const std::string&, const rdzv::HangReport& r) { hang.Report(r); }});
 

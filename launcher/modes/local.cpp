@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
@@ -78,12 +80,34 @@ struct RunDirs {
   }
 };
 
-Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
+// A fresh private directory under TMPDIR (else /tmp, saying why once).
+Result<std::string> NewPrivateDir() {
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmp = tmpdir != nullptr ? tmpdir : "";
+  Result<PrivateDir> made = MakePrivateDir(tmpdir != nullptr ? tmpdir : "");
+  if (!made.ok()) return made.status();
+  SayTmpdirNote(made->note);
+  return made->path;
+}
+
+// The run directory under --log-dir: the directory the user named may be
+// shared; it is made (with the umask's mode) when missing, as before, and
+// checked either way. With `make` false nothing is made, and what the run
+// would refuse is refused all the same (CheckRunFiles, for --explain).
+Result<std::string> RunDirUnderLogDir(const WorkerPlan& w, bool make) {
+  Result<std::string> log_dir = TrustedDir(w.log_dir, make ? Missing::kMake : Missing::kCheck);
+  if (!log_dir.ok()) return Status::InvalidArgument(fmt::format("--log-dir {}", log_dir.status().message()));
+  std::string run = fmt::format("{}/{}", *log_dir, w.log_name);  // Decide checked that it names one directory
+  struct stat st {};
+  if (!make && lstat(log_dir->c_str(), &st) != 0 && errno == ENOENT) return run;  // both would be made fresh
+  if (Status s = EnsureOwnDir(run, make); !s.ok())
+    return Status::InvalidArgument(fmt::format("--log-dir {}", s.message()));
+  return run;
+}
+
+Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   RunDirs d;
   if (w.log_dir.empty()) {
-    Result<std::string> run = MakePrivateDir(tmp);
+    Result<std::string> run = NewPrivateDir();
     if (!run.ok()) return run.status();
     d.run = *run;
     d.run_is_fresh = true;
@@ -93,17 +117,10 @@ Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
     if (Status s = EnsureOwnDir(d.private_dir); !s.ok()) return s;
     return d;
   }
-  // The directory the user named may be shared; it is made (with the umask's
-  // mode) when missing, as before, and checked either way.
-  std::error_code ec;
-  fs::create_directories(w.log_dir, ec);
-  if (ec) return Status::InvalidArgument(fmt::format("--log-dir {}: cannot create ({})", w.log_dir, ec.message()));
-  Result<std::string> log_dir = TrustedDir(w.log_dir);
-  if (!log_dir.ok()) return Status::InvalidArgument(fmt::format("--log-dir {}", log_dir.status().message()));
-  d.run = fmt::format("{}/{}", *log_dir, w.log_name);  // Decide checked that it names one directory
-  if (Status s = EnsureOwnDir(d.run); !s.ok())
-    return Status::InvalidArgument(fmt::format("--log-dir {}", s.message()));
-  Result<std::string> private_dir = MakePrivateDir(tmp);
+  Result<std::string> run = RunDirUnderLogDir(w, true);
+  if (!run.ok()) return run.status();
+  d.run = *run;
+  Result<std::string> private_dir = NewPrivateDir();
   if (!private_dir.ok()) return private_dir.status();
   d.private_dir = *private_dir;
   return d;
@@ -247,6 +264,23 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
 }
 
 }  // namespace
+
+void SayTmpdirNote(const std::string& note) {
+  // `dlaunch job` makes its hostfile and then the job's private directory:
+  // the same TMPDIR, said once.
+  static bool said = false;
+  if (note.empty() || said) return;
+  said = true;
+  WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", note));
+}
+
+Status CheckRunFiles(const WorkerPlan& w) {
+  if (!w.log_dir.empty()) {
+    if (Result<std::string> run = RunDirUnderLogDir(w, false); !run.ok()) return run.status();
+  }
+  if (!w.events.empty()) return EventLog::Check(w.events);
+  return Status::Ok();
+}
 
 int RunLocal(const Plan& p, const std::string& exe) {
   const WorkerPlan& w = *p.workers();

@@ -15,4 +15,13 @@ namespace dlaunch::launcher {
 // for bad input.
 int RunLocal(const Plan& plan, const std::string& exe);
 
+// Prints MakePrivateDir's or TrustedTempDir's `note` (why TMPDIR was not
+// used) on stderr, once a process; nothing when it is empty. Main thread only.
+void SayTmpdirNote(const std::string& note);
+
+// What RunLocal would refuse of the files it makes, found without making or
+// opening anything (--explain): the --log-dir and its run directory, the
+// --events file. Fails (InvalidArgument) with the run's own line.
+Status CheckRunFiles(const WorkerPlan& w);
+
 }  // namespace dlaunch::launcher

@@ -152,7 +152,7 @@ bool StackCollector::Collect(std::vector<Target> targets, std::function<void(std
       p.result.pid = pid;
       p.result.how = "gdb";
       p.file = fmt::format("{}/gdb-{}.txt", dumps_dir_, pid);
-      int fd = dir.ok() ? open(p.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+      int fd = dir.ok() ? open(p.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644) : -1;
       int err = errno;
       Result<std::string> gdb = ResolveCommand("gdb");
       if (fd < 0 || !gdb.ok()) {

@@ -6,8 +6,9 @@
 # explain its code (2, 126 or 127) and its line; a run that succeeds gives 0.
 # Each row once failed: the explain returned before the run's last checks, or
 # the run checked the endpoint, the run id and the command only after Decide.
-# --explain makes no directory and opens no file, so a --log-dir or --events
-# path that cannot be made is the run's alone to refuse (not a row here).
+# --explain makes no directory and opens no file, yet refuses a --log-dir or
+# an --events path that the run could not make (under /proc, below a file),
+# with the run's line: both ask the same checks before making anything.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -31,6 +32,12 @@ ROWS=(
   "2|--nproc-per-node 3 --roles chief:1,worker:1 -- true"
   "2|--nnodes 2 --rdzv-endpoint 127.0.0.1:1 --rdzv-conf join_timeout=0 -- true"
   "2|--nproc-per-node 2 --tag-output={no_such_field} -- true"
+  "2|--log-dir /proc/dlaunch-it-$$/logs -- true"
+  "2|--log-dir $TMP/not-executable -- true"
+  "2|--log-dir $TMP/not-executable/below -- true"
+  "2|--events /proc/dlaunch-it-$$.jsonl -- true"
+  "2|--events $TMP/no-such-dir/events.jsonl -- true"
+  "2|--events $TMP -- true"
   "127|-- $TMP/no-such-program"
   "126|-- $TMP/not-executable"
 )
@@ -49,4 +56,9 @@ for row in "${ROWS[@]}"; do
     assert_contains "$(cat "$OUT")" "mode: " "dlaunch --explain ${args[*]}: the plan"
   fi
 done
+
+# What the run would make, --explain leaves unmade.
+run_cmd 20 env CUDA_VISIBLE_DEVICES= "$DLAUNCH" --explain --log-dir "$TMP/unmade/logs" --events "$TMP/unmade.jsonl" -- true
+expect_rc 0 "dlaunch --explain with a new --log-dir and --events"
+[[ -e $TMP/unmade || -e $TMP/unmade.jsonl ]] && fail "--explain made the --log-dir or the --events file"
 pass

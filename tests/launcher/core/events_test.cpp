@@ -1,6 +1,7 @@
 #include "launcher/core/events.hpp"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -65,6 +66,36 @@ TEST_CASE("EventLog follows a symbolic link only when it is this user's or root'
   Status s = theirs.Open(link);
   CHECK(s.message() == "--events " + link + ": refused (a symbolic link owned by uid 65534; only yours or root's are followed)");
   CHECK_FALSE(theirs.enabled());
+}
+
+TEST_CASE("EventLog::Check refuses what Open would, and opens and makes nothing", "[events]") {
+  testing::TempDir t;
+  // Each: the path, and the line both Check and Open give.
+  std::ofstream(t / "there") << "kept\n";
+  REQUIRE(mkdir((t / "dir").c_str(), 0700) == 0);
+  const std::pair<std::string, std::string> kRefused[] = {
+      {"/proc/dlaunch-test.jsonl",
+       "--events /proc/dlaunch-test.jsonl: cannot open (/proc is a proc file system, where no files can be made)"},
+      {t / "missing/e.jsonl", "--events " + t / "missing/e.jsonl" + ": cannot open (No such file or directory)"},
+      {t / "there/e.jsonl", "--events " + t / "there/e.jsonl" + ": cannot open (Not a directory)"},
+      {t / "dir", "--events " + t / "dir" + ": not a file, a FIFO or a device"},
+  };
+  for (const auto& [path, line] : kRefused) {
+    INFO(path);
+    CHECK(EventLog::Check(path).message() == line);
+    EventLog log;
+    CHECK(log.Open(path).message() == line);
+  }
+  CHECK(EventLog::Check(t / "new.jsonl").ok());
+  CHECK_FALSE(fs::exists(t / "new.jsonl"));
+  CHECK(EventLog::Check(t / "there").ok());
+  CHECK(ReadFile(t / "there") == "kept\n");
+  CHECK(EventLog::Check("/dev/null").ok());
+  if (geteuid() != 0) return;  // only root can give a link to another user
+  REQUIRE(symlink((t / "there").c_str(), (t / "link").c_str()) == 0);
+  REQUIRE(lchown((t / "link").c_str(), 65534, 65534) == 0);
+  CHECK(EventLog::Check(t / "link").message() ==
+        "--events " + t / "link" + ": refused (a symbolic link owned by uid 65534; only yours or root's are followed)");
 }
 
 }  // namespace dlaunch::launcher

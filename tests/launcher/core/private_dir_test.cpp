@@ -39,22 +39,101 @@ void Write(const std::string& path, const std::string& text) { std::ofstream(pat
 
 TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tmp", "[private_dir]") {
   testing::TempDir t;
-  Result<std::string> a = MakePrivateDir(t.path);
+  const std::string base = fs::canonical(t.path).string();
+  Result<PrivateDir> a = MakePrivateDir(t.path);
   REQUIRE(a.ok());
-  CHECK(a->starts_with(t.path + "/dlaunch-"));
-  struct stat st = Lstat(*a);
+  CHECK(a->path.starts_with(base + "/dlaunch-"));
+  CHECK(a->path.size() == (base + "/dlaunch-").size() + 6);
+  CHECK(a->note.empty());
+  struct stat st = Lstat(a->path);
   CHECK(S_ISDIR(st.st_mode));
   CHECK((st.st_mode & 07777) == 0700);
   CHECK(st.st_uid == geteuid());
-  Result<std::string> b = MakePrivateDir(t.path);
+  Result<PrivateDir> b = MakePrivateDir(t.path);
   REQUIRE(b.ok());
-  CHECK(*a != *b);
-  // Relative, empty or unusable: /tmp, as Python's tempfile does.
-  for (const std::string& tmpdir : {std::string("relative"), std::string(), t / "missing"}) {
-    Result<std::string> c = MakePrivateDir(tmpdir);
-    REQUIRE(c.ok());
-    CHECK(c->starts_with("/tmp/dlaunch-"));
-    fs::remove(*c);
+  CHECK(a->path != b->path);
+  // 0700 whatever the umask.
+  mode_t old = umask(0777);
+  Result<PrivateDir> masked = MakePrivateDir(t.path);
+  umask(old);
+  REQUIRE(masked.ok());
+  CHECK((Lstat(masked->path).st_mode & 07777) == 0700);
+
+  // Empty: /tmp, as Python's tempfile does, and nothing to say.
+  Result<PrivateDir> c = MakePrivateDir("");
+  REQUIRE(c.ok());
+  CHECK(c->path.starts_with("/tmp/dlaunch-"));
+  CHECK(c->note.empty());
+  fs::remove(c->path);
+  // Relative or unusable: /tmp too, with one line saying why.
+  const std::pair<std::string, std::string> kUnused[] = {
+      {"relative", "TMPDIR relative: not used (not an absolute path); using /tmp"},
+      {t / "missing", "TMPDIR " + t / "missing" + ": cannot resolve (No such file or directory); using /tmp"},
+  };
+  for (const auto& [tmpdir, note] : kUnused) {
+    Result<PrivateDir> d = MakePrivateDir(tmpdir);
+    REQUIRE(d.ok());
+    CHECK(d->path.starts_with("/tmp/dlaunch-"));
+    CHECK(d->note == note);
+    fs::remove(d->path);
+  }
+}
+
+TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what it makes", "[private_dir]") {
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  // Sticky, as /tmp: accepted.
+  REQUIRE(mkdir((t / "sticky").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "sticky").c_str(), 01777) == 0);
+  Result<PrivateDir> sticky = MakePrivateDir(t / "sticky");
+  REQUIRE(sticky.ok());
+  CHECK(sticky->path.starts_with(base + "/sticky/dlaunch-"));
+  CHECK(sticky->note.empty());
+  // Every user may write it and it is not sticky: anyone could rename ours.
+  REQUIRE(mkdir((t / "open").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "open").c_str(), 0777) == 0);
+  Result<PrivateDir> open = MakePrivateDir(t / "open");
+  REQUIRE(open.ok());
+  CHECK(open->path.starts_with("/tmp/dlaunch-"));
+  CHECK(open->note == "TMPDIR " + base +
+                          "/open: refused (mode 0777 lets every user replace what is made in it; chmod +t, as /tmp "
+                          "has); using /tmp");
+  CHECK(fs::is_empty(t / "open"));
+  fs::remove(open->path);
+  // A temporary file's directory, by the same rule.
+  Result<PrivateDir> for_file = TrustedTempDir(t / "open");
+  REQUIRE(for_file.ok());
+  CHECK(for_file->path == "/tmp");
+  CHECK(for_file->note == open->note);
+  for_file = TrustedTempDir(t / "sticky");
+  REQUIRE(for_file.ok());
+  CHECK(for_file->path == base + "/sticky");
+  CHECK(for_file->note.empty());
+  // Through a link of ours: made in the directory it leads to, named by its real path.
+  REQUIRE(symlink((t / "sticky").c_str(), (t / "to-sticky").c_str()) == 0);
+  Result<PrivateDir> via = MakePrivateDir(t / "to-sticky");
+  REQUIRE(via.ok());
+  CHECK(via->path.starts_with(base + "/sticky/dlaunch-"));
+
+  if (geteuid() == 0) {
+    // Their directory (after `sudo -E`, say): its owner could rename ours.
+    REQUIRE(mkdir((t / "theirs").c_str(), 0755) == 0);
+    REQUIRE(chown((t / "theirs").c_str(), kOther, kOther) == 0);
+    Result<PrivateDir> theirs = MakePrivateDir(t / "theirs");
+    REQUIRE(theirs.ok());
+    CHECK(theirs->path.starts_with("/tmp/dlaunch-"));
+    CHECK(theirs->note == "TMPDIR " + base + "/theirs: refused (owned by uid 65534, not 0); using /tmp");
+    CHECK(fs::is_empty(t / "theirs"));
+    fs::remove(theirs->path);
+    // A link they planted in a sticky directory, to a directory of root's.
+    REQUIRE(symlink((t / "sticky").c_str(), (t / "sticky/planted").c_str()) == 0);
+    REQUIRE(lchown((t / "sticky/planted").c_str(), kOther, kOther) == 0);
+    Result<PrivateDir> planted = MakePrivateDir(t / "sticky/planted");
+    REQUIRE(planted.ok());
+    CHECK(planted->path.starts_with("/tmp/dlaunch-"));
+    CHECK(planted->note == "TMPDIR " + t / "sticky/planted" + ": refused (the symbolic link " + base +
+                               "/sticky/planted is owned by uid 65534 in a directory others can write); using /tmp");
+    fs::remove(planted->path);
   }
 }
 
@@ -89,6 +168,18 @@ TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one
     REQUIRE(mkdir((t / "theirs").c_str(), 0700) == 0);
     REQUIRE(chown((t / "theirs").c_str(), kOther, kOther) == 0);
     CHECK(EnsureOwnDir(t / "theirs").message() == t / "theirs" + ": refused (owned by uid 65534, not 0)");
+    CHECK(EnsureOwnDir(t / "theirs", false).message() == t / "theirs" + ": refused (owned by uid 65534, not 0)");
+  }
+
+  // Without making: what could be made passes, and nothing is made.
+  CHECK(EnsureOwnDir(t / "later", false).ok());
+  CHECK_FALSE(fs::exists(t / "later"));
+  CHECK(EnsureOwnDir(t / "link", false).message() == t / "link" + ": refused (a symbolic link)");
+  CHECK(EnsureOwnDir(t / "missing/below", false).message() ==
+        t / "missing/below" + ": cannot create (No such file or directory)");
+  for (bool make : {false, true}) {
+    CHECK(EnsureOwnDir("/proc/dlaunch-test", make).message() ==
+          "/proc/dlaunch-test: cannot create (/proc is a proc file system, where no files can be made)");
   }
 }
 
@@ -117,6 +208,48 @@ TEST_CASE("TrustedDir: ours or root's, and sticky when every user may write it",
     REQUIRE(chmod((t / "d").c_str(), 01777) == 0);
     REQUIRE(chown((t / "d").c_str(), kOther, kOther) == 0);  // its owner may rename what we make, sticky or not
     CHECK(TrustedDir(t / "d").status().message() == *d + ": refused (owned by uid 65534, not 0)");
+  }
+}
+
+TEST_CASE("TrustedDir follows no link another user planted where others can write", "[private_dir]") {
+  if (geteuid() != 0) return;  // only root can give a link to another user
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  REQUIRE(mkdir((t / "roots").c_str(), 0700) == 0);
+  REQUIRE(mkdir((t / "sticky").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "sticky").c_str(), 01777) == 0);
+  REQUIRE(symlink((t / "roots").c_str(), (t / "sticky/x").c_str()) == 0);
+  REQUIRE(lchown((t / "sticky/x").c_str(), kOther, kOther) == 0);
+  const std::string refusal = t / "sticky/x" + ": refused (the symbolic link " + base +
+                              "/sticky/x is owned by uid 65534 in a directory others can write)";
+  for (Missing m : {Missing::kFail, Missing::kMake, Missing::kCheck}) {
+    Result<std::string> d = TrustedDir(t / "sticky/x", m);
+    CHECK(d.status().code() == Code::kInvalidArgument);
+    CHECK(d.status().message() == refusal);
+  }
+  CHECK(TrustedDir(t / "sticky/x/below", Missing::kMake).status().message() ==
+        t / "sticky/x/below" + ": refused (the symbolic link " + base +
+            "/sticky/x is owned by uid 65534 in a directory others can write)");
+  CHECK(fs::is_empty(t / "roots"));
+}
+
+TEST_CASE("TrustedDir makes what is missing, or only checks that it could", "[private_dir]") {
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  Result<std::string> checked = TrustedDir(t / "a/b", Missing::kCheck);
+  REQUIRE(checked.ok());
+  CHECK(*checked == base + "/a/b");
+  CHECK_FALSE(fs::exists(t / "a"));
+  Result<std::string> made = TrustedDir(t / "a/b", Missing::kMake);
+  REQUIRE(made.ok());
+  CHECK(*made == base + "/a/b");
+  CHECK(fs::is_directory(t / "a/b"));
+  REQUIRE(chmod((t / "a/b").c_str(), 0777) == 0);  // there now: judged as any
+  CHECK(TrustedDir(t / "a/b", Missing::kCheck).status().message() ==
+        base + "/a/b: refused (mode 0777 lets every user replace what is made in it; chmod +t, as /tmp has)");
+  for (Missing m : {Missing::kCheck, Missing::kMake}) {
+    CHECK(TrustedDir("/proc/dlaunch-test", m).status().message() ==
+          "/proc/dlaunch-test: cannot create (/proc is a proc file system, where no files can be made)");
   }
 }
 
