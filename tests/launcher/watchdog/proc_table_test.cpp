@@ -7,7 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/launcher/process/process_checks.hpp"
+
 using namespace dlaunch::launcher;
+using dlaunch::testing::Contains;
 
 namespace {
 
