@@ -26,6 +26,7 @@
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/watchdog/job_mark.hpp"
 
@@ -44,9 +45,7 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
   }
-  if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
-  if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
-  if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
+  SetStandardFds({spec.stdin_fd, spec.stdout_fd, spec.stderr_fd});
   if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
   // Nothing of dlaunch's own goes past exec: its sockets (the live view, a hosted
   // coordinator's listener, MASTER_PORT's hold) are opened without CLOEXEC by
