@@ -18,6 +18,7 @@
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/output.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
@@ -283,6 +284,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
     remove_dirs(false);
     return Fail(1, s.message());
   }
+  if (!watchdog.fallback_note().empty()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", watchdog.fallback_note()));
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;

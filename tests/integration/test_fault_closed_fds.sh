@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A job started with stdin, stdout or stderr closed (as supervisors,
 # daemonising wrappers and some CI runners start programs: `dlaunch ... <&-`)
-# runs as usual:
+# runs as usual, and dlaunch-watch is a working watchdog or none:
 #   1. one node, with each of <&-, >&-, 2>&- and all three: the exit code is
 #      the workers' (0 with 2 ranks, 3 with 1), every worker ran to its end (it
 #      writes a file there), its output arrived where dlaunch's could go, and
@@ -11,7 +11,13 @@
 #   2. a head launch on this machine (-H localhost:1,127.0.0.1:1, each agent
 #      through a local shell) with each closed: the same;
 #   3. /dev/null missing (a mount namespace with an empty /dev) and stdin
-#      closed: one line `dlaunch: /dev/null: cannot open (...)`, exit 1.
+#      closed: one line `dlaunch: /dev/null: cannot open (...)`, exit 1;
+#   4. the job mark is in no process's command line (`ps` shows any user
+#      every one): not dlaunch-watch's, whose orders carry it instead;
+#   5. a foreign program in dlaunch-watch's place (`exit 0`, beside a copy of
+#      dlaunch): dlaunch says so once, naming it, and falls back to a fork of
+#      itself; a SIGKILL of dlaunch still takes the worker's child with it.
+#      Before, the job ran with no watchdog and that child outlived dlaunch.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
@@ -96,4 +102,53 @@ else
   log "unshare -m is not allowed here: the missing /dev/null is not tried"
 fi
 
+# 4. A worker that reports its mark and waits.
+cat >"$TMP/marked.sh" <<EOF
+#!/bin/sh
+echo "\$DLAUNCH_JOB_MARK" >"$TMP/mark.tmp" && mv "$TMP/mark.tmp" "$TMP/mark"
+exec "$TMP/bin/sleep" 300
+EOF
+chmod +x "$TMP/marked.sh"
+start_dl marked 60 --nproc-per-node 1 -- "$TMP/marked.sh"
+wait_for 20 test -s "$TMP/mark" || { show_nodes marked; fail "the worker did not report its job mark within 20s"; }
+mark=$(cat "$TMP/mark")
+[[ $mark =~ ^[0-9a-f]{32}$ ]] || fail "the worker's DLAUNCH_JOB_MARK is '$mark', expected 32 hex digits"
+dl=$(dl_pid marked) || fail "cannot find the marked job's dlaunch"
+watch=$(pgrep -P "$dl" -x dlaunch-watch) || fail "dlaunch $dl has no dlaunch-watch child"
+[[ $(tr '\0' ' ' <"/proc/$watch/cmdline") != *"$mark"* ]] || fail "dlaunch-watch's command line holds the job mark"
+ps -eo pid,args >"$TMP/ps"  # to a file first: a grep running beside ps would show the mark itself
+if grep -F -- "$mark" "$TMP/ps" >&2; then
+  fail "a command line that ps shows holds the job mark"
+fi
+kill -TERM "$dl"
+wait_dl marked
+log "the job mark is in no command line (dlaunch-watch pid $watch)"
+
+# 5. A copy of dlaunch with a foreign program as its dlaunch-watch.
+mkdir "$TMP/foreign"
+cp "$DLAUNCH" "$TMP/foreign/dlaunch"
+printf '#!/bin/sh\nexit 0\n' >"$TMP/foreign/dlaunch-watch"
+chmod +x "$TMP/foreign/dlaunch-watch"
+# The worker's child: PDEATHSIG takes the worker itself with dlaunch; only a
+# watchdog ends what the worker started.
+cat >"$TMP/pid.sh" <<EOF
+#!/bin/sh
+"$TMP/bin/sleep" 300 &
+echo \$! >"$TMP/worker.pid.tmp" && mv "$TMP/worker.pid.tmp" "$TMP/worker.pid"
+wait
+EOF
+chmod +x "$TMP/pid.sh"
+DLAUNCH=$TMP/foreign/dlaunch start_dl foreign 60 --nproc-per-node 1 -- "$TMP/pid.sh"
+wait_for 20 test -s "$TMP/worker.pid" || { show_nodes foreign; fail "the worker under a foreign dlaunch-watch did not start within 20s"; }
+worker=$(cat "$TMP/worker.pid")
+dl=$(dl_pid foreign) || fail "cannot find the dlaunch beside the foreign dlaunch-watch"
+kill -KILL "$dl"
+worker_gone() { ! kill -0 "$worker" 2>/dev/null; }
+wait_for 10 worker_gone || fail "the worker's child ($worker) outlived a SIGKILLed dlaunch by 10s: the job had no watchdog"
+wait_dl foreign
+note="dlaunch: $TMP/foreign/dlaunch-watch: ended before it was watching (exit status 0); the watchdog is a fork of dlaunch instead"
+assert_eq "$(grep -c 'the watchdog is a fork' "$ERR")" 1 "lines saying the watchdog is a fork"
+assert_eq "$(grep 'the watchdog is a fork' "$ERR")" "$note" "the fallback's line"
+wait_for 5 no_marked_processes || assert_no_leftovers "the job under a foreign dlaunch-watch"
+log "a foreign dlaunch-watch: named once, the fork watched, the worker died with dlaunch"
 pass
