@@ -16,6 +16,7 @@
 #include "launcher/config/live_options.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/modes/daemon.hpp"
 #include "launcher/modes/dispatch.hpp"
@@ -53,6 +54,9 @@ int Job(const std::vector<std::string>& args, const envmap::EnvMap& env) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First of all: a descriptor among 0-2 left closed by whoever started us
+  // would go to the next file opened, a pipe of the watchdog's or a worker's.
+  if (Status s = OpenClosedStandardFds(); !s.ok()) return Fail(1, s.message());
   KeepHostLookupsBuiltIn();
   envmap::EnvMap env = ReadEnvironment();
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -269,6 +269,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   Result<std::string> live_path = LiveSocketPath(env, *run_id);
   Watchdog watchdog;
   if (Status s = watchdog.Start("", live_path.ok() ? *live_path : ""); !s.ok()) return Fail(1, s.message());
+  if (!watchdog.fallback_note().empty()) console.Say(watchdog.fallback_note());
   std::unique_ptr<LiveServer> live_server = StartLiveView(io, console, live_path, job_live);
 
   HeadNodes head(plan, io, console, watchdog, **server, hang);

@@ -320,6 +320,7 @@ int RunLocal(const Plan& p, const std::string& exe) {
     remove_dirs(false);
     return Fail(1, s.message());
   }
+  if (!watchdog.fallback_note().empty()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", watchdog.fallback_note()));
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;

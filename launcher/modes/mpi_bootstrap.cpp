@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "launcher/core/exit.hpp"
+#include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
 
 namespace dlaunch::launcher {
@@ -79,9 +80,8 @@ Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::str
     // The helper must not outlive a dlaunch killed while MPI_Init waits.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    dup2(fds[1], STDOUT_FILENO);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    SetStandardFds({devnull, fds[1], -1});
     const char* argv[] = {helper.c_str(), offer.c_str(), nullptr};
     execv(helper.c_str(), const_cast<char* const*>(argv));
     _exit(kExitNotFound);

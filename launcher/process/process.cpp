@@ -26,7 +26,9 @@
 #include <boost/process/search_path.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
+#include "launcher/process/watch_helper.hpp"
 #include "launcher/watchdog/job_mark.hpp"
 
 namespace dlaunch::launcher {
@@ -44,9 +46,7 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
   }
-  if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
-  if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
-  if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
+  SetStandardFds({spec.stdin_fd, spec.stdout_fd, spec.stderr_fd});
   if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
   // Nothing of dlaunch's own goes past exec: its sockets (the live view, a hosted
   // coordinator's listener, MASTER_PORT's hold) are opened without CLOEXEC by
@@ -176,43 +176,27 @@ std::string Watchdog::WatchHelperPath() {
   return !helper.empty() && access(helper.c_str(), X_OK) == 0 ? helper : "";
 }
 
-Result<int> Watchdog::StartHelper(int read_fd, const WatchOrders& orders) {
-  int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (null < 0) return Status::Io(fmt::format("/dev/null: {}", std::strerror(errno)));
-  SpawnSpec spec;
-  spec.exe = helper_;
-  spec.args = WatchArgs(orders);
-  // The launcher's environment (no job mark is in it): a sanitizer build's
-  // options (log_path) reach the watchdog too.
-  for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
-  spec.stdin_fd = read_fd;
-  spec.stdout_fd = null;
-  spec.stderr_fd = null;
-  spec.die_with_launcher = false;
-  Result<int> pid = SpawnWorker(spec);
-  close(null);
-  return pid;
-}
-
 Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanup_file) {
   // Without a mark the watchdog still kills what was registered: a daemon
   // adopted in the last scan interval before a SIGKILL may then escape.
   Result<std::string> mark = NewJobMark();
   job_mark_ = mark.ok() ? *mark : "";
   WatchOrders orders{getpgrp(), mark.ok() ? fmt::format("{}={}", kJobMarkVar, *mark) : "", cleanup_dir, cleanup_file};
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
   // The watchdog is the launcher's child either way; every look for adopted
   // processes leaves it out by pid (launcher/process/adopted.cpp). A helper that
-  // cannot start (gone since it was found, a noexec mount) leaves the fork.
+  // cannot start (gone since it was found, a noexec mount) or does not say that
+  // it watches (a stale or foreign program) leaves the fork, and a note.
   if (!helper_.empty()) {
-    if (Result<int> pid = StartHelper(fds[0], orders); pid.ok()) {
-      close(fds[0]);
-      fd_ = fds[1];
-      pid_ = *pid;
+    Result<WatchHelper> started = StartWatchHelper(helper_, orders);
+    if (started.ok()) {
+      fd_ = started->orders_fd;
+      pid_ = started->pid;
       return Status::Ok();
     }
+    fallback_note_ = fmt::format("{}; the watchdog is a fork of dlaunch instead", started.status().message());
   }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("watchdog pipe: {}", std::strerror(errno)));
   pid_t watch = fork();
   if (watch < 0) {
     int err = errno;

@@ -74,11 +74,15 @@ class Watchdog {
   // when there is none to execute.
   static std::string WatchHelperPath();
 
-  // Starts the watchdog: the helper when there is one and it starts, else a
-  // fork of this process. Call once, before any worker starts. If the launcher
-  // dies, `cleanup_dir` and `cleanup_file` (each when not empty) are removed
-  // after the kill.
+  // Starts the watchdog: the helper when there is one and it says that it
+  // watches (launcher/process/watch_helper.hpp), else a fork of this process.
+  // Call once, before any worker starts. If the launcher dies, `cleanup_dir`
+  // and `cleanup_file` (each when not empty) are removed after the kill.
   Status Start(const std::string& cleanup_dir, const std::string& cleanup_file = "");
+  // After Start: why the helper is not the watchdog, for one line on stderr
+  // ("HELPER: what went wrong; the watchdog is a fork of dlaunch instead");
+  // empty when it is, or when there was none to start.
+  const std::string& fallback_note() const { return fallback_note_; }
   void Add(int pgid);
   void Remove(int pgid);
   // `start_time` is field 22 of /proc/PID/stat (ProcStat::start_time): a pid
@@ -103,11 +107,11 @@ class Watchdog {
 
  private:
   void Send(WatchOp op, int id, uint64_t start_time = 0);
-  Result<int> StartHelper(int read_fd, const WatchOrders& orders);
   std::string helper_;
   int fd_ = -1;
   int pid_ = -1;
   std::string job_mark_;
+  std::string fallback_note_;
   std::set<int> groups_;  // registered, as the watchdog has them
   std::chrono::steady_clock::time_point groups_since_{};
   std::function<void()> on_groups_;

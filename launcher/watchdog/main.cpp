@@ -1,7 +1,10 @@
-// dlaunch-watch GROUP MARK DIR FILE: the watchdog that dlaunch starts for each
-// job (launcher/watchdog/watch.hpp), with its orders on stdin. Not for people:
-// dlaunch starts it and writes its orders. Linked statically and with nothing
-// but /proc reading, so that its start costs a fraction of a fork of dlaunch.
+// dlaunch-watch GROUP DIR FILE: the watchdog that dlaunch starts for each job
+// (launcher/watchdog/watch.hpp). Not for people: dlaunch starts it with the job
+// mark and then its orders on stdin, and its stdout and stderr on a pipe of
+// its own, where kWatchAck says that it is watching and anything else (this
+// program's complaints, or a foreign program's output) that it is not. Linked
+// statically and with nothing but /proc reading, so that its start costs a
+// fraction of a fork of dlaunch.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,5 +18,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", orders.status().message().c_str());
     return 2;
   }
-  dlaunch::launcher::RunWatch(0, *orders);
+  dlaunch::Result<std::string> mark = dlaunch::launcher::ReadWatchMark(0);
+  if (!mark.ok()) {
+    std::fprintf(stderr, "%s\n", mark.status().message().c_str());
+    return 2;
+  }
+  orders->mark_entry = *mark;
+  dlaunch::launcher::RunWatch(0, *orders, 1);
 }

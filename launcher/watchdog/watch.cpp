@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -20,30 +21,77 @@
 namespace dlaunch::launcher {
 
 std::vector<std::string> WatchArgs(const WatchOrders& orders) {
-  return {std::to_string(orders.launcher_group), orders.mark_entry, orders.cleanup_dir, orders.cleanup_file};
+  return {std::to_string(orders.launcher_group), orders.cleanup_dir, orders.cleanup_file};
 }
 
 Result<WatchOrders> ParseWatchArgs(const std::vector<std::string>& args) {
-  if (args.size() != 4)
+  if (args.size() != 3)
     return Status::InvalidArgument(
-        fmt::format("dlaunch-watch: {} arguments, expected 4 (GROUP MARK DIR FILE; dlaunch starts it)", args.size()));
+        fmt::format("dlaunch-watch: {} arguments, expected 3 (GROUP DIR FILE; dlaunch starts it)", args.size()));
   WatchOrders orders;
   const std::string& group = args[0];
   auto [end, ec] = std::from_chars(group.data(), group.data() + group.size(), orders.launcher_group);
   if (ec != std::errc() || end != group.data() + group.size() || orders.launcher_group <= 0)
     return Status::InvalidArgument(fmt::format("dlaunch-watch: process group '{}' is not a positive number", group));
-  orders.mark_entry = args[1];
-  orders.cleanup_dir = args[2];
-  orders.cleanup_file = args[3];
+  orders.cleanup_dir = args[1];
+  orders.cleanup_file = args[2];
   return orders;
 }
 
-void RunWatch(int fd, const WatchOrders& orders) {
+std::string WatchMarkRecord(std::string_view mark_entry) {
+  uint32_t size = static_cast<uint32_t>(mark_entry.size());
+  std::string record(reinterpret_cast<const char*>(&size), sizeof size);
+  record.append(mark_entry);
+  return record;
+}
+
+namespace {
+
+// Reads exactly `size` bytes; false on EOF or an error first (errno 0 for EOF).
+bool ReadExactly(int fd, char* to, size_t size) {
+  while (size > 0) {
+    ssize_t n = read(fd, to, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = 0;
+      return false;
+    }
+    to += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> ReadWatchMark(int fd) {
+  uint32_t size = 0;
+  auto failed = [](const char* what) {
+    return Status::Io(fmt::format("dlaunch-watch: orders on stdin: {} ({})", what,
+                                  errno == 0 ? "end of input" : std::strerror(errno)));
+  };
+  if (!ReadExactly(fd, reinterpret_cast<char*>(&size), sizeof size)) return failed("no job mark");
+  if (size > kMaxMarkEntry)
+    return Status::Io(fmt::format("dlaunch-watch: orders on stdin: a job mark of {} bytes (at most {}; dlaunch starts it)",
+                                  size, kMaxMarkEntry));
+  std::string entry(size, '\0');
+  if (!ReadExactly(fd, entry.data(), size)) return failed("the job mark cut short");
+  return entry;
+}
+
+void RunWatch(int fd, const WatchOrders& orders, int ack_fd) {
   // Its own process group: a SIGKILL to the launcher's group (a head-node
   // launch stopping a local agent) must leave the watchdog to clean up after it.
   setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
   prctl(PR_SET_NAME, "dlaunch-watch");
+  if (ack_fd >= 0) {
+    ssize_t ignored = write(ack_fd, &kWatchAck, 1);
+    (void)ignored;
+  }
+  // The orders' pipe on stdout or stderr (a launcher started with them closed)
+  // must not be overwritten by /dev/null below.
+  if (fd == 1 || fd == 2) fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   int null = open("/dev/null", O_RDWR);
   for (int std_fd = fd == 0 ? 1 : 0; std_fd <= 2; ++std_fd) dup2(null, std_fd);
   if (null > 2) close(null);

@@ -7,13 +7,15 @@
 // It runs as its own small program, dlaunch-watch (launcher/watchdog/main.cpp),
 // which dlaunch starts by vfork and exec: a fork of dlaunch itself cost a third
 // of a one-node job's CPU on a virtual machine (bench/profile/agent.md). Where
-// the program is not beside dlaunch, dlaunch forks and runs RunWatch itself.
+// the program is not beside dlaunch, or does not say that it watches
+// (launcher/process/watch_helper.hpp), dlaunch forks and runs RunWatch itself.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "envmap/status.hpp"
@@ -37,19 +39,42 @@ struct WatchOrders {
   std::string cleanup_file;  // unlinked after the kill; empty: none
 };
 
-// The program's arguments for `orders`, and back. ParseWatchArgs takes argv
-// without the program's name; InvalidArgument names the bad argument.
+// The program's arguments for `orders`, and back: the group and the two paths.
+// The mark is not among them: any user reads a program's arguments (ps,
+// /proc/PID/cmdline), and with the mark a process of theirs could pass for one
+// of the job's. ParseWatchArgs takes argv without the program's name;
+// InvalidArgument names the bad argument.
 std::vector<std::string> WatchArgs(const WatchOrders& orders);
 Result<WatchOrders> ParseWatchArgs(const std::vector<std::string>& args);
 
+// The mark travels on the orders pipe instead, as its first bytes, before any
+// WatchMessage: a 4-byte length, then the entry. Nothing but the two ends of
+// the pipe ever holds it there. (The helper's environment would also do, as
+// /proc/PID/environ is the owner's alone, but then the helper would itself be
+// a marked process that every search for the job's processes must leave out.)
+// At most this long, so that the record is one atomic write (< PIPE_BUF) that
+// fits an empty pipe of any size.
+inline constexpr size_t kMaxMarkEntry = 256;
+// The record for `mark_entry` (at most kMaxMarkEntry bytes; empty: no mark).
+std::string WatchMarkRecord(std::string_view mark_entry);
+// Reads the record from `fd`, which blocks until it is all there. Io naming
+// what was wrong: EOF or an error before the end, a length past kMaxMarkEntry.
+Result<std::string> ReadWatchMark(int fd);
+
+// The byte the helper writes once it has its orders and is watching: the
+// launcher then knows that the program beside it is a working dlaunch-watch,
+// not a stale or foreign one that exits at once and leaves the job unwatched.
+inline constexpr char kWatchAck = 'W';
+
 // The watchdog's life, in the process that is to be it: its own process group,
-// terminal signals ignored (they are the launcher's), stdout and stderr on
-// /dev/null (so that a reader of the launcher's output sees EOF when the
-// launcher goes), and stdin too unless `fd` is 0. Records the orders read from
-// `fd` until a kStop (exits 0 at once) or EOF, then kills: each registered
+// terminal signals ignored (they are the launcher's), kWatchAck written to
+// `ack_fd` when it is not -1, then stdout and stderr on /dev/null (so that a
+// reader of the launcher's output sees EOF when the launcher goes, and `ack_fd`
+// may be one of them), and stdin too unless `fd` is 0. Records the orders read
+// from `fd` until a kStop (exits 0 at once) or EOF, then kills: each registered
 // process still the one registered, with its descendants and group, each
 // registered group, and every process holding the mark; then removes the
 // cleanup paths and exits 0.
-[[noreturn]] void RunWatch(int fd, const WatchOrders& orders);
+[[noreturn]] void RunWatch(int fd, const WatchOrders& orders, int ack_fd = -1);
 
 }  // namespace dlaunch::launcher

@@ -1,11 +1,13 @@
 #include "launcher/watchdog/watch.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "launcher/process/process.hpp"
+#include "launcher/process/watch_helper.hpp"
 #include "tests/launcher/process/process_checks.hpp"
 
 using namespace dlaunch::launcher;
@@ -25,19 +28,26 @@ struct WatchedJob {
   pid_t launcher = -1;
   pid_t worker = -1;
   pid_t watchdog = -1;
+  bool noted = false;  // the launcher has a fallback note (the helper is not its watchdog)
 };
 
-// Forks a launcher that starts a Watchdog with `helper` (empty: a fork of
-// itself) set to remove `cleanup_dir`, starts `sleep 300` in a process group of
-// its own as a worker, registers that group, reports the pids and waits.
-WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup_dir) {
+// Forks a launcher that closes the descriptors `closed` (as a launcher started
+// with them closed would have them), starts a Watchdog with `helper` (empty: a
+// fork of itself) set to remove `cleanup_dir`, starts `sleep 300` in a process
+// group of its own as a worker, registers that group, reports the pids and waits.
+WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup_dir,
+                           const std::vector<int>& closed = {}) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
+  int report = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);  // above 2: the launcher may close those
+  REQUIRE(report >= 10);
+  close(fds[1]);
   WatchedJob job;
   job.launcher = fork();
   REQUIRE(job.launcher >= 0);
   if (job.launcher == 0) {
     close(fds[0]);
+    for (int fd : closed) close(fd);
     Watchdog watchdog(helper);
     if (!watchdog.Start(cleanup_dir).ok()) _exit(10);
     pid_t worker = fork();
@@ -48,13 +58,13 @@ WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup
     }
     setpgid(worker, worker);  // either side may run first
     watchdog.Add(worker);
-    pid_t pids[2] = {worker, watchdog.pid()};
-    if (write(fds[1], pids, sizeof pids) != sizeof pids) _exit(11);
+    pid_t pids[3] = {worker, watchdog.pid(), watchdog.fallback_note().empty() ? 0 : 1};
+    if (write(report, pids, sizeof pids) != sizeof pids) _exit(11);
     pause();
     _exit(12);
   }
-  close(fds[1]);
-  pid_t pids[2] = {-1, -1};
+  close(report);
+  pid_t pids[3] = {-1, -1, -1};
   bool got = read(fds[0], pids, sizeof pids) == sizeof pids;
   close(fds[0]);
   if (!got) {
@@ -64,7 +74,32 @@ WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup
   REQUIRE(got);
   job.worker = pids[0];
   job.watchdog = pids[1];
+  job.noted = pids[2] != 0;
   return job;
+}
+
+// A program in the helper's place: a script in a fresh directory (removed by
+// the destructor) with `body` after its #! line.
+struct ForeignHelper {
+  std::string dir;
+  std::string path;
+  explicit ForeignHelper(const std::string& body) {
+    char dir_template[] = "/tmp/dlaunch-foreign-helper-XXXXXX";
+    REQUIRE(mkdtemp(dir_template) != nullptr);
+    dir = dir_template;
+    path = dir + "/dlaunch-watch";
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  ~ForeignHelper() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::string ExeOf(pid_t pid) {
@@ -74,21 +109,115 @@ std::string ExeOf(pid_t pid) {
 
 }  // namespace
 
-TEST_CASE("watch: the helper's arguments carry the orders, and a bad one is named", "[watchdog]") {
+TEST_CASE("watch: the helper's arguments carry the group and paths, and a bad one is named", "[watchdog]") {
   WatchOrders orders{4242, "DLAUNCH_JOB_MARK=ab", "/tmp/run dir", ""};
-  dlaunch::Result<WatchOrders> back = ParseWatchArgs(WatchArgs(orders));
+  std::vector<std::string> args = WatchArgs(orders);
+  // The mark is not among them: any user reads a program's arguments.
+  for (const std::string& a : args) CHECK(a.find("ab") == std::string::npos);
+  dlaunch::Result<WatchOrders> back = ParseWatchArgs(args);
   REQUIRE(back.ok());
   CHECK(back->launcher_group == 4242);
-  CHECK(back->mark_entry == "DLAUNCH_JOB_MARK=ab");
+  CHECK(back->mark_entry.empty());
   CHECK(back->cleanup_dir == "/tmp/run dir");
   CHECK(back->cleanup_file.empty());
-  CHECK(ParseWatchArgs({"1", "", ""}).status().message() ==
-        "dlaunch-watch: 3 arguments, expected 4 (GROUP MARK DIR FILE; dlaunch starts it)");
+  CHECK(ParseWatchArgs({"1", "", "", ""}).status().message() ==
+        "dlaunch-watch: 4 arguments, expected 3 (GROUP DIR FILE; dlaunch starts it)");
   for (std::string group : {"x", "-5", "0", "12x", "", "99999999999999999999"}) {
     INFO(group);
-    CHECK(ParseWatchArgs({group, "", "", ""}).status().message() ==
+    CHECK(ParseWatchArgs({group, "", ""}).status().message() ==
           fmt::format("dlaunch-watch: process group '{}' is not a positive number", group));
   }
+}
+
+TEST_CASE("watch: the job mark travels on the orders pipe, and a bad record is named", "[watchdog]") {
+  auto read_back = [](const std::string& bytes) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    REQUIRE(write(fds[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    close(fds[1]);
+    dlaunch::Result<std::string> mark = ReadWatchMark(fds[0]);
+    close(fds[0]);
+    return mark.ok() ? "mark " + *mark : mark.status().message();
+  };
+  std::string entry = "DLAUNCH_JOB_MARK=0123456789abcdef0123456789abcdef";
+  CHECK(read_back(WatchMarkRecord(entry)) == "mark " + entry);
+  CHECK(read_back(WatchMarkRecord("")) == "mark ");
+  // The orders that follow are left on the pipe.
+  CHECK(read_back(WatchMarkRecord(entry) + "rest") == "mark " + entry);
+  CHECK(read_back("") == "dlaunch-watch: orders on stdin: no job mark (end of input)");
+  CHECK(read_back(WatchMarkRecord(entry).substr(0, 10)) ==
+        "dlaunch-watch: orders on stdin: the job mark cut short (end of input)");
+  CHECK(read_back(WatchMarkRecord(std::string(kMaxMarkEntry + 1, 'x'))) ==
+        fmt::format("dlaunch-watch: orders on stdin: a job mark of {} bytes (at most {}; dlaunch starts it)",
+                    kMaxMarkEntry + 1, kMaxMarkEntry));
+  // A closed stdin (a helper started by hand with <&-).
+  CHECK(ReadWatchMark(987).status().message() == "dlaunch-watch: orders on stdin: no job mark (Bad file descriptor)");
+}
+
+TEST_CASE("watch: the helper's command line does not hold the job mark", "[watchdog]") {
+  Watchdog watchdog(DLAUNCH_WATCH_HELPER);
+  REQUIRE(watchdog.Start("").ok());
+  CHECK(watchdog.fallback_note().empty());
+  REQUIRE(!watchdog.job_mark().empty());
+  std::string cmdline = ReadFile(fmt::format("/proc/{}/cmdline", watchdog.pid()));
+  CHECK(cmdline.find(std::string(DLAUNCH_WATCH_HELPER)) == 0);  // it is the helper's, read
+  CHECK(cmdline.find(watchdog.job_mark()) == std::string::npos);
+  // Nor its environment (the launcher's, which holds no mark).
+  CHECK(ReadFile(fmt::format("/proc/{}/environ", watchdog.pid())).find(watchdog.job_mark()) == std::string::npos);
+  int watch = watchdog.pid();
+  watchdog.Stop();
+  waitpid(watch, nullptr, 0);
+}
+
+TEST_CASE("watch: a helper that does not say it watches is named, killed and reaped", "[watchdog]") {
+  struct Case {
+    std::string body;
+    std::string what;  // the message after "PATH: "
+  };
+  const std::string pid_file = "echo $$ > \"$(dirname \"$0\")/pid\"; ";
+  std::vector<Case> cases = {
+      {pid_file + "exit 0", "ended before it was watching (exit status 0)"},
+      // A stale dlaunch-watch's complaint, quoted on one line with its control bytes escaped.
+      {pid_file + "printf 'dlaunch-watch: 3 arguments, expected 4\\033[2J\\n' >&2; exit 2",
+       "ended before it was watching (exit status 2: dlaunch-watch: 3 arguments, expected 4\\x1b[2J)"},
+      // Closes its output and runs on: killed all the same.
+      {pid_file + "exec sleep 300 >/dev/null 2>&1", "ended before it was watching (killed by SIGKILL)"},
+      // Never answers.
+      {pid_file + "exec sleep 300", "no answer within 300 ms, so it was killed"},
+      // Answers something else.
+      {pid_file + "echo hello; exec sleep 300", "no answer within 300 ms (it wrote: hello), so it was killed"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.body);
+    ForeignHelper foreign(c.body);
+    dlaunch::Result<WatchHelper> started = StartWatchHelper(
+        foreign.path, WatchOrders{getpgrp(), "DLAUNCH_JOB_MARK=x", "", ""}, std::chrono::milliseconds(300));
+    REQUIRE_FALSE(started.ok());
+    CHECK(started.status().message() == foreign.path + ": " + c.what);
+    // It was reaped: its pid names no process, not even a zombie.
+    std::string pid = ReadFile(foreign.dir + "/pid");
+    REQUIRE(!pid.empty());
+    CHECK(kill(std::stoi(pid), 0) == -1);
+  }
+  dlaunch::Result<WatchHelper> missing =
+      StartWatchHelper("/nonexistent-dlaunch-test/dlaunch-watch", WatchOrders{getpgrp(), "", "", ""});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() ==
+        "/nonexistent-dlaunch-test/dlaunch-watch: cannot start (No such file or directory)");
+}
+
+TEST_CASE("watch: a foreign helper leaves the fork as the watchdog, with one note naming it", "[watchdog]") {
+  ForeignHelper foreign("exit 0");
+  Watchdog watchdog(foreign.path);
+  REQUIRE(watchdog.Start("").ok());
+  CHECK(watchdog.fallback_note() ==
+        foreign.path + ": ended before it was watching (exit status 0); the watchdog is a fork of dlaunch instead");
+  CHECK(ExeOf(watchdog.pid()) == ExeOf(getpid()));
+  int watch = watchdog.pid();
+  watchdog.Stop();
+  int status = 0;
+  REQUIRE(waitpid(watch, &status, 0) == watch);
+  CHECK(WIFEXITED(status));
 }
 
 TEST_CASE("watch: no dlaunch-watch beside the program means the fork", "[watchdog]") {
@@ -99,13 +228,25 @@ TEST_CASE("watch: no dlaunch-watch beside the program means the fork", "[watchdo
 TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registered group and removes the run directory",
           "[watchdog]") {
   // Both ways the watchdog starts: the dlaunch-watch program, and a fork of the
-  // launcher, also when the program named cannot be executed.
-  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"));
-  INFO("helper: '" << helper << "'");
+  // launcher, also when the program named cannot be executed or, in the
+  // helper's place, exits at once (made for each run: Catch2 keeps the
+  // generated values across runs).
+  ForeignHelper foreign("exit 0");
+  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"),
+                                std::string("foreign"));
+  if (helper == "foreign") helper = foreign.path;
+  // A launcher started with stdin, stdout or stderr closed: the orders pipe may
+  // land on 0-2, and must be the helper's stdin all the same.
+  std::vector<int> closed =
+      GENERATE(std::vector<int>{}, std::vector<int>{0}, std::vector<int>{1}, std::vector<int>{0, 1, 2});
+  INFO("helper: '" << helper << "', closed: " << closed.size() << " of 0-2, the first " << (closed.empty() ? -1 : closed[0]));
   char dir_template[] = "/tmp/dlaunch-watch-test-XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
   std::string dir = dir_template;
-  WatchedJob job = StartWatchedJob(helper, dir);
+  WatchedJob job = StartWatchedJob(helper, dir, closed);
+  // Only the real helper is the watchdog; each other way is the fork, and noted
+  // (but when there was no helper at all).
+  CHECK(job.noted == (helper != DLAUNCH_WATCH_HELPER && !helper.empty()));
   // The watchdog is the launcher's child, leads a group of its own, and runs the helper when there is one.
   auto watch_stat = ReadStat(job.watchdog);
   REQUIRE(watch_stat.ok());
@@ -114,6 +255,11 @@ TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registe
   if (helper == DLAUNCH_WATCH_HELPER) CHECK(ExeOf(job.watchdog) == std::filesystem::canonical(helper).string());
   auto worker_stat = ReadStat(job.worker);
   REQUIRE(worker_stat.ok());
+  // While the launcher lives both run: a watchdog that read EOF at once (its
+  // orders pipe lost to a dup2 onto a closed 0-2) has killed the worker and
+  // left, and neither is reaped by the launcher, which waits in pause().
+  CHECK(worker_stat->state != 'Z');
+  CHECK(watch_stat->state != 'Z');
   kill(job.launcher, SIGKILL);
   waitpid(job.launcher, nullptr, 0);
   bool gone = GoneWithin(job.worker, worker_stat->start_time, std::chrono::seconds(5));
