@@ -17,8 +17,10 @@
 #include "launcher/process/process.hpp"
 #include "launcher/process/watch_helper.hpp"
 #include "tests/launcher/process/process_checks.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace dlaunch::launcher;
+using dlaunch::testing::ReadFile;
 using dlaunch::testing::GoneWithin;
 
 namespace {
@@ -96,11 +98,6 @@ struct ForeignHelper {
     std::filesystem::remove_all(dir, ignored);
   }
 };
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string ExeOf(pid_t pid) {
   std::error_code ec;
