@@ -30,6 +30,7 @@ struct Console::Sink {
   Kind kind = Kind::kGone;
   int fd = -1;
   bool splice = false;  // a pipe or a regular file: splice(2) may write it
+  bool line_open = false;  // what was last given to it ends no line (untagged output, LineTagger)
   std::unique_ptr<asio::posix::stream_descriptor> waiter;  // owns fd for the last two kinds
   std::string queue;
   size_t head = 0;  // queue[head..] is still to be written
@@ -135,6 +136,7 @@ bool Console::CanSplice(ConsoleStream stream) const {
 
 void Console::Splice(ConsoleStream stream, int from, size_t n, std::function<void(size_t)> then) {
   Sink& s = SinkFor(stream);
+  s.line_open = false;  // whole lines
   s.owed_from = from;
   s.owed = n;
   s.owed_then = std::move(then);
@@ -203,8 +205,10 @@ size_t Console::buffered() const {
 bool Console::full() const { return !stopped_ && buffered() >= cap_; }
 
 void Console::Write(ConsoleStream stream, std::string_view data) {
-  if (stopped_ && buffered() + data.size() > cap_) return;
-  Enqueue(SinkFor(stream), data);
+  if (data.empty() || (stopped_ && buffered() + data.size() > cap_)) return;
+  Sink& s = SinkFor(stream);
+  s.line_open = data.back() != '\n';
+  Enqueue(s, data);
 }
 
 void Console::Say(std::string_view message) {
@@ -213,7 +217,10 @@ void Console::Say(std::string_view message) {
   // the terminal or starts a line of its own. A tab is harmless and kept.
   std::string safe = SafeUtf8(message, true);
   std::replace(safe.begin(), safe.end(), '\n', '?');
-  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", safe));
+  // After an untagged worker's line that has no newline (yet), on a line of its own.
+  Sink& s = SinkFor(ConsoleStream::kErr);
+  Enqueue(s, fmt::format("{}dlaunch: {}\n", s.line_open ? "\n" : "", safe));
+  s.line_open = false;
 }
 
 void Console::Enqueue(Sink& s, std::string_view data) {

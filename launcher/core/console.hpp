@@ -48,6 +48,8 @@ class Console {
   // NoteStop(), what does not fit under the cap is dropped instead.
   void Write(ConsoleStream stream, std::string_view data);
   // dlaunch's own line on stderr, "dlaunch: MESSAGE\n": never dropped, never blocks.
+  // It starts a line: after a worker's untagged output that ended without a
+  // newline, a newline comes first.
   // MESSAGE is written as SafeUtf8 (text.hpp) makes it: a control character but
   // tab, or a byte of invalid UTF-8 (a peer's escape sequence, a newline), shows as '?'.
   void Say(std::string_view message);

@@ -118,6 +118,7 @@ void Streams::Add(int fd, int group, StreamRoute route, std::function<void()> on
   s->group = group;
   s->route = std::move(route);
   s->on_close = std::move(on_close);
+  s->tagger = LineTagger(s->route.max_line);
   s->spliceable = Spliceable(s->route, read_size_) && OpenScratch();
   Stream* raw = s.get();
   streams_.push_back(std::move(s));

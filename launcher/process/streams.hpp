@@ -44,6 +44,8 @@ struct StreamRoute {
   std::string prefix;                    // before each console line
   std::string format;                    // non-empty: re-render `prefix` from it at each read ({time})
   TagFields fields;                      // for `format`
+  // The longest line kept whole (LineTagger's cap). Default: kMaxLineBytes.
+  size_t max_line = kMaxLineBytes;
   int file_fd = -1;                      // owned: gets the raw bytes; closed with the stream
   TailBuffer* tail = nullptr;            // gets the raw bytes; must outlive the stream
   LastLine* last = nullptr;              // gets the raw bytes (dlaunch status); must outlive the stream
@@ -74,7 +76,8 @@ class Streams {
   // The writers of `group` have exited: close what is still open after
   // kDrainTimeout of reading (a grandchild may hold a pipe open). Idempotent.
   void Drain(int group);
-  // Closes every stream now, ending unfinished lines; no on_close runs.
+  // Closes every stream now, passing on unfinished lines (LineTagger::Finish);
+  // no on_close runs.
   void CloseAll();
   // Bytes moved by splice, not copied through dlaunch (tests, benchmarks).
   uint64_t spliced() const { return spliced_; }

@@ -201,6 +201,20 @@ TEST_CASE("console: a regular file is written at once", "[console]") {
   unlink(path);
 }
 
+TEST_CASE("console: dlaunch's own line starts a line after untagged output that ended none", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1]);
+  console.Write(ConsoleStream::kOut, "a progress bar 10%");  // an untagged worker's bytes, as written
+  console.Say("one");
+  console.Write(ConsoleStream::kOut, "line\n");
+  console.Say("two");
+  console.Write(ConsoleStream::kErr, "no newline");
+  console.Write(ConsoleStream::kOut, "");  // nothing: no line is ended or opened
+  console.Say("three");
+  CHECK(p.ReadNow() == "a progress bar 10%\ndlaunch: one\nline\ndlaunch: two\nno newline\ndlaunch: three\n");
+}
+
 TEST_CASE("console: dlaunch's lines show a peer's escape sequences and newlines escaped", "[console]") {
   char path[] = "/tmp/dlaunch-console-XXXXXX";
   int fd = mkstemp(path);
