@@ -9,8 +9,10 @@
 // status`'s last line), and a partial line waits in the pipe for its end, as
 // it would wait in the tagger. A stream that
 // shows on the console stops reading while the console is full, so its writer
-// blocks on the pipe, and reads again once the console drains. Reaper reaps
-// every exited child on SIGCHLD. Every call happens on the io_context's thread.
+// blocks on the pipe, and reads again once the console drains. A pipe keeps
+// Linux's default size until its stream is busy, and is then grown within the
+// job's budget (Console::pipes, PipeBudget). Reaper reaps every exited child on
+// SIGCHLD. Every call happens on the io_context's thread.
 #pragma once
 
 #include <chrono>
@@ -93,6 +95,7 @@ class Streams {
   void ClearScratch();
   bool AllSplice() const;
   void Close(Stream* s);
+  void Moved(Stream* s, size_t n);
   void ArmDrain(int group);
 
   boost::asio::io_context& io_;
