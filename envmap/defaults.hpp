@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace dlaunch::envmap {
@@ -46,6 +47,19 @@ inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};   // 
 // stacks` of a whole job); one that does not is named as not sampled. A node
 // takes at most 10 s: gdb attaches take seconds.
 inline constexpr std::chrono::milliseconds kStacksAnswerTimeout{15'000};
+
+// Pipe memory. Linux charges a pipe's capacity to the user who made it
+// (fs.pipe-user-pages-soft: 64 MiB for a user without CAP_SYS_RESOURCE), and
+// past that limit every new pipe of that user's, in any program, gets 8 KiB.
+// A job grows a pipe from the default 64 KiB to kBusyPipeBytes only for a busy
+// stream (its workers', its console's): one that moved kBusyStreamBytes within
+// kBusyWindow, a few reads of fast output. It adds at most kJobPipeBudget in
+// all: eight busy ranks and the console, with room to spare; four such jobs at
+// once leave the user 12 MiB for other pipes.
+inline constexpr int kBusyPipeBytes = 1 << 20;  // Linux's fs.pipe-max-size default
+inline constexpr size_t kJobPipeBudget = size_t{12} << 20;
+inline constexpr size_t kBusyStreamBytes = size_t{256} << 10;
+inline constexpr std::chrono::milliseconds kBusyWindow{100};
 
 // Exit codes. Once workers run a job's code is theirs (launcher/process/summary.hpp);
 // only main() returns a code to the shell.

@@ -30,6 +30,9 @@ struct Console::Sink {
   Kind kind = Kind::kGone;
   int fd = -1;
   bool splice = false;  // a pipe or a regular file: splice(2) may write it
+  bool may_grow = false;  // a pipe not yet offered to the budget: grown once busy
+  BusyMeter meter;
+  bool line_open = false;  // what was last given to it ends no line (untagged output, LineTagger)
   std::unique_ptr<asio::posix::stream_descriptor> waiter;  // owns fd for the last two kinds
   std::string queue;
   size_t head = 0;  // queue[head..] is still to be written
@@ -45,20 +48,6 @@ struct Console::Sink {
 namespace {
 
 using Sink = Console::Sink;
-
-// A pipe from the shell holds 64 KiB: under fast output dlaunch and the reader
-// then take turns every 64 KiB, two context switches and an epoll round each.
-// At 1 MiB (Linux's limit for an unprivileged process, and what the workers'
-// pipes have) 8 tagged ranks moved 512 MiB in 0.46 to 0.53 s against 0.76 to
-// 0.88 s (bench/profile/output.md). The pipe is the user's, but only its
-// capacity changes, and it stays bounded: back-pressure comes 1 MiB later.
-// Never shrinks a pipe; a refusal (the user's pipe memory limit) leaves it.
-constexpr int kConsolePipeBytes = 1 << 20;
-
-void GrowPipe(int fd) {
-  int now = fcntl(fd, F_GETPIPE_SZ);
-  if (now >= 0 && now < kConsolePipeBytes) fcntl(fd, F_SETPIPE_SZ, kConsolePipeBytes);
-}
 
 std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
   auto s = std::make_unique<Sink>();
@@ -82,7 +71,7 @@ std::unique_ptr<Sink> OpenSink(asio::io_context& io, int fd) {
       return s;
     }
     kind = Sink::Kind::kNonBlocking;
-    if (S_ISFIFO(st.st_mode)) GrowPipe(own >= 0 ? own : fd);
+    s->may_grow = S_ISFIFO(st.st_mode);
   }
   if (own < 0) return s;  // a regular file, or no way to reopen: plain writes
   try {
@@ -108,7 +97,12 @@ bool SameObject(int a, int b) {
 
 }  // namespace
 
-Console::Console(asio::io_context& io, int out_fd, int err_fd, size_t cap) : io_(io), cap_(cap) {
+Console::Console(asio::io_context& io, int out_fd, int err_fd, size_t cap, PipeBudget* pipes)
+    : io_(io), cap_(cap), pipes_(pipes) {
+  if (pipes_ == nullptr) {
+    own_pipes_ = std::make_unique<PipeBudget>(SystemPipeSizes());
+    pipes_ = own_pipes_.get();
+  }
   sinks_.push_back(OpenSink(io, out_fd));
   if (!SameObject(out_fd, err_fd)) sinks_.push_back(OpenSink(io, err_fd));
 }
@@ -135,6 +129,7 @@ bool Console::CanSplice(ConsoleStream stream) const {
 
 void Console::Splice(ConsoleStream stream, int from, size_t n, std::function<void(size_t)> then) {
   Sink& s = SinkFor(stream);
+  s.line_open = false;  // whole lines
   s.owed_from = from;
   s.owed = n;
   s.owed_then = std::move(then);
@@ -148,6 +143,7 @@ bool Console::MoveOwed(Sink& s) {
     ssize_t n = splice(s.owed_from, nullptr, s.fd, nullptr, s.owed, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     if (n > 0) {
       s.owed -= static_cast<size_t>(n);
+      Moved(s, static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN && s.kind != Sink::Kind::kBlocking) {
@@ -203,8 +199,10 @@ size_t Console::buffered() const {
 bool Console::full() const { return !stopped_ && buffered() >= cap_; }
 
 void Console::Write(ConsoleStream stream, std::string_view data) {
-  if (stopped_ && buffered() + data.size() > cap_) return;
-  Enqueue(SinkFor(stream), data);
+  if (data.empty() || (stopped_ && buffered() + data.size() > cap_)) return;
+  Sink& s = SinkFor(stream);
+  s.line_open = data.back() != '\n';
+  Enqueue(s, data);
 }
 
 void Console::Say(std::string_view message) {
@@ -213,7 +211,10 @@ void Console::Say(std::string_view message) {
   // the terminal or starts a line of its own. A tab is harmless and kept.
   std::string safe = SafeUtf8(message, true);
   std::replace(safe.begin(), safe.end(), '\n', '?');
-  Enqueue(SinkFor(ConsoleStream::kErr), fmt::format("dlaunch: {}\n", safe));
+  // After an untagged worker's line that has no newline (yet), on a line of its own.
+  Sink& s = SinkFor(ConsoleStream::kErr);
+  Enqueue(s, fmt::format("{}dlaunch: {}\n", s.line_open ? "\n" : "", safe));
+  s.line_open = false;
 }
 
 void Console::Enqueue(Sink& s, std::string_view data) {
@@ -231,6 +232,7 @@ void Console::Enqueue(Sink& s, std::string_view data) {
       ssize_t n = WriteSome(s, data.data(), data.size());
       if (n > 0) {
         data.remove_prefix(static_cast<size_t>(n));
+        Moved(s, static_cast<size_t>(n));
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -253,6 +255,7 @@ void Console::Flush(Sink& s) {
     ssize_t n = WriteSome(s, s.queue.data() + s.head, s.pending());
     if (n > 0) {
       s.head += static_cast<size_t>(n);
+      Moved(s, static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -273,6 +276,21 @@ void Console::Flush(Sink& s) {
     s.head = 0;
   }
   Release();
+}
+
+// A pipe sink that moves output fast is grown (within the job's budget): the
+// reader and dlaunch then take turns every 1 MiB instead of every 64 KiB. Only
+// the pipe's capacity changes: back-pressure comes 1 MiB later, and what the
+// console holds is bounded as before. A refusal by Linux is said once, from a
+// handler of its own (this runs inside a write to the sink Say would use).
+void Console::Moved(Sink& s, size_t n) {
+  if (!s.may_grow || !s.meter.Moved(n, std::chrono::steady_clock::now())) return;
+  s.may_grow = false;
+  pipes_->Grow(s.fd);
+  if (std::optional<std::string> refusal = pipes_->TakeRefusal())
+    asio::post(io_, [this, alive = life_.token(), line = std::move(*refusal)] {
+      if (!alive.expired()) Say(line);
+    });
 }
 
 void Console::Gone(Sink& s) {

@@ -25,6 +25,9 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "launcher/core/event_loop.hpp"
+#include "launcher/core/pipe_budget.hpp"
+
 namespace dlaunch::launcher {
 
 // Default: 4 MiB of output held for a slow reader before workers are paused.
@@ -39,7 +42,10 @@ class Console {
   // Takes over writing to `out_fd` and `err_fd` (normally 1 and 2); they stay
   // open and keep their flags. A regular file is written with plain writes (it
   // never waits for a reader); so is a pipe or tty that cannot be reopened.
-  Console(boost::asio::io_context& io, int out_fd, int err_fd, size_t cap = kConsoleCap);
+  // `pipes`: the job's pipe budget (must outlive the console); null: one of its
+  // own on the kernel's pipes. A pipe it writes to is grown once busy (PipeBudget).
+  Console(boost::asio::io_context& io, int out_fd, int err_fd, size_t cap = kConsoleCap,
+          PipeBudget* pipes = nullptr);
   ~Console();
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;
@@ -48,6 +54,8 @@ class Console {
   // NoteStop(), what does not fit under the cap is dropped instead.
   void Write(ConsoleStream stream, std::string_view data);
   // dlaunch's own line on stderr, "dlaunch: MESSAGE\n": never dropped, never blocks.
+  // It starts a line: after a worker's untagged output that ended without a
+  // newline, a newline comes first.
   // MESSAGE is written as SafeUtf8 (text.hpp) makes it: a control character but
   // tab, or a byte of invalid UTF-8 (a peer's escape sequence, a newline), shows as '?'.
   void Say(std::string_view message);
@@ -97,6 +105,9 @@ class Console {
   // wait to kStopGrace. Returns true when nothing was left unwritten.
   bool Drain(const std::vector<int>& stop_signals);
 
+  // The job's pipe budget, which the streams that feed the console share.
+  PipeBudget& pipes() { return *pipes_; }
+
   struct Sink;  // one output object; defined in console.cpp
 
  private:
@@ -105,6 +116,7 @@ class Console {
   void Flush(Sink& sink);
   void Arm(Sink& sink);
   void Release();
+  void Moved(Sink& sink, size_t n);
   bool MoveOwed(Sink& sink);
   void TakeOwed(Sink& sink, bool notify);
   Sink& SinkFor(ConsoleStream stream);
@@ -116,6 +128,9 @@ class Console {
   std::vector<std::function<void()>> waiters_;
   bool stopped_ = false;
   std::chrono::steady_clock::time_point stop_at_;
+  std::unique_ptr<PipeBudget> own_pipes_;  // when none was given
+  PipeBudget* pipes_;
+  Lifetime life_;  // last: expires first
 };
 
 }  // namespace dlaunch::launcher

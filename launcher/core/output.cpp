@@ -52,8 +52,10 @@ void LineTagger::Feed(std::string_view data, std::string_view prefix, std::strin
         partial_.append(data);
         return;
       }
-      // Cut an over-long line at the cap and carry on.
-      out.append(prefix).append(partial_).append(data.substr(0, room)).push_back('\n');
+      // Cut an over-long line at the cap and carry on. A tagged piece becomes a
+      // line of its own; untagged bytes go on as they came.
+      out.append(prefix).append(partial_).append(data.substr(0, room));
+      if (!prefix.empty()) out.push_back('\n');
       partial_.clear();
       data.remove_prefix(room);
       continue;
@@ -71,7 +73,8 @@ void LineTagger::Feed(std::string_view data, std::string_view prefix, std::strin
 
 void LineTagger::Finish(std::string_view prefix, std::string& out) {
   if (partial_.empty()) return;
-  out.append(prefix).append(partial_).push_back('\n');
+  out.append(prefix).append(partial_);
+  if (!prefix.empty()) out.push_back('\n');
   partial_.clear();
 }
 

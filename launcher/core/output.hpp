@@ -2,8 +2,14 @@
 //
 // A LineTagger belongs to one stream of one worker. It never emits part of a
 // line, so two workers' lines cannot interleave mid-line however the reads fall;
-// a line longer than the cap is cut there (the rest continues on a new tagged
-// line) so that a worker without newlines cannot grow memory without bound.
+// a line longer than the cap is cut there so that a worker without newlines
+// cannot grow memory without bound.
+//
+// Tagged output (a non-empty prefix) is made of whole lines: a cut piece is
+// ended with a newline and the rest continues on a new tagged line, and a final
+// line without a newline gets one. Untagged output (an empty prefix) is the
+// worker's bytes exactly: a cut adds nothing (another worker's line may come
+// between the pieces) and a final partial line is passed on as it is.
 #pragma once
 
 #include <chrono>
@@ -25,9 +31,11 @@ class LineTagger {
   explicit LineTagger(size_t max_line = kMaxLineBytes) : max_line_(max_line) {}
 
   // Appends every line completed by `data` to `out`, each behind `prefix`, and
-  // keeps the unfinished rest for the next call.
+  // keeps the unfinished rest for the next call. Pass the same prefix, empty or
+  // not, for the whole stream.
   void Feed(std::string_view data, std::string_view prefix, std::string& out);
-  // Appends the unfinished rest, if any, as a final line with a newline added.
+  // Appends the unfinished rest, if any: a tagged one as a final line with a
+  // newline added, an untagged one as it is.
   void Finish(std::string_view prefix, std::string& out);
   bool has_partial() const { return !partial_.empty(); }
 

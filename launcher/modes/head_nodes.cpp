@@ -61,9 +61,12 @@ Status HeadNodes::StartNode(const std::string& name, const std::string& launcher
   node.pid = child->pid;
   for (auto [fd, is_err] : {std::pair{child->stdout_fd, false}, std::pair{child->stderr_fd, true}}) {
     // The agents tag their workers' lines; the head only keeps lines whole, so
-    // two nodes' output never interleaves mid-line.
+    // two nodes' output never interleaves mid-line. An agent's tagged line is
+    // its cap plus the tag (an argument, so at most 128 KiB): kept whole with
+    // room to spare. Untagged (--no-tag), the bytes pass on unchanged.
     StreamRoute r;
     r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
+    r.max_line = 2 * kMaxLineBytes;
     if (is_err) r.tail = node.err_tail.get();
     streams_.Add(fd, static_cast<int>(i), std::move(r), [this, i] { MaybeFinished(i); });
   }

@@ -37,8 +37,6 @@ namespace bp = boost::process;
 
 namespace {
 
-constexpr int kPipeBytes = 1 << 20;
-
 // Runs in the child between fork and exec, so only async-signal-safe calls.
 void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   setpgid(0, 0);
@@ -114,9 +112,8 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
 Result<Pipe> MakePipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("pipe: {}", std::strerror(errno)));
-  // A larger pipe means fewer wake-ups for a worker that writes fast; the kernel
-  // caps it at /proc/sys/fs/pipe-max-size, and a refusal is harmless.
-  fcntl(fds[0], F_SETPIPE_SZ, kPipeBytes);
+  // Linux's default size: the pipe is charged to the user, so it grows only
+  // once its stream is busy (Streams, PipeBudget).
   return Pipe{fds[0], fds[1]};
 }
 

@@ -66,6 +66,8 @@ struct Streams::Stream {
   bool paused = false;  // waiting for room on the console, or for it to take spliced lines
   bool spliceable = false;
   bool bulk = false;  // the last read filled the buffer: splice next
+  bool may_grow = true;  // not yet offered to the pipe budget
+  BusyMeter meter;
   // Bytes at the head of the pipe already given to the tail, the last line and
   // the hang watch (a partial line that waits in the pipe for its end).
   size_t seen_ahead = 0;
@@ -118,6 +120,7 @@ void Streams::Add(int fd, int group, StreamRoute route, std::function<void()> on
   s->group = group;
   s->route = std::move(route);
   s->on_close = std::move(on_close);
+  s->tagger = LineTagger(s->route.max_line);
   s->spliceable = Spliceable(s->route, read_size_) && OpenScratch();
   Stream* raw = s.get();
   streams_.push_back(std::move(s));
@@ -136,6 +139,14 @@ void Streams::Deliver(Stream* s, std::string_view data) {
   if (r.progress != nullptr) *r.progress = now;
   if (r.last != nullptr) r.last->Append(data, now);
   if (r.tail != nullptr) r.tail->Append(data);
+}
+
+// Offers a busy stream's pipe to the job's budget, once.
+void Streams::Moved(Stream* s, size_t n) {
+  if (!s->may_grow || !s->meter.Moved(n, std::chrono::steady_clock::now())) return;
+  s->may_grow = false;
+  console_.pipes().Grow(s->fd);
+  if (std::optional<std::string> refusal = console_.pipes().TakeRefusal()) console_.Say(*refusal);
 }
 
 void Streams::Continue(Stream* s) {
@@ -169,6 +180,7 @@ void Streams::Read(Stream* s) {
       if (r.file_fd >= 0) WriteAll(r.file_fd, data);
       Deliver(s, data);
       s->bulk = n == s->size;
+      Moved(s, n);
     }
     if (ec) {
       Close(s);
@@ -255,6 +267,7 @@ void Streams::Round(Stream* s) {
     s->tagger.Feed(head, r.prefix, out_);
     console_.Write(*r.console, out_);
     Deliver(s, head);
+    Moved(s, head.size());
     return Continue(s);
   }
   size_t nl = view.rfind('\n');
@@ -269,6 +282,7 @@ void Streams::Round(Stream* s) {
     return Wait(s);
   }
   size_t lines = base + nl + 1;  // the whole lines at the pipe's head
+  Moved(s, lines);
   s->seen_ahead = s->seen_ahead > base ? s->seen_ahead - base : 0;
   Deliver(s, view);
   s->seen_ahead = len - lines;
@@ -309,6 +323,7 @@ void Streams::Close(Stream* s) {
     console_.Write(*s->route.console, out_);
   }
   if (s->route.file_fd >= 0) close(s->route.file_fd);
+  console_.pipes().Closed(s->fd);
   boost::system::error_code ignored;
   s->sd.close(ignored);
 }

@@ -9,8 +9,10 @@
 // status`'s last line), and a partial line waits in the pipe for its end, as
 // it would wait in the tagger. A stream that
 // shows on the console stops reading while the console is full, so its writer
-// blocks on the pipe, and reads again once the console drains. Reaper reaps
-// every exited child on SIGCHLD. Every call happens on the io_context's thread.
+// blocks on the pipe, and reads again once the console drains. A pipe keeps
+// Linux's default size until its stream is busy, and is then grown within the
+// job's budget (Console::pipes, PipeBudget). Reaper reaps every exited child on
+// SIGCHLD. Every call happens on the io_context's thread.
 #pragma once
 
 #include <chrono>
@@ -44,6 +46,8 @@ struct StreamRoute {
   std::string prefix;                    // before each console line
   std::string format;                    // non-empty: re-render `prefix` from it at each read ({time})
   TagFields fields;                      // for `format`
+  // The longest line kept whole (LineTagger's cap). Default: kMaxLineBytes.
+  size_t max_line = kMaxLineBytes;
   int file_fd = -1;                      // owned: gets the raw bytes; closed with the stream
   TailBuffer* tail = nullptr;            // gets the raw bytes; must outlive the stream
   LastLine* last = nullptr;              // gets the raw bytes (dlaunch status); must outlive the stream
@@ -74,7 +78,8 @@ class Streams {
   // The writers of `group` have exited: close what is still open after
   // kDrainTimeout of reading (a grandchild may hold a pipe open). Idempotent.
   void Drain(int group);
-  // Closes every stream now, ending unfinished lines; no on_close runs.
+  // Closes every stream now, passing on unfinished lines (LineTagger::Finish);
+  // no on_close runs.
   void CloseAll();
   // Bytes moved by splice, not copied through dlaunch (tests, benchmarks).
   uint64_t spliced() const { return spliced_; }
@@ -90,6 +95,7 @@ class Streams {
   void ClearScratch();
   bool AllSplice() const;
   void Close(Stream* s);
+  void Moved(Stream* s, size_t n);
   void ArmDrain(int group);
 
   boost::asio::io_context& io_;

@@ -3,7 +3,7 @@
 # Output under load: 8 ranks each write 20 MB of numbered lines in odd-sized
 # chunks (plus some stderr). Every line must arrive whole, tagged `[R]: `, in
 # order within its rank, none lost or duplicated; a final line without a
-# newline is kept.
+# newline is kept. Untagged output is passed on byte for byte.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -148,6 +148,109 @@ assert_eq "$(sort "$OUT" | tr '\n' ',')" "0|0|hello 0,1|1|hello 1," "stdout with
 run_dl 30 --nproc-per-node 2 '--tag-output={host}:{rank}|' -- "${hello[@]}"
 expect_rc 0 "--tag-output={host}:{rank}|"
 assert_eq "$(sort "$OUT" | tr '\n' ',')" "$(hostname):0|hello 0,$(hostname):1|hello 1," "stdout with --tag-output={host}:{rank}|"
+
+# Untagged output is the workers' bytes exactly: binary with NULs, lines longer
+# than every buffer (the 1 MiB line cap, the 256 KiB reads, the pipes), and no
+# final newline. one.bin is a line of 2,988,294 bytes with no newline at all;
+# r0.bin holds bytes 0x00-0x7f, r1.bin bytes 0x80-0xff and newlines, so that
+# each rank's bytes can be picked out of a console both wrote to.
+cat >"$TMP/bytes.py" <<'PYEOF'
+import hashlib, os, random, sys
+
+def make(path, seed, alphabet, size):
+    """Random bytes of `alphabet` (newlines where it has them), with runs of
+    1.2 to 2.6 MB that have none, and no final newline."""
+    rng = random.Random(seed)
+    table = bytes(alphabet[i % len(alphabet)] for i in range(256))
+    solid = [b for b in alphabet if b != 10]
+    no_nl = bytes(solid[i % len(solid)] for i in range(256))
+    out = bytearray()
+    while len(out) < size:
+        if rng.random() < 0.3:
+            out += rng.randbytes(rng.randint(1_200_000, 2_600_000)).translate(no_nl)
+        else:
+            out += rng.randbytes(rng.randint(1, 400_000)).translate(table)
+    with open(path, "wb") as f:
+        f.write(bytes(out[:size - 1]) + bytes([solid[0]]))
+
+def write(path):
+    """Writes the file to stdout in odd-sized chunks (the copying path)."""
+    data = open(path, "rb").read()
+    rng, pos = random.Random(len(data)), 0
+    while pos < len(data):
+        n = rng.choice((1, 4095, 4097, 65537, 300000)) if rng.random() < 0.3 else rng.randint(1, 40000)
+        pos += os.write(1, data[pos:pos + n])
+
+def picked(got, r0, r1):
+    """What is wrong with `got` as an interleaving of r0's and r1's bytes."""
+    if len(got) != len(r0) + len(r1):
+        return f"{len(got)} bytes, expected {len(r0)} + {len(r1)}"
+    lines = [x.count(b"\n") for x in (got, r0, r1)]
+    if lines[0] != lines[1] + lines[2]:
+        return f"{lines[0]} newlines, expected {lines[1]} + {lines[2]}"
+    low = bytes(b for b in got if b < 0x80 and b != 10)
+    if low != r0.replace(b"\n", b""):
+        return "rank 0's bytes (0x00-0x7f) are changed or out of order"
+    if bytes(b for b in got if b >= 0x80) != r1.replace(b"\n", b""):
+        return "rank 1's bytes (0x80-0xff) are changed or out of order"
+    return ""
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "make":
+        d = args[0]
+        make(f"{d}/one.bin", 1, [b for b in range(256) if b != 10], 2_988_294)
+        make(f"{d}/r0.bin", 2, list(range(0x80)), 3_000_000)
+        make(f"{d}/r1.bin", 3, list(range(0x80, 0x100)) + [10], 3_000_000)
+    elif cmd == "write":
+        write(args[0])
+    elif cmd == "pick":
+        got, r0, r1 = (open(p, "rb").read() for p in args)
+        problem = picked(got, r0, r1)
+        print(problem)
+        sys.exit(1 if problem else 0)
+PYEOF
+"$PY" "$TMP/bytes.py" make "$TMP" || fail "could not make the binary test files"
+sum_of() { sha256sum <"$1" | cut -d' ' -f1; }
+# same_bytes WHAT FILE EXPECTED: FILE holds exactly EXPECTED's bytes.
+same_bytes() {
+  [[ $(sum_of "$2") == "$(sum_of "$3")" ]] && return 0
+  log "exit code $RC; dlaunch's lines: $(grep -a '^dlaunch: ' "$ERR" | head -n 3 | cut -c1-200)"
+  fail "$1: $(stat -c %s "$2") bytes arrived where $(stat -c %s "$3") were written, or they differ"
+}
+# No notice of dlaunch's own on stderr: rank 1's bytes go there.
+export OMP_NUM_THREADS=1
+
+# One rank: exact, to a file (spliced), through a pipe, and written in odd chunks (copied).
+run_dl 60 --nproc-per-node 1 -- cat "$TMP/one.bin"
+expect_rc 0 "one untagged rank writing a 2,988,294-byte line"
+same_bytes "one rank's line of 2,988,294 bytes without a newline, to a file" "$OUT" "$TMP/one.bin"
+timeout -k 5 60 "$DLAUNCH" --nproc-per-node 1 -- cat "$TMP/one.bin" </dev/null 2>"$TMP/piped.err" |
+  cat >"$TMP/piped.out"
+same_bytes "the same line through a pipe" "$TMP/piped.out" "$TMP/one.bin"
+run_dl 60 --nproc-per-node 1 -- "$PY" "$TMP/bytes.py" write "$TMP/r0.bin"
+expect_rc 0 "one untagged rank writing binary in odd chunks"
+same_bytes "one rank's binary written in odd chunks" "$OUT" "$TMP/r0.bin"
+# Two ranks, --no-tag, one on stdout and one on stderr: each stream exact.
+# shellcheck disable=SC2016  # $RANK expands in the worker
+run_dl 60 --nproc-per-node 2 --no-tag -- sh -c \
+  'if [ "$RANK" = 0 ]; then exec cat "$1/r0.bin"; else exec "$2" "$1/bytes.py" write "$1/r1.bin" >&2; fi' \
+  "$MARK" "$TMP" "$PY"
+expect_rc 0 "--no-tag, rank 0 on stdout and rank 1 on stderr"
+same_bytes "rank 0's stdout with --no-tag" "$OUT" "$TMP/r0.bin"
+same_bytes "rank 1's stderr with --no-tag" "$ERR" "$TMP/r1.bin"
+# Two ranks, --no-tag, both on stdout: the streams interleave, at line ends or
+# at the 1 MiB cut of a longer line, and each rank's bytes arrive, in order.
+for writer in cat write; do
+  # shellcheck disable=SC2016
+  run_dl 60 --nproc-per-node 2 --no-tag -- sh -c \
+    'if [ "$2" = cat ]; then exec cat "$1/r$RANK.bin"; fi; exec "$3" "$1/bytes.py" write "$1/r$RANK.bin"' \
+    "$MARK" "$TMP" "$writer" "$PY"
+  expect_rc 0 "--no-tag, two ranks on stdout ($writer)"
+  problem=$("$PY" "$TMP/bytes.py" pick "$OUT" "$TMP/r0.bin" "$TMP/r1.bin") ||
+    fail "--no-tag, two ranks on stdout ($writer): $problem"
+done
+unset OMP_NUM_THREADS
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the output test"

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -92,31 +93,104 @@ TEST_CASE("console writes never block on a stalled reader and fill up at the cap
   CHECK_FALSE(console.full());
 }
 
-TEST_CASE("console grows a pipe to 1 MiB and holds exactly what the pipe no longer takes", "[console]") {
+// Writes `all` to the console in 4 KiB pieces while reading the pipe: a reader
+// that keeps up with fast output. Returns what it read.
+std::string WriteWhileRead(Console& console, StalledPipe& p, ConsoleStream stream, const std::string& all) {
+  std::string got;
+  for (size_t at = 0; at < all.size(); at += 4096) {
+    console.Write(stream, std::string_view(all).substr(at, 4096));
+    got += p.ReadNow();
+  }
+  return got + p.ReadNow();
+}
+
+TEST_CASE("console grows a busy pipe to 1 MiB and holds exactly what the pipe no longer takes", "[console][pipes]") {
   StalledPipe p;
   REQUIRE(fcntl(p.fds[1], F_GETPIPE_SZ) == 64 * 1024);  // a shell's pipe
   asio::io_context io;
   const size_t cap = 64 * 1024;
   Console console(io, p.fds[1], p.fds[1], cap);
+  CHECK(fcntl(p.fds[1], F_GETPIPE_SZ) == 64 * 1024);  // nothing written yet: nothing charged
+  std::string fast = Lines(0, 3000, "fast");          // about 300 KiB at once
+  CHECK(WriteWhileRead(console, p, ConsoleStream::kOut, fast) == fast);
   CHECK(fcntl(p.fds[1], F_GETPIPE_SZ) == 1 << 20);
+  CHECK(console.pipes().used() == (1 << 20) - 64 * 1024);
+  // Then the reader stalls: the pipe takes its 1 MiB before the console queues.
   std::string all = Lines(0, kOverfill, "out");
   for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
   std::string in_pipe = p.ReadNow();
-  CHECK(in_pipe.size() > 1000 * 1024);  // the grown pipe took about 1 MiB before the console queued
+  CHECK(in_pipe.size() > 1000 * 1024);
   CHECK(in_pipe.size() <= 1 << 20);
   CHECK(in_pipe.size() + console.buffered() == all.size());  // nothing lost, nothing doubled
   CHECK(in_pipe + p.ReadAll(io, all.size() - in_pipe.size()) == all);
 }
 
-TEST_CASE("console grows stderr's own pipe too, and never shrinks a larger one", "[console]") {
+TEST_CASE("console leaves a pipe whose reader is slow at its size, and never shrinks a larger one", "[console][pipes]") {
   StalledPipe big, small;
   // Only a process that may pass fs.pipe-max-size (1 MiB) can make the larger
   // one; where none can (this machine's root cannot), no pipe is larger.
   bool larger = fcntl(big.fds[1], F_SETPIPE_SZ, 4 << 20) >= 0;
   asio::io_context io;
-  Console console(io, big.fds[1], small.fds[1]);
-  CHECK(fcntl(big.fds[1], F_GETPIPE_SZ) == (larger ? 4 << 20 : 1 << 20));
-  CHECK(fcntl(small.fds[1], F_GETPIPE_SZ) == 1 << 20);
+  Console console(io, big.fds[1], small.fds[1], 256 * 1024);
+  // A stalled reader: the console wrote what the pipes hold, 64 KiB, then queued.
+  std::string all = Lines(0, kOverfill, "x");
+  for (size_t at = 0; at < all.size(); at += 4096) {
+    console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
+    console.Write(ConsoleStream::kErr, std::string_view(all).substr(at, 4096));
+  }
+  CHECK(console.full());
+  CHECK(fcntl(big.fds[1], F_GETPIPE_SZ) == (larger ? 4 << 20 : 64 * 1024));
+  CHECK(fcntl(small.fds[1], F_GETPIPE_SZ) == 64 * 1024);
+  CHECK(console.pipes().used() == 0);
+}
+
+TEST_CASE("console grows stderr's own pipe once busy, and leaves a quiet stdout's", "[console][pipes]") {
+  StalledPipe out, err;
+  asio::io_context io;
+  Console console(io, out.fds[1], err.fds[1]);
+  console.Write(ConsoleStream::kOut, "one line\n");
+  std::string fast = Lines(0, 3000, "e");
+  CHECK(WriteWhileRead(console, err, ConsoleStream::kErr, fast) == fast);
+  CHECK(fcntl(err.fds[1], F_GETPIPE_SZ) == 1 << 20);
+  CHECK(fcntl(out.fds[1], F_GETPIPE_SZ) == 64 * 1024);
+}
+
+namespace {
+// Pipes whose user has spent their allowance: every growth is refused.
+struct RefusingPipes : PipeSizes {
+  int Get(int) override { return 64 * 1024; }
+  int Set(int, int) override {
+    errno = EPERM;
+    return -1;
+  }
+};
+}  // namespace
+
+TEST_CASE("console: a busy pipe Linux will not grow stays as it is, and says so once", "[console][pipes]") {
+  StalledPipe out, err;
+  RefusingPipes refusing;
+  PipeBudget budget(refusing);
+  asio::io_context io;
+  Console console(io, out.fds[1], err.fds[1], kConsoleCap, &budget);
+  std::string fast = Lines(0, 3000, "fast");
+  CHECK(WriteWhileRead(console, out, ConsoleStream::kOut, fast) == fast);  // nothing lost
+  CHECK(fcntl(out.fds[1], F_GETPIPE_SZ) == 64 * 1024);
+  io.restart();
+  io.run_for(std::chrono::milliseconds(10));  // the line is said from a handler of its own
+  CHECK(err.ReadNow() ==
+        "dlaunch: output: a busy pipe stays at 64 KiB, not 1024 KiB (Linux refused: this user's pipes have reached "
+        "fs.pipe-user-pages-soft; output goes on, with more wake-ups)\n");
+  CHECK_FALSE(budget.TakeRefusal());  // said: not again
+}
+
+TEST_CASE("console: a job whose pipe budget is spent leaves a busy pipe at its size", "[console][pipes]") {
+  StalledPipe p;
+  PipeBudget spent(SystemPipeSizes(), 0);
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1], kConsoleCap, &spent);
+  std::string fast = Lines(0, 3000, "fast");
+  CHECK(WriteWhileRead(console, p, ConsoleStream::kOut, fast) == fast);
+  CHECK(fcntl(p.fds[1], F_GETPIPE_SZ) == 64 * 1024);
 }
 
 TEST_CASE("console keeps the order of stdout and stderr when they are one pipe", "[console]") {
@@ -199,6 +273,20 @@ TEST_CASE("console: a regular file is written at once", "[console]") {
   CHECK(std::string(buf) == "one\ndlaunch: two\n");
   close(fd);
   unlink(path);
+}
+
+TEST_CASE("console: dlaunch's own line starts a line after untagged output that ended none", "[console]") {
+  StalledPipe p;
+  asio::io_context io;
+  Console console(io, p.fds[1], p.fds[1]);
+  console.Write(ConsoleStream::kOut, "a progress bar 10%");  // an untagged worker's bytes, as written
+  console.Say("one");
+  console.Write(ConsoleStream::kOut, "line\n");
+  console.Say("two");
+  console.Write(ConsoleStream::kErr, "no newline");
+  console.Write(ConsoleStream::kOut, "");  // nothing: no line is ended or opened
+  console.Say("three");
+  CHECK(p.ReadNow() == "a progress bar 10%\ndlaunch: one\nline\ndlaunch: two\nno newline\ndlaunch: three\n");
 }
 
 TEST_CASE("console: dlaunch's lines show a peer's escape sequences and newlines escaped", "[console]") {

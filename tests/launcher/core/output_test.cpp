@@ -27,15 +27,57 @@ TEST_CASE("a partial line is held back until its newline arrives", "[output]") {
   CHECK(out == "> abcdef\n");
 }
 
-TEST_CASE("a final line without a newline is kept", "[output]") {
+TEST_CASE("a final line without a newline is kept: tagged, it is ended; untagged, it is as written", "[output]") {
   LineTagger t;
   std::string out;
-  t.Feed("one\ntwo", "", out);
-  t.Finish("", out);
-  CHECK(out == "one\ntwo\n");
+  t.Feed("one\ntwo", "> ", out);
+  t.Finish("> ", out);
+  CHECK(out == "> one\n> two\n");
   out.clear();
-  t.Finish("", out);
+  t.Finish("> ", out);
   CHECK(out.empty());
+  LineTagger raw;
+  raw.Feed("one\ntwo", "", out);
+  CHECK(out == "one\n");
+  raw.Finish("", out);
+  CHECK(out == "one\ntwo");
+  out.clear();
+  raw.Finish("", out);
+  CHECK(out.empty());
+}
+
+TEST_CASE("untagged, an over-long line is cut at the cap with nothing added", "[output][bounds]") {
+  LineTagger t(4);
+  std::string out;
+  t.Feed("abcdefghij\nxy", "", out);
+  CHECK(out == "abcdefghij\n");  // the pieces "abcd", "efgh", "ij\n" came out one after another
+  t.Feed("z", "", out);
+  t.Finish("", out);
+  CHECK(out == "abcdefghij\nxyz");
+  // Each piece is emitted once it is complete: another worker's line may come between them.
+  LineTagger u(4);
+  std::string piece;
+  u.Feed("abcdef", "", piece);
+  CHECK(piece == "abcd");
+  CHECK(u.has_partial());
+}
+
+TEST_CASE("untagged bytes pass on exactly however the reads fall", "[output][bounds]") {
+  // Binary: NULs, carriage returns, bytes above 0x7f, lines longer than the
+  // cap, and no final newline.
+  std::string input;
+  for (int i = 0; i < 700; ++i) input.push_back(static_cast<char>((i * 37 + i / 5) % 256));
+  input += std::string(50, '\0') + "\n\n" + std::string(40, '\xff');
+  for (size_t cap : {size_t{1}, size_t{7}, size_t{64}, kMaxLineBytes}) {
+    for (size_t step : {size_t{1}, size_t{3}, size_t{64}, size_t{1000}}) {
+      LineTagger t(cap);
+      std::string out;
+      for (size_t at = 0; at < input.size(); at += step) t.Feed(std::string_view(input).substr(at, step), "", out);
+      t.Finish("", out);
+      INFO("cap " << cap << ", reads of " << step);
+      CHECK(out == input);
+    }
+  }
 }
 
 TEST_CASE("an over-long line is cut at the cap and continues tagged", "[output]") {

@@ -86,7 +86,7 @@ void RunFor(asio::io_context& io, std::chrono::milliseconds d) {
   io.run_for(d);
 }
 
-TEST_CASE("spliced output: one untagged worker behind a slow reader loses nothing and ends its last line",
+TEST_CASE("spliced output: one untagged worker behind a slow reader loses nothing and adds nothing",
           "[streams][splice][bounds]") {
   ReaderPipe out, err;
   asio::io_context io;
@@ -126,8 +126,8 @@ TEST_CASE("spliced output: one untagged worker behind a slow reader loses nothin
   RunFor(io, std::chrono::milliseconds(10));
   out.Take(got);
   REQUIRE(closed);
-  CHECK(got.size() == all.size() + 1);
-  CHECK(got == all + "\n");
+  CHECK(got.size() == all.size());
+  CHECK(got == all);  // the last line too, as written: without a newline
   // Most of it moved without a copy, and what was seen is what a copy would have seen.
   CHECK(streams.spliced() > all.size() / 2);
   CHECK(last.line() == "w the end, without a newline");
@@ -176,6 +176,16 @@ TEST_CASE("spliced output: whole lines beside another worker and dlaunch's own l
   pipe.Take(got);
   REQUIRE(closed == 2);
   if (both_splice) CHECK(streams.spliced() > (text_a.size() + text_b.size()) / 2);
+  // An untagged writer's last line arrives as written, without a newline, and
+  // whatever comes next follows it (dlaunch's own line after a newline of its own).
+  auto take_last = [&](const std::string& last) {
+    size_t at = got.find(last);
+    REQUIRE(at != std::string::npos);
+    got.erase(at, last.size());
+    if (at < got.size() && got.compare(at, 10, "\ndlaunch: ") == 0) got.erase(at, 1);
+  };
+  take_last("A the end, without a newline");
+  if (both_splice) take_last("B the end, without a newline");
   // Every line is one writer's whole line, and each writer's lines keep their order.
   std::string seen_a, seen_b;
   int own = 0;
@@ -194,8 +204,8 @@ TEST_CASE("spliced output: whole lines beside another worker and dlaunch's own l
       ++own;
     }
   }
-  CHECK(seen_a == text_a + "\n");
-  CHECK(seen_b == text_b + "\n");
+  CHECK(seen_a + "A the end, without a newline" == text_a);
+  CHECK((both_splice ? seen_b + "B the end, without a newline" : seen_b) == (both_splice ? text_b : text_b + "\n"));
   CHECK(own == said);
 }
 
@@ -256,14 +266,9 @@ TEST_CASE("spliced output: closing streams while the reader stalls keeps what wa
   streams.reset();  // its descriptor closed: the worker's next write fails with EPIPE
   writer.join();
   REQUIRE(!got.empty());
-  REQUIRE(got.back() == '\n');
-  // Whole lines of the worker's, in order, and at most one last line cut short
-  // (the partial line that waited in the pipe, ended by a newline).
-  size_t cut = got.rfind('\n', got.size() - 2);
-  std::string whole = cut == std::string::npos ? "" : got.substr(0, cut + 1);
-  CHECK(all.compare(0, whole.size(), whole) == 0);
-  std::string last = got.substr(whole.size());
-  CHECK(all.compare(whole.size(), last.size() - 1, last, 0, last.size() - 1) == 0);
+  // What the worker wrote, in order, up to where the streams closed: whole
+  // lines, then at most the partial line that waited in the pipe, as it was.
+  CHECK(all.compare(0, got.size(), got) == 0);
 }
 
 TEST_CASE("spliced output: after a stop signal a stalled reader no longer holds the worker", "[streams][splice]") {

@@ -67,8 +67,8 @@ TEST_CASE("Descendants walks the tree below a pid, parents first, leaving out on
   CHECK(Descendants(table, 10) == std::vector<int>{11, 13, 12});
   std::vector<int> all = Descendants(table, 1, 20);
   CHECK(all.size() == 4);
-  CHECK_FALSE(Contains(all, 20));
-  CHECK_FALSE(Contains(all, 21));
+  CHECK_FALSE(dlaunch::testing::Contains(all, 20));
+  CHECK_FALSE(dlaunch::testing::Contains(all, 21));
   CHECK(Descendants(table, 12).empty());
   // A table read while processes come and go may hold a cycle; the walk still ends.
   CHECK(Descendants({p(5, 6), p(6, 5)}, 5) == std::vector<int>{6});
