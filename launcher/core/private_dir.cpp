@@ -8,8 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
+
+#include "launcher/core/system.hpp"
 
 namespace dlaunch::launcher {
 
@@ -42,8 +45,12 @@ Status CheckTrusted(int fd, const std::string& dir) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return Status::Io(fmt::format("{}: cannot read ({})", dir, std::strerror(errno)));
   uid_t me = geteuid();
-  // Its owner may rename anything in it, sticky or not; root could anyway.
-  if (st.st_uid != me && st.st_uid != 0)
+  // Its owner may rename anything in it, sticky or not; root could anyway. In
+  // a user namespace (unshare -r, bwrap, rootless Apptainer) the host's root,
+  // who owns /tmp, shows as the overflow uid, which no process inside can act
+  // as: trusted as root is.
+  static const std::optional<uid_t> unmapped = UnmappedOwner();
+  if (st.st_uid != me && st.st_uid != 0 && st.st_uid != unmapped)
     return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
                                                me == 0 ? "" : " or root"));
   // Without the sticky bit anyone may rename what we make in it and put their
@@ -111,7 +118,7 @@ Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
     note = fmt::format("TMPDIR {}; using /tmp", parent.status().message());
   }
   Result<WalkedDir> tmp = OpenTrusted("/tmp");
-  if (!tmp.ok()) return Status::Io(tmp.status().message());
+  if (!tmp.ok()) return Status::Io(note.empty() ? tmp.status().message() : note + " (" + tmp.status().message() + ")");
   return tmp;
 }
 

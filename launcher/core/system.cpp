@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -147,6 +149,23 @@ std::string ProgramBeside(const std::string& name) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "" : (self.parent_path() / name).string();
+}
+
+bool IsInitialUidMap(std::string_view uid_map) {
+  // The initial namespace maps all of 0..4294967294 onto itself, in one line.
+  unsigned long long inside = 1, outside = 1, count = 0;
+  std::string text(uid_map);
+  if (std::sscanf(text.c_str(), " %llu %llu %llu", &inside, &outside, &count) != 3) return false;
+  return inside == 0 && outside == 0 && count == 4294967295ULL;
+}
+
+std::optional<uid_t> UnmappedOwner() {
+  std::ifstream map("/proc/self/uid_map");
+  std::string text((std::istreambuf_iterator<char>(map)), {});
+  if (!map.is_open() || IsInitialUidMap(text)) return std::nullopt;
+  unsigned long overflow = 65534;
+  std::ifstream("/proc/sys/kernel/overflowuid") >> overflow;
+  return static_cast<uid_t>(overflow);
 }
 
 std::string HostName() {

@@ -2,7 +2,11 @@
 // Each call is an outside effect; main() calls them once and passes plain values on.
 #pragma once
 
+#include <sys/types.h>
+
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "envmap/layout.hpp"
@@ -45,6 +49,14 @@ envmap::EnvMap ReadEnvironment();
 // modules with the system's own glibc, like any program. Call it first in main().
 void KeepHostLookupsBuiltIn();
 std::string HostName();
+// The uid that files of owners unmapped in this process's user namespace show
+// (/proc/sys/kernel/overflowuid, 65534), when this process is in a user
+// namespace other than the initial one (/proc/self/uid_map maps less than all
+// of 0..4294967294); nullopt in the initial namespace, where it is a real user.
+std::optional<uid_t> UnmappedOwner();
+// True when `uid_map` (the text of /proc/PID/uid_map) is the initial user
+// namespace's: "0 0 4294967295".
+bool IsInitialUidMap(std::string_view uid_map);
 // `name` in this program's own folder (/proc/self/exe's): where dlaunch's helper
 // programs are installed. Empty when /proc/self/exe cannot be read.
 std::string ProgramBeside(const std::string& name);

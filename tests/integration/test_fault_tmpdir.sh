@@ -156,5 +156,17 @@ run_dl 30 --log-dir "$LINK" --rdzv-id job3 --nproc-per-node 1 -- echo fine
 expect_rc 0 "--log-dir through root's own link"
 [[ -d $TMP/roots/job3 ]] || fail "the run directory is not where root's link leads"
 
+# In a user namespace (rootless containers: unshare -r, bwrap, Apptainer) the
+# host's root, who owns /tmp, shows as the overflow uid: trusted as root, and
+# the job runs.
+if setpriv --reuid=12345 --regid=12345 --clear-groups unshare --map-current-user true 2>/dev/null; then
+  run_cmd 30 setpriv --reuid=12345 --regid=12345 --clear-groups unshare --map-current-user \
+    "$DLAUNCH" --nproc-per-node 1 -- echo "in a namespace"
+  expect_rc 0 "a job in a user namespace, /tmp owned by the overflow uid"
+  assert_eq "$(cat "$OUT")" "in a namespace" "the job's output in a user namespace"
+else
+  log "no unprivileged user namespaces here: that case is skipped"
+fi
+
 wait_for 10 no_marked_processes || assert_no_leftovers "at the end"
 pass

@@ -79,3 +79,11 @@ TEST_CASE("InterfaceToward: loopback goes out on lo; no route, no name", "[syste
   CHECK(InterfaceToward("localhost") == "lo");
   CHECK(InterfaceToward("no-such-host.invalid") == "");
 }
+
+TEST_CASE("IsInitialUidMap: only the identity map of every uid is the initial namespace", "[system]") {
+  CHECK(IsInitialUidMap("         0          0 4294967295\n"));
+  CHECK_FALSE(IsInitialUidMap("         0       1000          1\n"));  // unshare -r
+  CHECK_FALSE(IsInitialUidMap("     12345      12345          1\n"));  // --map-current-user
+  CHECK_FALSE(IsInitialUidMap("         0          0      65536\n"));
+  CHECK_FALSE(IsInitialUidMap(""));
+}
