@@ -14,6 +14,7 @@
 
 #include "launcher/core/text.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 
 extern char** environ;
 
@@ -28,10 +29,10 @@ constexpr size_t kQuotedOutput = 120;
 
 enum class Answer { kWatching, kEnded, kSilent };
 
-// Reads the helper's output until kWatchAck comes first (kWatching), EOF
+// Reads the helper's output until `answer` comes first (kWatching), EOF
 // (kEnded: it exited or closed its output) or `limit` (kSilent). What it wrote
-// other than the ack goes to `said`, up to kKeptOutput bytes.
-Answer AwaitAnswer(int fd, std::chrono::milliseconds limit, std::string* said) {
+// otherwise goes to `said`, up to kKeptOutput bytes.
+Answer AwaitAnswer(int fd, std::chrono::milliseconds limit, const std::string& answer, std::string* said) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -44,8 +45,9 @@ Answer AwaitAnswer(int fd, std::chrono::milliseconds limit, std::string* said) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Answer::kEnded;
-    if (said->empty() && buf[0] == kWatchAck) return Answer::kWatching;
     said->append(buf, std::min(static_cast<size_t>(n), kKeptOutput - said->size()));
+    // The answer is one write of less than PIPE_BUF, so it arrives whole, first.
+    if (*said == answer) return Answer::kWatching;
     if (said->size() >= kKeptOutput) return Answer::kSilent;  // a flood is no answer either
   }
 }
@@ -89,7 +91,13 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
   }
   // Written before the helper starts: an empty pipe takes the whole record at
   // once, and no reader can have gone yet (no SIGPIPE).
-  std::string record = WatchMarkRecord(orders.mark_entry);
+  // A challenge that only a program that read its orders can give back.
+  Result<std::string> challenge = NewJobMark();
+  if (!challenge.ok()) {
+    for (int fd : {to->read_fd, to->write_fd, from->read_fd, from->write_fd}) close(fd);
+    return Status::Io(fmt::format("{}: {}", helper, challenge.status().message()));
+  }
+  std::string record = WatchMarkRecord(WatchRecord{*challenge, orders.mark_entry});
   bool wrote = write(to->write_fd, record.data(), record.size()) == static_cast<ssize_t>(record.size());
   int write_error = errno;
   SpawnSpec spec;
@@ -112,7 +120,7 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
     return Status::Io(pid.status().message());  // "HELPER: cannot start (...)"
   }
   std::string said;
-  Answer answer = AwaitAnswer(from->read_fd, limit, &said);
+  Answer answer = AwaitAnswer(from->read_fd, limit, WatchAnswer(*challenge), &said);
   // Once it has answered it writes nothing more there (its output goes to /dev/null).
   close(from->read_fd);
   if (answer == Answer::kWatching) return WatchHelper{*pid, to->write_fd};

@@ -1,7 +1,7 @@
 // dlaunch-watch GROUP DIR FILE: the watchdog that dlaunch starts for each job
 // (launcher/watchdog/watch.hpp). Not for people: dlaunch starts it with the job
 // mark and then its orders on stdin, and its stdout and stderr on a pipe of
-// its own, where kWatchAck says that it is watching and anything else (this
+// its own, where WatchAnswer (kWatchAck and the challenge it read) says that it is watching and anything else (this
 // program's complaints, or a foreign program's output) that it is not. Linked
 // statically and with nothing but /proc reading, so that its start costs a
 // fraction of a fork of dlaunch.
@@ -18,11 +18,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", orders.status().message().c_str());
     return 2;
   }
-  dlaunch::Result<std::string> mark = dlaunch::launcher::ReadWatchMark(0);
-  if (!mark.ok()) {
-    std::fprintf(stderr, "%s\n", mark.status().message().c_str());
+  dlaunch::Result<dlaunch::launcher::WatchRecord> record = dlaunch::launcher::ReadWatchMark(0);
+  if (!record.ok()) {
+    std::fprintf(stderr, "%s\n", record.status().message().c_str());
     return 2;
   }
-  orders->mark_entry = *mark;
-  dlaunch::launcher::RunWatch(0, *orders, 1);
+  orders->mark_entry = record->mark_entry;
+  dlaunch::launcher::RunWatch(0, *orders, 1, record->challenge);
 }

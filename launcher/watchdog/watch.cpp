@@ -38,11 +38,18 @@ Result<WatchOrders> ParseWatchArgs(const std::vector<std::string>& args) {
   return orders;
 }
 
-std::string WatchMarkRecord(std::string_view mark_entry) {
-  uint32_t size = static_cast<uint32_t>(mark_entry.size());
-  std::string record(reinterpret_cast<const char*>(&size), sizeof size);
-  record.append(mark_entry);
-  return record;
+std::string WatchMarkRecord(const WatchRecord& record) {
+  uint32_t size = static_cast<uint32_t>(record.challenge.size() + record.mark_entry.size());
+  std::string bytes(reinterpret_cast<const char*>(&size), sizeof size);
+  bytes.append(record.challenge);
+  bytes.append(record.mark_entry);
+  return bytes;
+}
+
+std::string WatchAnswer(std::string_view challenge) {
+  std::string answer(1, kWatchAck);
+  answer.append(challenge);
+  return answer;
 }
 
 namespace {
@@ -64,29 +71,31 @@ bool ReadExactly(int fd, char* to, size_t size) {
 
 }  // namespace
 
-Result<std::string> ReadWatchMark(int fd) {
+Result<WatchRecord> ReadWatchMark(int fd) {
   uint32_t size = 0;
   auto failed = [](const char* what) {
     return Status::Io(fmt::format("dlaunch-watch: orders on stdin: {} ({})", what,
                                   errno == 0 ? "end of input" : std::strerror(errno)));
   };
   if (!ReadExactly(fd, reinterpret_cast<char*>(&size), sizeof size)) return failed("no job mark");
-  if (size > kMaxMarkEntry)
-    return Status::Io(fmt::format("dlaunch-watch: orders on stdin: a job mark of {} bytes (at most {}; dlaunch starts it)",
-                                  size, kMaxMarkEntry));
-  std::string entry(size, '\0');
-  if (!ReadExactly(fd, entry.data(), size)) return failed("the job mark cut short");
-  return entry;
+  if (size < kWatchChallengeSize || size - kWatchChallengeSize > kMaxMarkEntry)
+    return Status::Io(fmt::format(
+        "dlaunch-watch: orders on stdin: a record of {} bytes ({} to {}; dlaunch starts it)", size,
+        kWatchChallengeSize, kWatchChallengeSize + kMaxMarkEntry));
+  std::string bytes(size, '\0');
+  if (!ReadExactly(fd, bytes.data(), size)) return failed("the job mark cut short");
+  return WatchRecord{bytes.substr(0, kWatchChallengeSize), bytes.substr(kWatchChallengeSize)};
 }
 
-void RunWatch(int fd, const WatchOrders& orders, int ack_fd) {
+void RunWatch(int fd, const WatchOrders& orders, int ack_fd, std::string_view challenge) {
   // Its own process group: a SIGKILL to the launcher's group (a head-node
   // launch stopping a local agent) must leave the watchdog to clean up after it.
   setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
   prctl(PR_SET_NAME, "dlaunch-watch");
   if (ack_fd >= 0) {
-    ssize_t ignored = write(ack_fd, &kWatchAck, 1);
+    std::string answer = WatchAnswer(challenge);
+    ssize_t ignored = write(ack_fd, answer.data(), answer.size());  // < PIPE_BUF: whole or not at all
     (void)ignored;
   }
   // The orders' pipe on stdout or stderr (a launcher started with them closed)

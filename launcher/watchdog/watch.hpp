@@ -48,33 +48,44 @@ std::vector<std::string> WatchArgs(const WatchOrders& orders);
 Result<WatchOrders> ParseWatchArgs(const std::vector<std::string>& args);
 
 // The mark travels on the orders pipe instead, as its first bytes, before any
-// WatchMessage: a 4-byte length, then the entry. Nothing but the two ends of
-// the pipe ever holds it there. (The helper's environment would also do, as
-// /proc/PID/environ is the owner's alone, but then the helper would itself be
-// a marked process that every search for the job's processes must leave out.)
-// At most this long, so that the record is one atomic write (< PIPE_BUF) that
-// fits an empty pipe of any size.
+// WatchMessage: a 4-byte length, then a challenge of kWatchChallengeSize bytes
+// and the entry. Nothing but the two ends of the pipe ever holds it there.
+// (The helper's environment would also do, as /proc/PID/environ is the owner's
+// alone, but then the helper would itself be a marked process that every
+// search for the job's processes must leave out.) At most this long, so that
+// the record is one atomic write (< PIPE_BUF) that fits an empty pipe of any
+// size.
 inline constexpr size_t kMaxMarkEntry = 256;
-// The record for `mark_entry` (at most kMaxMarkEntry bytes; empty: no mark).
-std::string WatchMarkRecord(std::string_view mark_entry);
+inline constexpr size_t kWatchChallengeSize = 32;
+struct WatchRecord {
+  std::string challenge;   // kWatchChallengeSize bytes, fresh for each start
+  std::string mark_entry;  // empty: no mark
+};
+// The record for `record` (a challenge of kWatchChallengeSize bytes, a mark of
+// at most kMaxMarkEntry).
+std::string WatchMarkRecord(const WatchRecord& record);
 // Reads the record from `fd`, which blocks until it is all there. Io naming
-// what was wrong: EOF or an error before the end, a length past kMaxMarkEntry.
-Result<std::string> ReadWatchMark(int fd);
+// what was wrong: EOF or an error before the end, a length shorter than the
+// challenge or past it and kMaxMarkEntry.
+Result<WatchRecord> ReadWatchMark(int fd);
 
-// The byte the helper writes once it has its orders and is watching: the
-// launcher then knows that the program beside it is a working dlaunch-watch,
-// not a stale or foreign one that exits at once and leaves the job unwatched.
+// What the helper writes once it has its orders and is watching: kWatchAck and
+// the challenge it read. The launcher then knows that the program beside it is
+// a working dlaunch-watch, not a stale or foreign one that exits at once (or
+// happens to print a 'W') and leaves the job unwatched: only a program that
+// read its orders knows the challenge.
 inline constexpr char kWatchAck = 'W';
+std::string WatchAnswer(std::string_view challenge);
 
 // The watchdog's life, in the process that is to be it: its own process group,
-// terminal signals ignored (they are the launcher's), kWatchAck written to
-// `ack_fd` when it is not -1, then stdout and stderr on /dev/null (so that a
+// terminal signals ignored (they are the launcher's), WatchAnswer(challenge)
+// written to `ack_fd` when it is not -1, then stdout and stderr on /dev/null (so that a
 // reader of the launcher's output sees EOF when the launcher goes, and `ack_fd`
 // may be one of them), and stdin too unless `fd` is 0. Records the orders read
 // from `fd` until a kStop (exits 0 at once) or EOF, then kills: each registered
 // process still the one registered, with its descendants and group, each
 // registered group, and every process holding the mark; then removes the
 // cleanup paths and exits 0.
-[[noreturn]] void RunWatch(int fd, const WatchOrders& orders, int ack_fd = -1);
+[[noreturn]] void RunWatch(int fd, const WatchOrders& orders, int ack_fd = -1, std::string_view challenge = {});
 
 }  // namespace dlaunch::launcher

@@ -47,6 +47,13 @@ stalled() {
 }
 hang_reported() { file_has "$1" "no rank (on any node )?(has )?made progress"; }
 
+# holds_open PID PATH: true when process PID has PATH open.
+holds_open() {
+  local fd
+  for fd in /proc/"$1"/fd/*; do [[ $(readlink "$fd" 2>/dev/null) == "$2" ]] && return 0; done
+  return 1
+}
+
 # ---------------------------------------------------------------------------
 # 1. Ranks blocked on a stalled console are making progress.
 mkfifo "$TMP/fifo1"
@@ -69,6 +76,9 @@ kill -0 "$DLPID" 2>/dev/null || fail "dlaunch ended while its ranks were held ba
 wc -l <"$TMP/fifo1" >"$TMP/1.lines" 3<&- &  # not holding the FIFO open itself
 READER=$!
 track_pid "$READER"
+# Only once the reader has the FIFO open: with no reader for an instant,
+# dlaunch's write would meet a broken pipe rather than a slow reader.
+wait_for 10 holds_open "$READER" "$TMP/fifo1" || fail "the reader never opened $TMP/fifo1"
 exec 3<&-
 t0=$EPOCHREALTIME
 gone() { ! kill -0 "$DLPID" 2>/dev/null || [[ $(awk '{print $3}' "/proc/$DLPID/stat" 2>/dev/null) == Z ]]; }
@@ -132,6 +142,9 @@ bg_running host || fail "the hosting node ended while node 1's ranks were held b
 wc -l <"$TMP/fifo3" >"$TMP/3.lines" 3<&- &
 READER=$!
 track_pid "$READER"
+# Only once the reader has the FIFO open: with no reader for an instant,
+# dlaunch's write would meet a broken pipe rather than a slow reader.
+wait_for 10 holds_open "$READER" "$TMP/fifo3" || fail "the reader never opened $TMP/fifo3"
 exec 3<&-
 touch "$TMP/done"
 t0=$EPOCHREALTIME

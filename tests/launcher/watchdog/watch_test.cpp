@@ -132,21 +132,25 @@ TEST_CASE("watch: the job mark travels on the orders pipe, and a bad record is n
     REQUIRE(pipe(fds) == 0);
     REQUIRE(write(fds[1], bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
     close(fds[1]);
-    dlaunch::Result<std::string> mark = ReadWatchMark(fds[0]);
+    dlaunch::Result<WatchRecord> record = ReadWatchMark(fds[0]);
     close(fds[0]);
-    return mark.ok() ? "mark " + *mark : mark.status().message();
+    return record.ok() ? "challenge " + record->challenge + " mark " + record->mark_entry : record.status().message();
   };
   std::string entry = "DLAUNCH_JOB_MARK=0123456789abcdef0123456789abcdef";
-  CHECK(read_back(WatchMarkRecord(entry)) == "mark " + entry);
-  CHECK(read_back(WatchMarkRecord("")) == "mark ");
+  std::string challenge(kWatchChallengeSize, 'c');
+  CHECK(read_back(WatchMarkRecord({challenge, entry})) == "challenge " + challenge + " mark " + entry);
+  CHECK(read_back(WatchMarkRecord({challenge, ""})) == "challenge " + challenge + " mark ");
   // The orders that follow are left on the pipe.
-  CHECK(read_back(WatchMarkRecord(entry) + "rest") == "mark " + entry);
+  CHECK(read_back(WatchMarkRecord({challenge, entry}) + "rest") == "challenge " + challenge + " mark " + entry);
   CHECK(read_back("") == "dlaunch-watch: orders on stdin: no job mark (end of input)");
-  CHECK(read_back(WatchMarkRecord(entry).substr(0, 10)) ==
+  CHECK(read_back(WatchMarkRecord({challenge, entry}).substr(0, 10)) ==
         "dlaunch-watch: orders on stdin: the job mark cut short (end of input)");
-  CHECK(read_back(WatchMarkRecord(std::string(kMaxMarkEntry + 1, 'x'))) ==
-        fmt::format("dlaunch-watch: orders on stdin: a job mark of {} bytes (at most {}; dlaunch starts it)",
-                    kMaxMarkEntry + 1, kMaxMarkEntry));
+  CHECK(read_back(WatchMarkRecord({challenge, std::string(kMaxMarkEntry + 1, 'x')})) ==
+        fmt::format("dlaunch-watch: orders on stdin: a record of {} bytes ({} to {}; dlaunch starts it)",
+                    kWatchChallengeSize + kMaxMarkEntry + 1, kWatchChallengeSize, kWatchChallengeSize + kMaxMarkEntry));
+  CHECK(read_back(WatchMarkRecord({"short", ""})) ==
+        fmt::format("dlaunch-watch: orders on stdin: a record of 5 bytes ({} to {}; dlaunch starts it)",
+                    kWatchChallengeSize, kWatchChallengeSize + kMaxMarkEntry));
   // A closed stdin (a helper started by hand with <&-).
   CHECK(ReadWatchMark(987).status().message() == "dlaunch-watch: orders on stdin: no job mark (Bad file descriptor)");
 }
@@ -183,6 +187,9 @@ TEST_CASE("watch: a helper that does not say it watches is named, killed and rea
       {pid_file + "exec sleep 300", "no answer within 300 ms, so it was killed"},
       // Answers something else.
       {pid_file + "echo hello; exec sleep 300", "no answer within 300 ms (it wrote: hello), so it was killed"},
+      // Starts with the ack's letter, but never read the challenge.
+      {pid_file + "echo 'Warning: x'; exit 0", "ended before it was watching (exit status 0: Warning: x)"},
+      {pid_file + "printf W; exec sleep 300", "no answer within 300 ms (it wrote: W), so it was killed"},
   };
   for (const Case& c : cases) {
     INFO(c.body);
