@@ -62,11 +62,10 @@ ip::address Unscoped(const ip::address& a) {
 
 }  // namespace
 
-Result<std::optional<uint32_t>> KernelSocketOwners::OwnerOf(const ip::tcp::endpoint& ours,
-                                                            const ip::tcp::endpoint& theirs) {
+Result<PeerSocket> KernelSocketOwners::OwnerOf(const ip::tcp::endpoint& ours, const ip::tcp::endpoint& theirs) {
   const ip::address us = Unscoped(PlainAddress(ours.address()));
   const ip::address them = Unscoped(PlainAddress(theirs.address()));
-  if (us.is_v4() != them.is_v4()) return std::optional<uint32_t>();  // no such connection
+  if (us.is_v4() != them.is_v4()) return PeerSocket{};  // no such connection
 
   struct {
     nlmsghdr header;
@@ -117,7 +116,7 @@ Result<std::optional<uint32_t>> KernelSocketOwners::OwnerOf(const ip::tcp::endpo
     if (h->nlmsg_type == NLMSG_ERROR) {
       const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
       if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return failed("read the kernel's answer", EPROTO);
-      if (e->error == -ENOENT) return std::optional<uint32_t>();
+      if (e->error == -ENOENT) return PeerSocket{};
       return failed("ask the kernel", -e->error);
     }
     if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
@@ -129,10 +128,11 @@ Result<std::optional<uint32_t>> KernelSocketOwners::OwnerOf(const ip::tcp::endpo
     const bool exact = m->id.idiag_sport == htons(theirs.port()) && m->id.idiag_dport == htons(ours.port()) &&
                        DiagAddress(m->idiag_family, m->id.idiag_src) == them &&
                        DiagAddress(m->idiag_family, m->id.idiag_dst) == us;
-    if (!exact || m->idiag_state == TCP_LISTEN || m->idiag_inode == 0) return std::optional<uint32_t>();
-    return std::optional<uint32_t>(m->idiag_uid);
+    if (!exact || m->idiag_state == TCP_LISTEN) return PeerSocket{};
+    if (m->idiag_inode == 0) return PeerSocket{true, std::nullopt};
+    return PeerSocket{true, m->idiag_uid};
   }
-  return std::optional<uint32_t>();
+  return PeerSocket{};
 }
 
 std::vector<ip::address> ThisMachineAddresses() {

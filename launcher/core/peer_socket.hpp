@@ -18,25 +18,34 @@
 
 namespace dlaunch::launcher {
 
+// What the kernel knows of the socket on the other end of a connection.
+struct PeerSocket {
+  // The connection's four-tuple is in this network namespace's socket table:
+  // the peer is on this machine (or in this namespace), whatever its address.
+  bool here = false;
+  // The uid that created it, while a process still holds it open; nullopt for
+  // a remnant of a closed socket (TIME_WAIT, FIN_WAIT2: the kernel keeps no
+  // owner for it, and reports uid 0) and when it is not here.
+  std::optional<uint32_t> uid;
+};
+
 class SocketOwners {
  public:
   virtual ~SocketOwners() = default;
   // `ours` and `theirs`: an accepted connection's local and remote endpoints
-  // (IPv4-mapped IPv6 counts as IPv4). Returns the uid that created the socket
-  // on this machine whose local end is `theirs` and remote end `ours`, while a
-  // process still holds it open; nullopt when there is none (a peer on another
-  // machine or in another network namespace, or one that has closed its
-  // socket: the kernel keeps no owner for it). Io naming the cause when the
+  // (IPv4-mapped IPv6 counts as IPv4). Finds the socket on this machine whose
+  // local end is `theirs` and remote end `ours`. Not here: a peer on another
+  // machine or in another network namespace. Io naming the cause when the
   // kernel cannot be asked. Any thread; blocks on the kernel only.
-  virtual Result<std::optional<uint32_t>> OwnerOf(const boost::asio::ip::tcp::endpoint& ours,
-                                                  const boost::asio::ip::tcp::endpoint& theirs) = 0;
+  virtual Result<PeerSocket> OwnerOf(const boost::asio::ip::tcp::endpoint& ours,
+                                     const boost::asio::ip::tcp::endpoint& theirs) = 0;
 };
 
 // The kernel's answer, over a netlink socket of each query's own.
 class KernelSocketOwners final : public SocketOwners {
  public:
-  Result<std::optional<uint32_t>> OwnerOf(const boost::asio::ip::tcp::endpoint& ours,
-                                          const boost::asio::ip::tcp::endpoint& theirs) override;
+  Result<PeerSocket> OwnerOf(const boost::asio::ip::tcp::endpoint& ours,
+                             const boost::asio::ip::tcp::endpoint& theirs) override;
 };
 
 // `a`, with an IPv4-mapped IPv6 address ("::ffff:10.0.0.1") as its IPv4 one. Pure.

@@ -1,6 +1,7 @@
 // Who may use the Horovod store (horovod_server.hpp). Horovod's client sends no
 // secret, so the store judges the connection itself:
-//   - from this machine (a loopback address, or one of its own): only a socket
+//   - from this machine (the kernel has its socket, or its address is
+//     loopback or one of this machine's): only a socket
 //     of the job's user, as the kernel says (SocketOwners). Another local user
 //     is refused, and so is a peer whose socket cannot be found (closed
 //     already) or when the kernel cannot be asked;
@@ -34,8 +35,9 @@ struct HorovodPeerRules {
 
 // Empty when the peer at `theirs`, connected to `ours`, may use the store;
 // otherwise why not, for the refusal line ("not an address of the job's
-// nodes", "a socket of uid 65534, not the job's uid 0"). Asks `owners` once,
-// for a peer on this machine only. Call on the server's thread.
+// nodes", "a socket of uid 65534, not the job's uid 0"). Asks `owners` once
+// for every peer: the kernel, not the address, says whether it is on this
+// machine. Call on the server's thread.
 std::string HorovodPeerRefusal(const HorovodPeerRules& rules, SocketOwners& owners,
                                const boost::asio::ip::tcp::endpoint& ours,
                                const boost::asio::ip::tcp::endpoint& theirs);

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 class OwnedBy : public SocketOwners {
  public:
   explicit OwnedBy(uint32_t uid) : uid_(uid) {}
-  Result<std::optional<uint32_t>> OwnerOf(const tcp::endpoint&, const tcp::endpoint&) override { return {uid_}; }
+  Result<PeerSocket> OwnerOf(const tcp::endpoint&, const tcp::endpoint&) override { return PeerSocket{true, uid_}; }
 
  private:
   std::optional<uint32_t> uid_;
