@@ -70,6 +70,16 @@ struct Fd {
 
 constexpr int kPathFlags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
 
+// `name` in `dir`, never through a link. As a directory first: O_PATH without
+// O_DIRECTORY does not trigger an automount (autofs), and the walk would sit on
+// the empty mount point of an expired NFS mount. A link or a file there
+// answers ENOTDIR, and is opened as itself, to be judged.
+int OpenComponent(int dir, const char* name) {
+  int fd = openat(dir, name, kPathFlags | O_DIRECTORY);
+  if (fd < 0 && errno == ENOTDIR) fd = openat(dir, name, kPathFlags);
+  return fd;
+}
+
 // One walk: the directory reached so far, held open, the real path's
 // components, and the components still to walk.
 class Walk {
@@ -123,7 +133,7 @@ class Walk {
   // directory, followed when it is a link, made or checked when missing.
   Status Enter(std::string name) {
     Fd next;
-    next.Reset(openat(dir_.fd, name.c_str(), kPathFlags));
+    next.Reset(OpenComponent(dir_.fd, name.c_str()));
     if (next.fd < 0 && errno == ENOENT && missing_ != Missing::kFail) {
       if (Status may = MayMakeIn(dir_.fd, Join(real_)); !may.ok())
         return Status::Io(fmt::format("{}: cannot create ({})", path_, may.message()));
@@ -134,7 +144,7 @@ class Walk {
       }
       // EEXIST: made by someone else meanwhile, and judged below as anything found.
       if (mkdirat(dir_.fd, name.c_str(), 0777) != 0 && errno != EEXIST) return Cannot("create", errno);
-      next.Reset(openat(dir_.fd, name.c_str(), kPathFlags));
+      next.Reset(OpenComponent(dir_.fd, name.c_str()));
     }
     struct stat st {};
     if (next.fd < 0 || fstat(next.fd, &st) != 0) return Cannot("resolve", errno);
