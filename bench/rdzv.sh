@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dlaunch rendezvous benchmark (issue 3): many agents joining one coordinator,
+# dlaunch rendezvous benchmark: many agents joining one coordinator,
 # the load generator, torchrun's c10d rendezvous beside dlaunch's, and how fast a
 # failure on one node stops the workers of another. Everything on 127.0.0.1.
 #
@@ -58,12 +58,12 @@ LOAD_N=${BENCH_LOAD_N:-10000}
 PY=/usr/bin/python3
 TORCHRUN=${TORCHRUN311:-$REPO/../shared/tools/torchrun311.py}
 RESULTS=${BENCH_RESULTS:-$HERE/rdzv_results.md}
-SCALE_TARGET_RATIO=2.5  # the targets: every size within 2.5 x the two-program floor in every rep (issue 21),
+SCALE_TARGET_RATIO=2.5  # the targets: every size within 2.5 x the two-program floor in every rep,
                         # 10,000 simulated < 2 s, failure propagation < 200 ms (median),
 WAIT_TARGET_PCT=1       # an agent waiting for its host under 1% of a core
 LOAD_TARGET_N=10000
 LOAD_TARGET_S=2
-LOAD_EP_TARGET_S=1         # issue 21: 10,000 against `dlaunch coordinator` < 1 s,
+LOAD_EP_TARGET_S=1         # 10,000 against `dlaunch coordinator` < 1 s,
 LOAD_BIG_TARGET_S=2        # 19,000 < 2 s, each at most 2 KiB an agent (VmHWM growth),
 LOAD_KIB_TARGET=2          # 100,000 with no sockets < 3 s on one core, 2 KiB an agent
 NOSOCK_N=${BENCH_NOSOCK_N:-100000}

@@ -2,7 +2,7 @@
 # ctest: LABELS=quick
 # `dlaunch --explain ARGS` refuses exactly what `dlaunch ARGS` refuses: the same
 # exit code and the same line, since both go through Decide and the command's
-# lookup (issue 20). A run that is refused before any worker starts gives the
+# lookup. A run that is refused before any worker starts gives the
 # explain its code (2, 126 or 127) and its line; a run that succeeds gives 0.
 # Each row once failed: the explain returned before the run's last checks, or
 # the run checked the endpoint, the run id and the command only after Decide.

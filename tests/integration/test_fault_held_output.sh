@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Back-pressure is not a hang (issue 18, item 7). A rank that writes without
+# Back-pressure is not a hang. A rank that writes without
 # pause into a stalled console (`| less`, Ctrl-S, a slow tee) is blocked in
 # write(): dlaunch holds its output back, and that time is not silence.
 #   1. two ranks print 60,000 lines each into a dlaunch whose stdout is a FIFO

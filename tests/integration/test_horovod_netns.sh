@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest: PROCESSORS=2
 # --env horovod in a head launch onto network-namespace hosts, in horovodrun's
-# spelling (issue 22). HEAD (.1) runs the head dlaunch; A (.2) and B (.3) run
+# spelling. HEAD (.1) runs the head dlaunch; A (.2) and B (.3) run
 # sshd and the agents; C (.4) is a host outside the job.
 #   1. `dlaunch -np 4 -H A:2,B:2 --env horovod CLIENT 2`: the gloo client
 #      (tests/integration/tools/gloo_client.cpp) makes Horovod's three contexts

@@ -126,7 +126,7 @@ TEST_CASE("KillMarked kills every process whose environment holds the mark, and 
   Reap(other);
 }
 
-// The window of issue 18: a daemon adopted less than a scan before a SIGKILL of
+// The window this closes: a daemon adopted less than a scan before a SIGKILL of
 // the launcher was never registered with the watchdog; it must die all the same.
 TEST_CASE("After a SIGKILL of the launcher the watchdog kills a marked daemon it was never told of", "[job_mark]") {
   // The fork has the mark in memory; the dlaunch-watch program reads it from its pipe.
