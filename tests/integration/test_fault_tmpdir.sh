@@ -133,7 +133,6 @@ for explain in "" --explain; do
   run_dl 30 $explain --log-dir "$LINK" --rdzv-id job2 --nproc-per-node 1 -- echo written
   expect_rc 2 "dlaunch $explain --log-dir through nobody's link"
   assert_eq "$(cat "$ERR")" "$refusal" "the refusal ($explain)"
-  in_time "$ELAPSED" 2 || fail "the refusal took ${ELAPSED}s"
 done
 [[ -z $(ls -A "$TMP/roots") ]] || fail "something was written through the link: $(ls -A "$TMP/roots")"
 # Below it too.
