@@ -21,6 +21,17 @@ if(NOT DLAUNCH_SANITIZE AND NOT DLAUNCH_FUZZ)
   add_compile_definitions($<$<NOT:$<CONFIG:Debug>>:_FORTIFY_SOURCE=2>)
 endif()
 add_link_options(-Wl,-z,relro -Wl,-z,now)
+# DT_RELR (binutils 2.38, glibc 2.36): the PIE's 6,080 relative relocations,
+# most of them the static libcrypto's tables, packed into a 1 KiB bitmap
+# instead of 146 KiB of entries the loader reads at every start (a one-worker
+# job: 2.33-2.61 ms of task-clock either way here, within noise; bench/profile/
+# startup.md). It needs glibc 2.36 at run time, which the default build needs
+# anyway (manylinux_2_36, scripts/package.sh).
+include(CheckLinkerFlag)
+check_linker_flag(CXX -Wl,-z,pack-relative-relocs DLAUNCH_HAVE_RELR)
+if(DLAUNCH_HAVE_RELR)
+  add_link_options(-Wl,-z,pack-relative-relocs)
+endif()
 
 # Links `target` as a static-pie: no loader and no library mapped at its start,
 # its code still randomised. CMake's own PIE link adds -pie after the target's
