@@ -1,6 +1,5 @@
 #include "launcher/process/watch_helper.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -67,23 +66,18 @@ std::string HowItEnded(int status, const std::string& said) {
   return how;
 }
 
-// A pipe with both ends close-on-exec, of the default size: MakePipe's growth
-// to 1 MiB is for output, and Linux charges pipe memory to the user.
-Result<Pipe> SmallPipe() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("pipe: {}", std::strerror(errno)));
-  return Pipe{fds[0], fds[1]};
-}
-
 }  // namespace
 
 Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrders& orders,
                                      std::chrono::milliseconds limit) {
   if (orders.mark_entry.size() > kMaxMarkEntry)
     return Status::InvalidArgument(fmt::format("{}: a job mark of {} bytes", helper, orders.mark_entry.size()));
-  Result<Pipe> to = SmallPipe();
+  // A challenge that only a program that read its orders can give back.
+  Result<std::string> challenge = NewJobMark();
+  if (!challenge.ok()) return Status::Io(fmt::format("{}: {}", helper, challenge.status().message()));
+  Result<Pipe> to = MakePipe();
   if (!to.ok()) return Status::Io(fmt::format("{}: {}", helper, to.status().message()));
-  Result<Pipe> from = SmallPipe();
+  Result<Pipe> from = MakePipe();
   if (!from.ok()) {
     close(to->read_fd);
     close(to->write_fd);
@@ -91,12 +85,6 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
   }
   // Written before the helper starts: an empty pipe takes the whole record at
   // once, and no reader can have gone yet (no SIGPIPE).
-  // A challenge that only a program that read its orders can give back.
-  Result<std::string> challenge = NewJobMark();
-  if (!challenge.ok()) {
-    for (int fd : {to->read_fd, to->write_fd, from->read_fd, from->write_fd}) close(fd);
-    return Status::Io(fmt::format("{}: {}", helper, challenge.status().message()));
-  }
   std::string record = WatchMarkRecord(WatchRecord{*challenge, orders.mark_entry});
   bool wrote = write(to->write_fd, record.data(), record.size()) == static_cast<ssize_t>(record.size());
   int write_error = errno;
