@@ -49,10 +49,13 @@ Status CheckTrusted(int fd, const std::string& dir) {
   // a user namespace (unshare -r, bwrap, rootless Apptainer) the host's root,
   // who owns /tmp, shows as the overflow uid, which no process inside can act
   // as: trusted as root is.
-  static const std::optional<uid_t> unmapped = UnmappedOwner();
-  if (st.st_uid != me && st.st_uid != 0 && st.st_uid != unmapped)
-    return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
-                                               me == 0 ? "" : " or root"));
+  // Read only when it could matter: the usual owner is us or root.
+  if (st.st_uid != me && st.st_uid != 0) {
+    static const std::optional<uid_t> unmapped = UnmappedOwner();
+    if (st.st_uid != unmapped)
+      return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
+                                                 me == 0 ? "" : " or root"));
+  }
   // Without the sticky bit anyone may rename what we make in it and put their
   // own in its place.
   if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
