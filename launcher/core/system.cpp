@@ -46,13 +46,18 @@ void PortReservation::Release() {
 }
 
 namespace {
-Status BindPort(int port, const std::string& what, int* fd_out, int* port_out) {
+enum class Reuse {
+  kFirst,  // SO_REUSEADDR before bind: a port left in TIME_WAIT is taken too
+  kAfter,  // bind strictly, then SO_REUSEADDR: a port is picked that nothing
+           // holds, and the store (which sets it too) binds while we hold it
+  kNever,  // only ours until released: no SO_REUSEADDR binder gets in
+};
+
+Status BindPort(int port, const std::string& what, Reuse reuse, int* fd_out, int* port_out) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Io(fmt::format("{}: socket: {}", what, std::strerror(errno)));
-  // SO_REUSEADDR: a port left in TIME_WAIT is free for the store, and the store
-  // (which sets it too) can bind while we still hold the port.
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (reuse == Reuse::kFirst) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
@@ -62,6 +67,7 @@ Status BindPort(int port, const std::string& what, int* fd_out, int* port_out) {
     close(fd);
     return Status::InvalidArgument(fmt::format("{}: {}", what, std::strerror(err)));
   }
+  if (reuse == Reuse::kAfter) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   *fd_out = fd;
@@ -72,24 +78,30 @@ Status BindPort(int port, const std::string& what, int* fd_out, int* port_out) {
 
 Result<PortReservation> PortReservation::AnyFree() {
   PortReservation r;
-  if (Status s = BindPort(0, "free port", &r.fd_, &r.port_); !s.ok()) return s;
+  if (Status s = BindPort(0, "free port", Reuse::kNever, &r.fd_, &r.port_); !s.ok()) return s;
+  return r;
+}
+
+Result<PortReservation> PortReservation::AnyFreeForStore() {
+  PortReservation r;
+  if (Status s = BindPort(0, "free port", Reuse::kAfter, &r.fd_, &r.port_); !s.ok()) return s;
   return r;
 }
 
 Result<PortReservation> PortReservation::Exactly(int port, const std::string& what) {
   PortReservation r;
-  if (Status s = BindPort(port, what, &r.fd_, &r.port_); !s.ok()) return s;
+  if (Status s = BindPort(port, what, Reuse::kFirst, &r.fd_, &r.port_); !s.ok()) return s;
   return r;
 }
 
 Result<PortReservation> PortReservation::AnyFreeWithNext(PortReservation* next) {
   for (int attempt = 0; attempt < 64; ++attempt) {
-    Result<PortReservation> first = AnyFree();
+    Result<PortReservation> first = AnyFreeForStore();
     if (!first.ok()) return first;
     if (first->port() >= 65535) continue;
-    Result<PortReservation> second = Exactly(first->port() + 1, "free port");
-    if (!second.ok()) continue;
-    *next = std::move(*second);
+    PortReservation second;
+    if (!BindPort(first->port() + 1, "free port", Reuse::kNever, &second.fd_, &second.port_).ok()) continue;
+    *next = std::move(second);
     return first;
   }
   return Status::Io("free port: found no free port whose next port is free too (64 tries)");

@@ -25,13 +25,20 @@ class PortReservation {
   int port() const { return port_; }
   void Release();
 
-  // Binds port 0 (any free port) on every interface.
+  // Binds port 0 (any free port) on every interface, for a port a worker binds
+  // after Release(): until then no other program can bind it, not even one
+  // that sets SO_REUSEADDR, and a port some socket still has in TIME_WAIT is
+  // never picked, so a worker that binds without SO_REUSEADDR gets it.
   static Result<PortReservation> AnyFree();
+  // As AnyFree, but MASTER_PORT's: held for the whole run, and rank 0's store
+  // (which sets SO_REUSEADDR, as torch's TCPStore does) binds beside the hold.
+  static Result<PortReservation> AnyFreeForStore();
   // Binds `port`. Fails with "--master-port 29500: address already in use" (the
   // subject is `what`) when something listens there.
   static Result<PortReservation> Exactly(int port, const std::string& what);
-  // Binds a free port P and P + 1 (--env horovod: MASTER_PORT and the store's,
-  // envmap::kHorovodStorePortOffset): `next` gets P + 1. Tries 64 free ports.
+  // Binds a free port P as AnyFreeForStore and P + 1 as AnyFree (--env horovod:
+  // MASTER_PORT and the store's, envmap::kHorovodStorePortOffset): `next` gets
+  // P + 1. Tries 64 free ports.
   static Result<PortReservation> AnyFreeWithNext(PortReservation* next);
 
  private:

@@ -222,7 +222,7 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
     }
   } else if (s.nnodes == 1) {
     Result<PortReservation> r =
-        horovod_store ? PortReservation::AnyFreeWithNext(&store_hold) : PortReservation::AnyFree();
+        horovod_store ? PortReservation::AnyFreeWithNext(&store_hold) : PortReservation::AnyFreeForStore();
     if (!r.ok()) return Fail(1, r.status().message());
     layout.master_port = r->port();
     master_hold = std::move(*r);

@@ -301,7 +301,7 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
   const bool horovod_store = plan.flavors.horovod && !plan.layout.process_view;
   Result<PortReservation> master_hold = r.master_port   ? Result<PortReservation>(PortReservation())
                                         : horovod_store ? PortReservation::AnyFreeWithNext(&out.store_hold)
-                                                        : PortReservation::AnyFree();
+                                                        : PortReservation::AnyFreeForStore();
   if (!master_hold.ok()) return master_hold.status();
   out.master_hold = std::move(*master_hold);
   rdzv::AgentMachineOptions& o = out.options;

@@ -245,9 +245,26 @@ count_marked() { pgrep -fc -- "$MARK$1" 2>/dev/null || true; }
 
 # --- Background dlaunch runs (multi-node tests) -------------------------------
 
-# free_port: prints a TCP port that is free on 127.0.0.1 right now.
+# free_port: prints a TCP port that is free on 127.0.0.1 right now. It is
+# drawn below the kernel's ephemeral range, so that no program of a test
+# running beside this one is given it by bind(0) or connect() before the test
+# binds it (dlaunch holds the ports its workers bind from bind(0)); ports
+# 20000 up to that range, else bind(0).
 free_port() {
-  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  "$PY" -c '
+import random, socket
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 0
+for port in random.sample(range(20000, lo), min(64, max(lo - 20000, 0))) + [0]:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(s.getsockname()[1])
+    break'
 }
 
 # loads_libraries BIN: true when BIN is linked dynamically (has a program

@@ -74,6 +74,45 @@ TEST_CASE("AnyFreeWithNext holds a free port and the one after it", "[system]") 
   close(fd);
 }
 
+namespace {
+// Binds PORT on 127.0.0.1 with SO_REUSEADDR set first and listens, as asio's
+// acceptors and torch's TCPStore do. Returns the socket, or -1.
+int ReuseListener(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+}  // namespace
+
+TEST_CASE("AnyFree keeps out even a binder that sets SO_REUSEADDR until released", "[system]") {
+  auto hold = PortReservation::AnyFree();
+  REQUIRE(hold.ok());
+  // A worker's port picked by a test's free_port() elsewhere would otherwise
+  // be listened on by that other program before the worker binds it.
+  CHECK(ReuseListener(hold->port()) == -1);
+  hold->Release();
+  int fd = ReuseListener(hold->port());
+  CHECK(fd >= 0);
+  close(fd);
+}
+
+TEST_CASE("AnyFreeForStore: rank 0's store binds beside MASTER_PORT's hold", "[system]") {
+  auto hold = PortReservation::AnyFreeForStore();
+  REQUIRE(hold.ok());
+  int fd = ReuseListener(hold->port());
+  CHECK(fd >= 0);
+  close(fd);
+}
+
 TEST_CASE("InterfaceToward: loopback goes out on lo; no route, no name", "[system]") {
   CHECK(InterfaceToward("127.0.0.1") == "lo");
   CHECK(InterfaceToward("localhost") == "lo");
