@@ -187,7 +187,7 @@ void PreparePythonHook(RunPlan& plan, Console& console) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
+int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
               RunLiveSource& live) {
   int n = plan.supervisor.nproc;
   envmap::JobLayout& layout = plan.layout;
@@ -255,7 +255,7 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, Watchdog& watchdog, EventLoop&
   task_holds.clear();  // the TF tasks bind their ports now
   PrintNotices(plan, console);
   std::unique_ptr<WorkerRun> run =
-      StartJob(plan, watchdog, loop.io(), console, nullptr, [&loop](int code) { loop.Exit(code); });
+      StartJob(plan, env, loop.io(), console, nullptr, [&loop](int code) { loop.Exit(code); });
   live.SetRun(run.get());
   int code = loop.Run();
   live.SetRun(nullptr);
@@ -347,8 +347,10 @@ int RunLocal(const Plan& p, const std::string& exe) {
     events.Observe(nullptr);
     return Fail(kExitUsage, metrics_service.status().message());
   }
-  int code = node != nullptr ? RunStatic(node->layout, plan, watchdog, loop, console, live)
-                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, watchdog, loop, console, live, view,
+  // What the workers' run does to the world, built once here (run_env.hpp).
+  SystemRunEnv env(loop.io(), watchdog);
+  int code = node != nullptr ? RunStatic(node->layout, plan, env, loop, console, live)
+                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view,
                                             metrics);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();

@@ -68,7 +68,7 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
-  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, Watchdog& watchdog,
+  NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, RunEnv& env,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
            SwitchLiveSource& view, LauncherMetrics& metrics)
@@ -76,7 +76,7 @@ class NodeMode {
         console_(console),
         endpoint_(endpoint),
         base_(plan),
-        watchdog_(watchdog),
+        env_(env),
         server_(std::move(server)),
         drain_(loop.io()),
         agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
@@ -166,7 +166,7 @@ class NodeMode {
     task_holds_.clear();  // the TF tasks bind their ports now
     if (Status s = ServeHorovod(*generation); !s.ok()) return Finish(1, s.message());
     generation_ = std::move(generation);
-    run_ = StartJob(*generation_, watchdog_, loop_.io(), console_, &channel_,
+    run_ = StartJob(*generation_, env_, loop_.io(), console_, &channel_,
                     [this](int code) { agent_.WorkersDone(code); });
     live_.SetRun(run_.get());
   }
@@ -219,7 +219,7 @@ class NodeMode {
   std::string endpoint_;
   const RunPlan& base_;
   std::unique_ptr<RunPlan> generation_;  // the plan run_ runs: outlives it
-  Watchdog& watchdog_;
+  RunEnv& env_;
   std::unique_ptr<rdzv::CoordinatorServer> server_;
   std::unique_ptr<JobLiveSource> job_live_;  // with server_: the live view of the whole job
   asio::steady_timer drain_;
@@ -341,7 +341,7 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
 
 }  // namespace
 
-int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdog, EventLoop& loop, Console& console,
+int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics) {
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
@@ -355,7 +355,7 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, Watchdog& watchdo
   if (!join.ok()) return Fail(1, join.status().message());
 
   PrintNotices(plan, console);
-  NodeMode mode(loop, console, r.endpoint->ToString(), plan, watchdog, std::move(*server), *r.endpoint,
+  NodeMode mode(loop, console, r.endpoint->ToString(), plan, env, std::move(*server), *r.endpoint,
                 std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view,
                 metrics);
   mode.Start();

@@ -7,8 +7,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <fmt/format.h>
@@ -18,6 +16,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/process/hang_watch.hpp"
 #include "launcher/process/process_control.hpp"
+#include "launcher/process/run_env.hpp"
 #include "launcher/process/stacks.hpp"
 #include "launcher/process/summary.hpp"
 #include "launcher/process/worker_group.hpp"
@@ -32,23 +31,25 @@ namespace asio = boost::asio;
 constexpr std::chrono::seconds kStackLimit{10};
 
 // Wires the parts of one node's run together on the event loop: the worker
-// group (real processes), the signals, the supervisor's deadline, the hang
-// watch, the live rows, the stacks and the summary at the end.
+// group, the signals, the supervisor's deadline, the hang watch, the live
+// rows, the stacks and the summary at the end. Its effects all go through
+// `env` (run_env.hpp).
 class Runner : public WorkerRun {
  public:
-  Runner(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io, Console& console, JobChannel* channel)
+  Runner(const RunPlan& plan, RunEnv& env, asio::io_context& io, Console& console, JobChannel* channel)
       : plan_(plan),
+        env_(env),
         io_(io),
         console_(console),
         channel_(channel),
-        processes_(io, watchdog),
-        group_(plan, watchdog.job_mark(), processes_, io, console,
-               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); }}),
+        processes_(env.NewProcesses()),
+        group_(plan, env.job_mark(), *processes_, io, console,
+               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); }},
+               [&timers = env.timers()] { return timers.Now(); }),
         hang_(plan.hang_timeout),
         rows_(group_.size()),
-        signals_(io),
-        timer_(io),
-        hang_timer_(io) {}
+        timer_(env.timers().NewTimer()),
+        hang_timer_(env.timers().NewTimer()) {}
 
   void Run(std::function<void(int)> done);
 
@@ -60,7 +61,8 @@ class Runner : public WorkerRun {
  private:
   boost::json::array RowsOf(bool read_proc);
   void AttachChannel();
-  void WaitSignals();
+  void OnSignal(int sig);
+  Clock::time_point Now() const { return env_.timers().Now(); }
   void AfterEvent();
   void ReportRootCause();
   void Finish();
@@ -71,17 +73,18 @@ class Runner : public WorkerRun {
   Supervisor& supervisor() { return group_.supervisor(); }
 
   const RunPlan& plan_;
+  RunEnv& env_;
   asio::io_context& io_;
   Console& console_;
   JobChannel* channel_;
-  SystemProcesses processes_;
+  std::unique_ptr<ProcessControl> processes_;
   WorkerGroup group_;
   HangWatch hang_;
   WorkerRows rows_;
-  asio::signal_set signals_;  // stop and forwarded signals
-  asio::steady_timer timer_;  // the supervisor's deadline
-  asio::steady_timer hang_timer_;
-  std::unique_ptr<StackCollector> stacks_;
+  std::unique_ptr<SignalWatch> signals_;  // stop and forwarded signals
+  std::unique_ptr<Timer> timer_;          // the supervisor's deadline
+  std::unique_ptr<Timer> hang_timer_;
+  std::unique_ptr<StackTaker> stacks_;
   // Stacks(): who waits for the collection that runs.
   std::vector<std::function<void(std::vector<RankStack>)>> stack_waiters_;
   std::vector<std::string> hang_cause_;   // with hang_stop: the summary, for the end
@@ -95,9 +98,9 @@ class Runner : public WorkerRun {
 
 void Runner::Run(std::function<void(int)> done) {
   done_ = std::move(done);
-  for (int sig : plan_.stop_signals) signals_.add(sig);
-  for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) signals_.add(sig);
-  WaitSignals();
+  std::vector<int> caught = plan_.stop_signals;
+  caught.insert(caught.end(), {SIGUSR1, SIGUSR2, SIGCONT});
+  signals_ = env_.signals().Watch(caught, [this](int sig) { OnSignal(sig); });
   AttachChannel();
   if (Status s = group_.Start(); !s.ok()) console_.Say(s.message());
   // One node's silence says nothing when another node's ranks print: in a
@@ -112,24 +115,20 @@ void Runner::AttachChannel() {
   channel_->Attach([this](int code, const std::string& reason) {
     if (!supervisor().done() && !reason.empty()) console_.Say(reason);
     if (!reason.empty()) plan_.events->SetRootCause(reason);
-    supervisor().Abort(code, Clock::now());
+    supervisor().Abort(code, Now());
     AfterEvent();
   });
 }
 
-void Runner::WaitSignals() {
-  signals_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
-    if (ec || alive.expired()) return;
-    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
-      // A stalled reader must not hold up the teardown the user asked for.
-      console_.NoteStop();
-      supervisor().OnStopSignal(sig, Clock::now());
-    } else {
-      supervisor().Forward(sig);
-    }
-    AfterEvent();
-    WaitSignals();
-  });
+void Runner::OnSignal(int sig) {
+  if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) != plan_.stop_signals.end()) {
+    // A stalled reader must not hold up the teardown the user asked for.
+    console_.NoteStop();
+    supervisor().OnStopSignal(sig, Now());
+  } else {
+    supervisor().Forward(sig);
+  }
+  AfterEvent();
 }
 
 void Runner::AfterEvent() {
@@ -137,10 +136,8 @@ void Runner::AfterEvent() {
   if (group_.Ended()) return Finish();
   if (supervisor().done()) return;  // AfterEvent runs again as each stream closes
   if (std::optional<Clock::time_point> deadline = supervisor().deadline()) {
-    timer_.expires_at(*deadline);
-    timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
-      if (ec || alive.expired()) return;
-      supervisor().OnTick(Clock::now());
+    timer_->At(*deadline, [this] {
+      supervisor().OnTick(Now());
       AfterEvent();
     });
   }
@@ -163,10 +160,9 @@ void Runner::ReportRootCause() {
 void Runner::Finish() {
   if (finished_) return;
   finished_ = true;
-  boost::system::error_code ignored;
-  signals_.cancel(ignored);
-  timer_.cancel();
-  hang_timer_.cancel();
+  signals_->Cancel();
+  timer_->Cancel();
+  hang_timer_->Cancel();
   group_.Close();
   int code = supervisor().exit_code();
   if (supervisor().stop_signal() != 0)
@@ -182,12 +178,11 @@ void Runner::Finish() {
 
 void Runner::ArmHangWatch() {
   if (supervisor().done()) return;
-  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), group_.last_output(), Clock::now());
+  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), group_.last_output(), Now());
   if (!at) return;
-  hang_timer_.expires_at(*at);
-  hang_timer_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
-    if (ec || alive.expired() || supervisor().state() != Supervisor::State::kRunning) return;
-    if (auto silent = hang_.Check(group_.last_bytes(), group_.last_output(), Clock::now())) return OnHang(*silent);
+  hang_timer_->At(*at, [this] {
+    if (supervisor().state() != Supervisor::State::kRunning) return;
+    if (auto silent = hang_.Check(group_.last_bytes(), group_.last_output(), Now())) return OnHang(*silent);
     ArmHangWatch();
   });
 }
@@ -206,7 +201,7 @@ void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stac
   if (plan_.hang_stop && !supervisor().done()) {
     plan_.events->SetRootCause("hang: " + HangStopCause(silent));
     hang_cause_ = HangCause(silent, lines);
-    supervisor().Abort(kExitHang, Clock::now());
+    supervisor().Abort(kExitHang, Now());
     AfterEvent();
     return;
   }
@@ -216,10 +211,10 @@ void Runner::ReportHang(std::chrono::seconds silent, std::vector<RankStack> stac
 void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
   stack_waiters_.push_back(std::move(done));
   if (stack_waiters_.size() > 1) return;  // joins the collection that runs
-  std::vector<StackCollector::Target> targets;
+  std::vector<StackTaker::Target> targets;
   for (const WorkerRecord& w : supervisor().workers())
     if (w.running) targets.push_back({group_.RankOf(w.local_rank), w.pid});
-  if (!stacks_) stacks_ = std::make_unique<StackCollector>(io_, plan_.private_dir, kStackLimit);
+  if (!stacks_) stacks_ = env_.NewStackTaker(plan_.private_dir, kStackLimit);
   // The collector may finish inside Collect (nothing to sample): the waiters are
   // called from a handler of their own, never from inside Stacks().
   stacks_->Collect(std::move(targets), [this, alive = life_.token()](std::vector<RankStack> stacks) {
@@ -233,7 +228,7 @@ void Runner::Stacks(std::function<void(std::vector<RankStack>)> done) {
 }
 
 boost::json::array Runner::RowsOf(bool read_proc) {
-  Clock::time_point now = Clock::now();
+  Clock::time_point now = Now();
   const envmap::JobLayout& layout = plan_.layout;
   boost::json::array rows;
   for (size_t i = 0; i < group_.size(); ++i) {
@@ -271,7 +266,7 @@ void Runner::SampleBeforeKill(const std::vector<int>& pids) {
     if (alive.expired()) return;
     kill_stacks_ = HangSummary(stacks, 3, "at SIGKILL");
     kill_stacks_.push_back("at SIGKILL: " + SaveStacks(plan_.work_dir, stacks, *plan_.events));
-    supervisor().OnSampled(Clock::now());
+    supervisor().OnSampled(Now());
     AfterEvent();
   });
 }
@@ -284,7 +279,7 @@ void PrintNotices(const RunPlan& plan, Console& console) {
     console.Say(fmt::format("setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)", n));
 }
 
-std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asio::io_context& io,
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, asio::io_context& io,
                                     Console& console, JobChannel* channel, std::function<void(int)> done) {
   if (!plan.flavors.azure_hostfile.empty()) {
     if (Status s = WriteFile(plan.flavors.azure_hostfile, envmap::AzureHostfile(plan.layout)); !s.ok()) {
@@ -293,7 +288,7 @@ std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, asi
       return nullptr;
     }
   }
-  auto runner = std::make_unique<Runner>(plan, watchdog, io, console, channel);
+  auto runner = std::make_unique<Runner>(plan, env, io, console, channel);
   runner->Run(std::move(done));
   return runner;
 }

@@ -18,6 +18,7 @@
 #include "launcher/core/console.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/process/run_env.hpp"
 #include "launcher/process/run_plan.hpp"
 #include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
@@ -73,10 +74,11 @@ void PrintNotices(const RunPlan& plan, Console& console);
 // exited and its output has gone to the console, prints the failure summary (when
 // the job failed) and calls `done(code)` with the node's exit code from a handler
 // of its own, after every handler of the run has finished: `done` may destroy the
-// run. `plan`, `watchdog` (already started) and `console` (on `io`) must outlive
-// the run; `channel` is null for a single-node job. A run destroyed before `done`
-// stops nothing: that is a programmer error.
-std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, Watchdog& watchdog, boost::asio::io_context& io,
+// run. `plan`, `env` and `console` (on `io`) must outlive the run; `channel`
+// is null for a single-node job. Every effect of the run goes through `env`
+// (run_env.hpp). A run destroyed before `done` stops nothing: that is a
+// programmer error.
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, boost::asio::io_context& io,
                                     Console& console, JobChannel* channel, std::function<void(int code)> done);
 
 }  // namespace dlaunch::launcher

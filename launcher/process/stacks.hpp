@@ -131,22 +131,29 @@ std::string FullStacks(const std::vector<RankStack>& stacks);
 // starts gdb, then polls for the dumps with a timer. Every call happens on the
 // io_context's thread; gdb is reaped by whoever reaps this process's children
 // (the runner's Reaper), which the collector notices as the pid going away.
-class StackCollector {
+// Taking the running ranks' stacks, behind an interface that a test fakes.
+class StackTaker {
+ public:
+  struct Target {
+    int rank = 0;
+    int pid = 0;  // the worker: the leader of its process group
+  };
+  virtual ~StackTaker() = default;
+  // Collects each target's stack and calls `done` once with them, by rank.
+  // One collection at a time: a call while one runs returns false.
+  virtual bool Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done) = 0;
+};
+
+class StackCollector final : public StackTaker {
  public:
   StackCollector(boost::asio::io_context& io, std::string dumps_dir, std::chrono::milliseconds limit);
   ~StackCollector();
   StackCollector(const StackCollector&) = delete;
   StackCollector& operator=(const StackCollector&) = delete;
 
-  struct Target {
-    int rank = 0;
-    int pid = 0;  // the worker: the leader of its process group
-  };
-  // Collects each target's stack and calls `done` once with them, by rank.
-  // One collection at a time: a call while one runs returns false. The dumps
-  // directory is made (0700) on the first call: a job never asked for stacks,
-  // or whose workers are not Python, never has one.
-  bool Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done);
+  // StackTaker. The dumps directory is made (0700) on the first call: a job
+  // never asked for stacks, or whose workers are not Python, never has one.
+  bool Collect(std::vector<Target> targets, std::function<void(std::vector<RankStack>)> done) override;
   bool busy() const { return busy_; }
 
  private:

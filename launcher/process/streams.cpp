@@ -75,8 +75,9 @@ struct Streams::Stream {
   size_t size;
 };
 
-Streams::Streams(asio::io_context& io, Console& console, size_t read_size)
-    : io_(io), console_(console), read_size_(read_size) {}
+Streams::Streams(asio::io_context& io, Console& console, size_t read_size,
+                 std::function<std::chrono::steady_clock::time_point()> now)
+    : io_(io), console_(console), now_(std::move(now)), read_size_(read_size) {}
 
 // Handlers still queued on the io_context check `alive_` and do nothing.
 Streams::~Streams() {
@@ -135,7 +136,7 @@ void Streams::Deliver(Stream* s, std::string_view data) {
   data.remove_prefix(skip);
   if (data.empty()) return;
   StreamRoute& r = s->route;
-  auto now = std::chrono::steady_clock::now();
+  auto now = now_();
   if (r.progress != nullptr) *r.progress = now;
   if (r.last != nullptr) r.last->Append(data, now);
   if (r.tail != nullptr) r.tail->Append(data);

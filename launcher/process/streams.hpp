@@ -57,8 +57,10 @@ struct StreamRoute {
 
 class Streams {
  public:
-  // `read_size`: bytes per read of one pipe.
-  Streams(boost::asio::io_context& io, Console& console, size_t read_size);
+  // `read_size`: bytes per read of one pipe. `now`: the time new bytes are
+  // stamped with (StreamRoute::progress and last), the runner's clock.
+  Streams(boost::asio::io_context& io, Console& console, size_t read_size,
+          std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now);
   ~Streams();
   Streams(const Streams&) = delete;
   Streams& operator=(const Streams&) = delete;
@@ -100,6 +102,7 @@ class Streams {
 
   boost::asio::io_context& io_;
   Console& console_;
+  std::function<std::chrono::steady_clock::time_point()> now_;
   size_t read_size_;
   std::list<std::unique_ptr<Stream>> streams_;
   std::map<int, std::unique_ptr<boost::asio::steady_timer>> drains_;

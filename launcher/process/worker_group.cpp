@@ -34,7 +34,7 @@ WorkerGroup::WorkerGroup(const RunPlan& plan, std::string job_mark, ProcessContr
       hooks_(std::move(hooks)),
       now_(std::move(now)),
       last_output_(now_()),
-      streams_(io, console, kWorkerReadSize),
+      streams_(io, console, kWorkerReadSize, now_),
       supervisor_(*this, plan.supervisor),
       slots_(envmap::LocalSlots(plan.layout)),
       tails_(slots_.size()),

@@ -14,6 +14,7 @@
 
 #include "launcher/core/private_dir.hpp"
 #include "launcher/process/summary.hpp"
+#include "tests/launcher/process/fakes.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace dlaunch;
@@ -21,100 +22,11 @@ using namespace dlaunch::launcher;
 using namespace std::chrono_literals;
 using dlaunch::testing::ReadFile;
 using dlaunch::testing::TempDir;
+using dlaunch::testing::ConsolePipes;
+using dlaunch::testing::FakeProcesses;
+using dlaunch::testing::RunReadyHandlers;
 
 namespace {
-
-// Processes that are pipes and a pid: the test writes their output and says
-// when they exit, like ninja's FakeCommandRunner. Records every spawn and signal.
-class FakeProcesses : public ProcessControl {
- public:
-  ~FakeProcesses() override {
-    for (auto& [pid, p] : procs_) CloseEnds(p);
-  }
-
-  Result<PipedChild> Spawn(const SpawnSpec& spec) override {
-    spawns.push_back(spec);
-    if (refuse) return Status::NotFound("train.py: command not found");
-    Result<Pipe> out = MakePipe();
-    Result<Pipe> err = MakePipe();
-    REQUIRE((out.ok() && err.ok()));
-    int pid = next_pid++;
-    procs_[pid] = Ends{out->write_fd, err->write_fd};
-    return PipedChild{pid, -1, out->read_fd, err->read_fd};
-  }
-  void Signal(int pid, int sig) override { signals.push_back({pid, sig}); }
-  void Release(int pid) override { released.push_back(pid); }
-  void StartReaping(std::function<void(int, ExitStatus)> on_exit, std::function<void()> after) override {
-    on_exit_ = std::move(on_exit);
-    after_ = std::move(after);
-  }
-  void StopReaping() override { on_exit_ = nullptr; }
-
-  // `pid` writes `text` on stdout, or on stderr.
-  void Write(int pid, const std::string& text, bool to_err = false) {
-    Ends& p = procs_.at(pid);
-    REQUIRE(write(to_err ? p.err : p.out, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  }
-  // `pid` exits: its pipes close, and the group hears of it as from the reaper.
-  void Exit(int pid, ExitStatus status) {
-    CloseEnds(procs_.at(pid));
-    REQUIRE(on_exit_);
-    on_exit_(pid, status);
-    after_();
-  }
-  int SignalsTo(int pid, int sig) const {
-    return static_cast<int>(std::count(signals.begin(), signals.end(), std::pair{pid, sig}));
-  }
-
-  int next_pid = 100;
-  bool refuse = false;
-  std::vector<SpawnSpec> spawns;
-  std::vector<std::pair<int, int>> signals;
-  std::vector<int> released;
-
- private:
-  struct Ends {
-    int out = -1;
-    int err = -1;
-  };
-  static void CloseEnds(Ends& p) {
-    for (int* fd : {&p.out, &p.err})
-      if (*fd >= 0) close(std::exchange(*fd, -1));
-  }
-  std::map<int, Ends> procs_;
-  std::function<void(int, ExitStatus)> on_exit_;
-  std::function<void()> after_;
-};
-
-// The console, on pipes the test reads back.
-struct ConsolePipes {
-  ConsolePipes() {
-    REQUIRE(pipe2(out, O_CLOEXEC) == 0);
-    REQUIRE(pipe2(err, O_CLOEXEC) == 0);
-    fcntl(out[0], F_SETFL, O_NONBLOCK);
-    fcntl(err[0], F_SETFL, O_NONBLOCK);
-  }
-  ~ConsolePipes() {
-    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-  }
-  static std::string Take(int fd) {
-    std::string got;
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
-    return got;
-  }
-  int out[2] = {-1, -1};
-  int err[2] = {-1, -1};
-};
-
-// Runs what is ready: reads of the fake's pipes, console writes. Nothing waits.
-void RunReadyHandlers(boost::asio::io_context& io) {
-  for (int i = 0; i < 20; ++i) {
-    io.restart();
-    io.poll();
-  }
-}
 
 bool HasEnv(const SpawnSpec& spec, const std::string& kv) {
   return std::find(spec.env.begin(), spec.env.end(), kv) != spec.env.end();
@@ -249,6 +161,7 @@ TEST_CASE("a worker's output reaches its last line, stderr tail, logs and the ta
   REQUIRE(g.Start().ok());
   CHECK(g.last_line(0) == nullptr);
   Clock::time_point started = g.last_bytes();
+  b.now += 1s;  // the bytes are stamped with the group's clock
   b.processes.Write(100, "step 1\nstep 2\n");
   b.processes.Write(101, "Traceback\nValueError: bad\n", true);
   b.processes.Write(101, "hello from 1\n");
@@ -256,7 +169,7 @@ TEST_CASE("a worker's output reaches its last line, stderr tail, logs and the ta
   REQUIRE(g.last_line(0) != nullptr);
   CHECK(g.last_line(0)->line() == "step 2");
   CHECK(g.stderr_tail(1).LastLines(2) == std::vector<std::string>{"Traceback", "ValueError: bad"});
-  CHECK(g.last_bytes() > started);  // output is progress (the hang watch)
+  CHECK(g.last_bytes() == started + 1s);  // output is progress (the hang watch)
   CHECK(ReadFile(b.dir / "attempt_0/0/stdout.log") == "step 1\nstep 2\n");
   CHECK(ReadFile(b.dir / "attempt_0/1/stderr.log") == "Traceback\nValueError: bad\n");
   std::string shown = ConsolePipes::Take(b.pipes.out[0]);

@@ -1,0 +1,328 @@
+// The runner (StartJob) driven whole through a fake RunEnv: fake processes, a
+// fake clock, fake signals and stacks, a real console on pipes. Every timing
+// rule here is the production rule on the fake clock: a test advances time to
+// just before a deadline and to the deadline, and nothing sleeps.
+#include "launcher/process/runner.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "tests/launcher/process/fakes.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace dlaunch;
+using namespace dlaunch::launcher;
+using namespace std::chrono_literals;
+using dlaunch::testing::ConsolePipes;
+using dlaunch::testing::FakeRunEnv;
+using dlaunch::testing::ReadFile;
+using dlaunch::testing::RunReadyHandlers;
+using dlaunch::testing::TempDir;
+
+namespace {
+
+// A failure elsewhere in the job, as the rendezvous agent brings it: the test
+// calls abort(); what this node reports is recorded.
+class FakeChannel : public JobChannel {
+ public:
+  void Attach(std::function<void(int, const std::string&)> abort) override { abort_from_elsewhere = std::move(abort); }
+  void LocalFailure(int rank, int code, const std::string& reason) override {
+    failures.push_back({rank, code, reason});
+  }
+  struct Failure {
+    int rank;
+    int code;
+    std::string reason;
+  };
+  std::function<void(int, const std::string&)> abort_from_elsewhere;
+  std::vector<Failure> failures;
+};
+
+// One node of `nproc` workers as node `node_rank` of `nnodes`, every effect
+// faked: what each runner test needs.
+struct RunBench {
+  explicit RunBench(int nproc, int nnodes = 1, int node_rank = 0) {
+    for (int n = 0; n < nnodes; ++n)
+      plan.layout.nodes.push_back(envmap::Node{"host-" + std::to_string(n), "10.0.0." + std::to_string(n + 1), nproc, {}});
+    plan.layout.node_rank = node_rank;
+    plan.layout.master_addr = "10.0.0.1";
+    plan.layout.master_port = 29500;
+    plan.layout.run_id = "job";
+    plan.exe = "/usr/bin/python3";
+    plan.argv = {"python3", "train.py"};
+    plan.work_dir = dir.path;
+    plan.private_dir = dir.path;
+    plan.supervisor = {nproc, 0, 30s};
+    plan.stop_signals = {SIGINT, SIGTERM};
+    plan.tag_format = "[{rank}]: ";
+    REQUIRE(events.Open(dir / "events.jsonl").ok());
+    plan.events = &events;
+  }
+  ~RunBench() {
+    // The run owns pipes and timers on `io`: it goes first.
+    run.reset();
+  }
+
+  void Start(JobChannel* channel = nullptr) {
+    run = StartJob(plan, env, io, console, channel, [this](int c) {
+      REQUIRE_FALSE(code);  // once
+      code = c;
+      console_when_done = Err();
+    });
+    REQUIRE(run);
+    RunReadyHandlers(io);
+  }
+  // pid of local rank `i` in the current generation.
+  int Pid(int i) const { return env.processes.next_pid - plan.supervisor.nproc + i; }
+  void Exit(int pid, ExitStatus status) {
+    env.processes.Exit(pid, status);
+    RunReadyHandlers(io);
+  }
+  void Advance(std::chrono::steady_clock::duration d) { env.clock.Advance(d); }
+  // dlaunch's own lines so far (stderr of the console), accumulated.
+  std::string Err() {
+    err_seen += ConsolePipes::Take(pipes.err[0]);
+    return err_seen;
+  }
+  std::string Out() {
+    out_seen += ConsolePipes::Take(pipes.out[0]);
+    return out_seen;
+  }
+  int Signals(int sig) const {
+    return static_cast<int>(std::count_if(env.processes.signals.begin(), env.processes.signals.end(),
+                                          [sig](const auto& p) { return p.second == sig; }));
+  }
+
+  TempDir dir{"runner"};
+  EventLog events;
+  RunPlan plan;
+  boost::asio::io_context io;
+  ConsolePipes pipes;
+  Console console{io, pipes.out[1], pipes.err[1]};
+  FakeRunEnv env{io};
+  std::unique_ptr<WorkerRun> run;
+  std::optional<int> code;
+  std::string console_when_done;
+  std::string err_seen;
+  std::string out_seen;
+};
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("runner: a single-node run starts every rank and ends 0 once all have exited", "[runner]") {
+  RunBench b(2);
+  b.Start();
+  REQUIRE(b.env.processes.spawns.size() == 2);
+  CHECK(b.env.signal_source.watches() == 1);
+  b.env.processes.Write(100, "epoch 1\n");
+  b.Exit(100, {0, 0});
+  CHECK_FALSE(b.code);  // rank 1 still runs
+  b.env.processes.Write(101, "epoch 1 from 1\n");
+  b.Exit(101, {0, 0});
+  REQUIRE(b.code);
+  CHECK(*b.code == 0);
+  CHECK(b.env.processes.signals.empty());  // nobody was stopped
+  CHECK(b.env.processes.released == std::vector<int>{100, 101});
+  CHECK(Has(b.Out(), "[0]: epoch 1\n"));
+  CHECK(Has(b.Out(), "[1]: epoch 1 from 1\n"));
+  CHECK_FALSE(Has(b.Err(), "root cause"));
+}
+
+TEST_CASE("runner: one rank's failure stops the others and is the job's exit code and root cause", "[runner]") {
+  RunBench b(3);
+  b.Start();
+  b.env.processes.Write(101, "ValueError: bad batch\n", true);
+  b.Exit(101, {3, 0});
+  CHECK(b.env.processes.SignalsTo(100, SIGTERM) == 1);
+  CHECK(b.env.processes.SignalsTo(102, SIGTERM) == 1);
+  CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 0);
+  CHECK_FALSE(b.code);
+  b.env.processes.DieOf(SIGTERM);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);
+  CHECK(*b.code == 3);
+  CHECK(Has(b.console_when_done, "rank 1"));
+  CHECK(Has(b.console_when_done, "exited with code 3"));
+  CHECK(Has(b.console_when_done, "ValueError: bad batch"));
+  CHECK(b.events.root_cause() == "rank 1 exited with code 3");
+}
+
+TEST_CASE("runner: --shutdown-timeout: SIGTERM, then SIGKILL exactly the timeout later", "[runner]") {
+  RunBench b(2);
+  b.plan.supervisor.shutdown_timeout = 7s;
+  b.Start();
+  b.Exit(100, {1, 0});
+  CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 1);
+  b.Advance(7s - 1ms);  // rank 1 ignores SIGTERM
+  CHECK(b.Signals(SIGKILL) == 0);
+  b.Advance(1ms);
+  CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
+  CHECK_FALSE(b.code);
+  b.env.processes.DieOf(SIGKILL);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);
+  CHECK(*b.code == 1);
+  CHECK_FALSE(b.env.clock.NextDue());  // nothing left armed
+}
+
+TEST_CASE("runner: a stop signal goes to every rank; a second Ctrl-C kills at once", "[runner]") {
+  RunBench b(2);
+  b.Start();
+  REQUIRE(b.env.signal_source.Raise(SIGINT) == 1);
+  CHECK(b.env.processes.SignalsTo(100, SIGINT) == 1);
+  CHECK(b.env.processes.SignalsTo(101, SIGINT) == 1);
+  CHECK(b.Signals(SIGKILL) == 0);
+  b.env.signal_source.Raise(SIGINT);
+  CHECK(b.env.processes.SignalsTo(100, SIGKILL) == 1);
+  CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
+  b.env.processes.DieOf(SIGKILL);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);
+  CHECK(*b.code == 128 + SIGINT);
+  // Other signals are passed on and stop nothing.
+  RunBench c(1);
+  c.Start();
+  c.env.signal_source.Raise(SIGUSR1);
+  CHECK(c.env.processes.SignalsTo(100, SIGUSR1) == 1);
+  c.Exit(100, {0, 0});
+  REQUIRE(c.code);
+  CHECK(*c.code == 0);
+}
+
+TEST_CASE("runner: --max-restarts restarts the whole node, then gives the last failure's code", "[runner]") {
+  RunBench b(2);
+  b.plan.supervisor.max_restarts = 2;
+  std::vector<int> restarting;
+  b.plan.restarting = [&restarting](int n) { restarting.push_back(n); };
+  b.Start();
+  for (int generation = 0; generation <= 2; ++generation) {
+    REQUIRE(b.env.processes.spawns.size() == static_cast<size_t>(2 * (generation + 1)));
+    const std::vector<std::string>& env = b.env.processes.spawns.back().env;
+    CHECK(std::find(env.begin(), env.end(), "TORCHELASTIC_RESTART_COUNT=" + std::to_string(generation)) != env.end());
+    CHECK_FALSE(b.code);
+    b.Exit(b.Pid(0), {4 + generation, 0});
+    b.env.processes.DieOf(SIGTERM);
+    RunReadyHandlers(b.io);
+  }
+  CHECK(restarting == std::vector<int>{1, 2});
+  REQUIRE(b.code);
+  CHECK(*b.code == 6);  // the last generation's failure
+  CHECK(b.env.processes.spawns.size() == 6);
+}
+
+TEST_CASE("runner: --hang-timeout takes stacks after exactly the silence, and output resets it", "[runner]") {
+  RunBench b(2);
+  b.plan.hang_timeout = 10s;
+  b.Start();
+  b.Advance(4s);
+  b.env.processes.Write(100, "step 1\n");  // progress at 4s: silent from here
+  RunReadyHandlers(b.io);
+  b.Advance(10s - 1ms);
+  CHECK(b.env.stacks.requests.empty());
+  b.Advance(1ms);
+  REQUIRE(b.env.stacks.requests.size() == 1);
+  CHECK(b.env.stacks.requests[0].targets.size() == 2);
+  CHECK(Has(b.Err(), "no rank has made progress for 10s: collecting stacks"));
+  b.env.stacks.Deliver("all_reduce", 42);
+  RunReadyHandlers(b.io);
+  CHECK(Has(b.Err(), "all_reduce"));
+  // Report only: the job runs on, and the same silence is not reported twice.
+  CHECK(b.env.processes.signals.empty());
+  b.Advance(30s);
+  CHECK(b.env.stacks.requests.empty());
+  b.Exit(100, {0, 0});
+  b.Exit(101, {0, 0});
+  REQUIRE(b.code);
+  CHECK(*b.code == 0);
+}
+
+TEST_CASE("runner: --hang-action stop ends a silent job with 124 and the hang as root cause", "[runner]") {
+  RunBench b(2);
+  b.plan.hang_timeout = 10s;
+  b.plan.hang_stop = true;
+  b.Start();
+  b.Advance(10s);
+  REQUIRE(b.env.stacks.requests.size() == 1);
+  b.env.stacks.Deliver("barrier");
+  RunReadyHandlers(b.io);
+  CHECK(b.env.processes.SignalsTo(100, SIGTERM) == 1);
+  CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 1);
+  b.env.processes.DieOf(SIGTERM);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);
+  CHECK(*b.code == kExitHang);
+  CHECK(Has(b.console_when_done, "root cause: no rank made progress for 10s (--hang-action stop)"));
+}
+
+TEST_CASE("runner: teardown order: SIGTERM, stacks, SIGKILL, release, summary, then done", "[runner]") {
+  RunBench b(2);
+  b.plan.supervisor.shutdown_timeout = 5s;
+  b.plan.supervisor.sample_before_kill = 5s;
+  b.Start();
+  b.Exit(100, {2, 0});
+  b.Advance(5s);  // rank 1 outlived SIGTERM: its stack first
+  REQUIRE(b.env.stacks.requests.size() == 1);
+  CHECK(b.Signals(SIGKILL) == 0);
+  b.env.stacks.Deliver("recv");
+  RunReadyHandlers(b.io);
+  CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
+  b.env.processes.Write(101, "last words\n");
+  b.env.processes.DieOf(SIGKILL);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);
+  CHECK(*b.code == 2);
+  CHECK(b.env.processes.log == std::vector<std::string>{"spawn 100", "spawn 101", "release 100",
+                                                         "signal 101 15", "signal 101 9", "release 101"});
+  // The summary and the last worker's output are on the console before `done`.
+  CHECK(Has(b.console_when_done, "at SIGKILL"));
+  CHECK(Has(b.console_when_done, "root cause"));
+  CHECK(Has(b.Out(), "[1]: last words\n"));
+  CHECK(b.env.processes.reaping() == 0);
+  CHECK_FALSE(b.env.clock.NextDue());
+}
+
+TEST_CASE("runner: a rendezvous agent's node reports its failure and obeys one from elsewhere", "[runner]") {
+  SECTION("a local failure goes to the channel once, by global rank") {
+    RunBench b(2, 2, 1);  // node 1: global ranks 2 and 3
+    FakeChannel channel;
+    b.plan.hang_timeout = 10s;  // judged by the coordinator across nodes, not here
+    b.Start(&channel);
+    b.Advance(20s);
+    CHECK(b.env.stacks.requests.empty());
+    b.Exit(101, {7, 0});
+    REQUIRE(channel.failures.size() == 1);
+    CHECK(channel.failures[0].rank == 3);
+    CHECK(channel.failures[0].code == 7);
+    CHECK(channel.failures[0].reason == "exited with code 7");
+    b.env.processes.DieOf(SIGTERM);
+    RunReadyHandlers(b.io);
+    CHECK(channel.failures.size() == 1);
+    REQUIRE(b.code);
+    CHECK(*b.code == 7);
+  }
+  SECTION("a failure elsewhere stops this node with that code and says why") {
+    RunBench b(2, 2, 1);
+    FakeChannel channel;
+    b.Start(&channel);
+    REQUIRE(channel.abort_from_elsewhere);
+    channel.abort_from_elsewhere(5, "rank 0 on host-0 exited with code 5");
+    CHECK(b.env.processes.SignalsTo(100, SIGTERM) == 1);
+    CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 1);
+    b.env.processes.DieOf(SIGTERM);
+    RunReadyHandlers(b.io);
+    REQUIRE(b.code);
+    CHECK(*b.code == 5);
+    CHECK(Has(b.Err(), "rank 0 on host-0 exited with code 5"));
+    CHECK(channel.failures.empty());  // this node's ranks were stopped, not failed
+  }
+}
