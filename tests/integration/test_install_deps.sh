@@ -36,8 +36,8 @@ assert_eq "$(list --package)" "$(cat "$TMP/package")" "--list --package"
 assert_eq "$(list --build-only)" "$(cat "$TMP/build")" "--list --build-only"
 
 bash "$deps" --list nonsense >"$TMP/out" 2>&1
-expect_rc=$?
-assert_eq "$expect_rc" 2 "install-deps.sh --list nonsense: exit code"
+rc=$?
+assert_eq "$rc" 2 "install-deps.sh --list nonsense: exit code"
 assert_contains "$(cat "$TMP/out")" "install-deps: unknown mode 'nonsense'" "install-deps.sh --list nonsense"
 
 # Each entry point asks for the mode it needs.
