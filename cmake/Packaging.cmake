@@ -30,9 +30,11 @@ add_custom_target(dlaunch_docs ALL DEPENDS ${man_installed} ${completion})
 install(FILES ${man_installed} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${completion} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME dlaunch)
 # The repository has no licence file; cmake/copyright says so rather than
-# inventing one.
-install(FILES README.md docs/SECURITY.md docs/events.md docs/events.schema.json cmake/copyright
-        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# inventing one. The guides go to docs/ beside the README, where its links
+# point.
+install(FILES README.md cmake/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+file(GLOB guides CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${guides} docs/events.schema.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
 
 # CPack's DEB generator rather than debian/ and dpkg-buildpackage: the package
 # is the CMake install tree as it is, one binary package, and CPack builds it

@@ -22,7 +22,7 @@ done
 [[ $dist == /* ]] || dist=$src/$dist
 
 if ((build)); then
-  bash scripts/install-deps.sh --package
+  bash scripts/install-deps.sh package
   # What the packages hold, not the tests: `dlaunch` brings dlaunch-mpi-bootstrap.
   BUILD_DIR=$build_dir bash scripts/build.sh --target dlaunch dlaunch_docs
 fi

@@ -3,6 +3,6 @@
 # 4 local ranks over gloo with dlaunch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh example
 bash scripts/build.sh --target dlaunch
 exec "${BUILD_DIR:-build}/dlaunch" --nproc-per-node 4 -- /usr/bin/python3 examples/ddp_train.py --epochs 3 "$@"

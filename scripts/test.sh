@@ -29,7 +29,7 @@ case "${1:-}" in
   --fuzz-only) stages=(fuzz); shift ;;
 esac
 jobs=${TEST_JOBS:-$(($(nproc) * 4))}
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 # shellcheck source=scripts/cmake-env.sh
 source scripts/cmake-env.sh
 

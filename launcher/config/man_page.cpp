@@ -238,7 +238,7 @@ dlaunch coordinator \-\-listen 10.0.0.1:29400 \-\-rdzv\-token\-file /etc/dlaunch
 .RE
 .SH SEE ALSO
 \fBmpirun\fR(1), \fBsrun\fR(1), \fBssh\fR(1), \fBpdsh\fR(1);
-README.md and SECURITY.md in /usr/share/doc/dlaunch.
+README.md and its guides (docs/SECURITY.md among them) in /usr/share/doc/dlaunch.
 )";
 
 }  // namespace

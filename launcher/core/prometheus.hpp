@@ -1,8 +1,8 @@
 // The metrics dlaunch serves at /metrics (--metrics-addr), in Prometheus's text
 // exposition format 0.0.4: the one table of every metric (its name, type, labels,
 // where it is served and what it means), and a pure writer of that format. The
-// README's metric list is generated from the same table (MetricsMarkdown;
-// `dlaunch-docgen metrics`), and a unit test holds README.md to it.
+// metric list in docs/monitoring.md is generated from the same table
+// (MetricsMarkdown; `dlaunch-docgen metrics`), and a unit test holds it to it.
 //
 // Names follow Prometheus's rules: a `dlaunch_` prefix, the unit in the name
 // (`_seconds`, `_bytes`), `_total` on every counter and on no gauge, and labels
@@ -32,10 +32,10 @@ struct MetricDef {
   MetricType type;
   const char* labels;  // comma-separated label names, "" for none
   MetricWhere where;
-  const char* help;    // the HELP line and the README's meaning
+  const char* help;    // the HELP line and the docs' meaning
 };
 
-// Every metric, in the order /metrics and the README list them.
+// Every metric, in the order /metrics and docs/monitoring.md list them.
 const std::vector<MetricDef>& MetricTable();
 // The row named `name`; null when none.
 const MetricDef* FindMetric(std::string_view name);
@@ -82,7 +82,7 @@ class Exposition {
 // The HTTP Content-Type of Text().
 inline constexpr const char* kExpositionContentType = "text/plain; version=0.0.4; charset=utf-8";
 
-// The README's metric list: a Markdown table of name, type, labels, where, meaning.
+// docs/monitoring.md's metric list: a Markdown table of name, type, labels, where, meaning.
 std::string MetricsMarkdown();
 
 }  // namespace dlaunch::launcher

@@ -4,7 +4,7 @@
 //
 //   dlaunch-docgen man VERSION OUT
 //   dlaunch-docgen completion OUT
-//   dlaunch-docgen metrics OUT     README.md's metric list (launcher/core/prometheus.hpp)
+//   dlaunch-docgen metrics OUT     docs/monitoring.md's metric list (launcher/core/prometheus.hpp)
 #include <cerrno>
 #include <cstdio>
 #include <cstring>

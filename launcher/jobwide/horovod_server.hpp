@@ -14,7 +14,7 @@
 // values and clients (HorovodStoreLimitsFor, ServerOptions). Every refusal is
 // one rate-limited line. What this does not stop: anyone who can send from a
 // node's address (a node's other users included) where the node is not this
-// machine, or a process of the job's own user (README: "Horovod").
+// machine, or a process of the job's own user (docs/environment.md: "Horovod").
 //
 // Every call on the event loop's thread.
 #pragma once

@@ -28,7 +28,7 @@ namespace {
 // lives), register faulthandler, block the signal in the main thread and start
 // the idle thread that takes it, then write the header line that lets dlaunch
 // signal it. faulthandler does the rest from C when dlaunch asks for stacks.
-constexpr std::string_view kPythonHook = R"PY(# dlaunch's stack hook (README: "Hangs"). It registers faulthandler on one
+constexpr std::string_view kPythonHook = R"PY(# dlaunch's stack hook (docs/hangs.md). It registers faulthandler on one
 # real-time signal so that dlaunch can print this process's stacks when the job
 # hangs, then takes itself off sys.path and imports the sitecustomize it hides.
 # Every Python worker runs it at start, so it does as little as it can; dlaunch's

@@ -49,7 +49,8 @@ for t in python3-torch openssh-server slurm munge gdb iproute2 clang catch2 libb
 done
 dpkg-deb -c "$deb" | awk '{print $NF}' | sed -E 's|^\./|/|; s|(.)/$|\1|' >"$TMP/contents"
 for f in /usr/bin/dlaunch /usr/bin/dlaunch-watch /usr/share/man/man1/dlaunch.1.gz /usr/share/bash-completion/completions/dlaunch \
-  /usr/share/doc/dlaunch/README.md /usr/share/doc/dlaunch/copyright; do
+  /usr/share/doc/dlaunch/README.md /usr/share/doc/dlaunch/copyright /usr/share/doc/dlaunch/docs/SECURITY.md \
+  /usr/share/doc/dlaunch/docs/multinode.md /usr/share/doc/dlaunch/docs/events.schema.json; do
   grep -qx -- "$f" "$TMP/contents" || fail "the .deb has no $f"
 done
 if [[ -x $(dirname "$DLAUNCH")/dlaunch-mpi-bootstrap ]]; then
@@ -120,7 +121,7 @@ run_cmd 120 dpkg -r dlaunch
 expect_rc 0 "dpkg -r dlaunch"
 if dpkg-query -W -f='${Status}' dlaunch 2>/dev/null | grep -q 'ok installed'; then fail "dpkg still lists dlaunch"; fi
 while read -r f; do
-  [[ -d $f && $f != /usr/share/doc/dlaunch ]] && continue  # /usr, /usr/bin, ...: not the package's own
+  [[ -d $f && $f != /usr/share/doc/dlaunch* ]] && continue  # /usr, /usr/bin, ...: not the package's own
   [[ ! -e $f ]] || fail "$f is left after dpkg -r dlaunch"
 done <"$TMP/contents"
 
