@@ -10,6 +10,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config ccache libboost1.81-dev
 test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server openssh-client pdsh time
            slurm-wlm slurmctld slurmd slurm-client munge
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
+           python3-pytest  # tests/launcher/process/stack_hook_test.py: the stack hook's Python
            gdb  # --hang-timeout: stacks of workers that are not Python
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
