@@ -108,6 +108,13 @@ TEST_CASE("the hook's directory is named after its source", "[python_hook]") {
   CHECK(src.find("path.abspath(") == std::string_view::npos);  // no walk of sys.path at start
 }
 
+TEST_CASE("the hook's source is stack_hook.py, byte for byte", "[python_hook]") {
+  // The file the build embeds (and stack_hook_test.py tests) is what workers run.
+  std::string file = HookFileText(DLAUNCH_SOURCE_DIR "/launcher/process/stack_hook.py");
+  REQUIRE(file.size() > 1000);
+  CHECK(PythonHookSource() == file);
+}
+
 TEST_CASE("WritePythonHook writes the hook once and mends a changed one", "[python_hook]") {
   testing::TempDir dir("hook-write");
   std::string hook = PythonHookDir(dir.path);
