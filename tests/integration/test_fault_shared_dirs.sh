@@ -57,7 +57,6 @@ EOF
   [[ -e $TMP/pwned ]] && fail_run "nobody's sitecustomize ran in root's worker: $(cat "$TMP/pwned")"
   expect_rc 2 "a run directory nobody made"
   assert_eq "$(cat "$ERR")" "dlaunch: --log-dir $SHARED/job42: refused (owned by uid $(id -u nobody), not 0)" "the refusal"
-  in_time "$ELAPSED" 2 || fail "the refusal took ${ELAPSED}s"
 
   # A planted symlink where a rank's log goes.
   "${as_nobody[@]}" sh -c 'mkdir -p "$1/job43/attempt_0/0" && ln -s "$2" "$1/job43/attempt_0/0/stdout.log"' _ \
