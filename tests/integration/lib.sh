@@ -298,11 +298,11 @@ loads_libraries() { readelf -l "$1" 2>/dev/null | grep -q 'Requesting program in
 # of a dynamic program, from the symbol table of a static one, and not at all
 # for a stripped static one, which keeps no record of them.
 hardened_problems() {
-  local bin=$1 problems=() syms
-  readelf -hW "$bin" | grep -qE '^ *Type: +DYN' || problems+=("not position-independent (ELF type $(readelf -hW "$bin" | awk '/Type:/ {print $2}'))")
-  readelf -lW "$bin" | grep -q GNU_RELRO || problems+=("no GNU_RELRO segment")
-  readelf -dW "$bin" | grep -qE '\(FLAGS\).*BIND_NOW|\(FLAGS_1\).* NOW' || problems+=("no BIND_NOW")
-  readelf -dW "$bin" | grep -qE '\(FLAGS_1\).* PIE' || problems+=("no PIE flag in FLAGS_1")
+  local bin=$1 lacking=() syms
+  readelf -hW "$bin" | grep -qE '^ *Type: +DYN' || lacking+=("not position-independent (ELF type $(readelf -hW "$bin" | awk '/Type:/ {print $2}'))")
+  readelf -lW "$bin" | grep -q GNU_RELRO || lacking+=("no GNU_RELRO segment")
+  readelf -dW "$bin" | grep -qE '\(FLAGS\).*BIND_NOW|\(FLAGS_1\).* NOW' || lacking+=("no BIND_NOW")
+  readelf -dW "$bin" | grep -qE '\(FLAGS_1\).* PIE' || lacking+=("no PIE flag in FLAGS_1")
   if loads_libraries "$bin"; then
     syms=$(readelf --dyn-syms -W "$bin")
   else
@@ -310,11 +310,11 @@ hardened_problems() {
     readelf -SW "$bin" | grep -q ' .symtab ' || syms=skip
   fi
   if [[ $syms != skip ]]; then
-    grep -q ' __stack_chk_fail' <<<"$syms" || problems+=("no stack protector (__stack_chk_fail)")
-    grep -qE ' __[a-z_]+_chk(@|$)' <<<"$syms" || problems+=("no FORTIFY (__*_chk)")
+    grep -q ' __stack_chk_fail' <<<"$syms" || lacking+=("no stack protector (__stack_chk_fail)")
+    grep -qE ' __[a-z_]+_chk(@|$)' <<<"$syms" || lacking+=("no FORTIFY (__*_chk)")
   fi
   local IFS=';'
-  [[ ${#problems[@]} == 0 ]] || printf '%s\n' "${problems[*]}"
+  [[ ${#lacking[@]} == 0 ]] || printf '%s\n' "${lacking[*]}"
 }
 
 # Commands run by lib_cleanup after the marked processes are killed (e.g.

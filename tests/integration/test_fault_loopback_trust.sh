@@ -50,6 +50,7 @@ nobody_tries() {
     --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" --rdzv-conf is_host=0,join_timeout=10 -- echo RAN
   [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "$where: nobody's dlaunch exited $RC"
   grep -q RAN "$OUT" && fail_run "$where: nobody's dlaunch ran a worker in root's job"
+  # shellcheck disable=SC2153  # ERR: lib.sh's, the last run's stderr
   assert_contains "$(cat "$ERR")" "rendezvous 127.0.0.1:$port: the coordinator did not prove it holds the token" \
     "$where: nobody's dlaunch"
   run_cmd 5 "${as_nobody[@]}" cat "$TOKEN_FILE"

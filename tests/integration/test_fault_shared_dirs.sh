@@ -223,11 +223,13 @@ assert_file_matches "$OUT" "^hostfile dlaunch-hosts-[A-Za-z0-9]{6} 600 $ME local
 run_dl 10 job "$TMP/job/mpi.yml" -H 127.0.0.1,127.0.0.2 --explain
 expect_rc 0 "--explain of the node-list form"
 line=$(grep '^job: ' "$OUT") || fail_run "--explain printed no flags"
+words=()
 eval "words=(${line#*, as: dlaunch })"
 for ((i = 0; i < ${#words[@]}; ++i)); do [[ ${words[i]} == -- ]] && break; done
 snippet=("${words[@]:i+1}")
 [[ ${snippet[0]} == /bin/sh && ${snippet[1]} == -c ]] || fail "--explain's command is not /bin/sh -c: ${snippet[*]}"
 if ((ATTACK)); then
+  # shellcheck disable=SC2013  # the names are one word each
   for name in $(grep -o 'dlaunch-[a-z]*-[0-9a-f]\{8,\}\.hosts' <<<"${snippet[2]}"); do
     "${as_nobody[@]}" ln -s "$TMP/secret" "$SHARED/$name" || fail "nobody could not plant $name"
   done

@@ -106,6 +106,7 @@ expect_rc 0 "the hosting node after a reported hang that resolved"
 wait_dl rpeer
 expect_rc 0 "node 1 after a reported hang that resolved"
 ERR=$TMP/rhost.err
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 OUT=$TMP/rhost.out
 [[ $(grep -c "no rank has made progress" "$ERR") == 1 ]] || fail_run "expected one hang report"
 assert_file_matches "$ERR" "^dlaunch: hang: rank 2 \(1\) is elsewhere: load_batch \(hang_ddp.py:$line\)" "report: rank 2 named"

@@ -285,7 +285,7 @@ finish_job st5 "hostile clients"
 if command -v prlimit >/dev/null; then
   start_job st6 st6 60 1
   pid=$(dl_pid st6)
-  nfd=$(ls "/proc/$pid/fd" | wc -l)
+  nfd=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)
   # The soft limit only: raising a hard limit again needs CAP_SYS_RESOURCE.
   prlimit --pid "$pid" --nofile=$((nfd + 3)): || fail "prlimit --pid $pid failed"
   cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }

@@ -21,7 +21,6 @@ unset DLAUNCH_RDZV_TOKEN
 
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$TMP/xdg1"
-LIVE=$XDG_RUNTIME_DIR/dlaunch
 
 cp "$SRC/tests/integration/tools/status_worker.py" "$TMP/work.py"
 line=$(grep -n WAIT_LINE "$TMP/work.py" | cut -d: -f1)

@@ -89,6 +89,7 @@ check() {  # check DIR ADDRS WHAT
   out=$(timeout 30 "$PY" "$TMP/check.py" "$1" "$2" 2>&1) || { show_run; fail "$3: $(echo "$out" | head -n 10)"; }
 }
 
+# shellcheck disable=SC2054  # the commas are --roles' own
 roles=(--roles chief:1,worker:2,ps:1 --role-env ps:MAGIC=newnumber)
 
 # 1. Two agents of the rendezvous, each on its own loopback address.
