@@ -11,6 +11,7 @@ test_pkgs=(python3-torch iproute2 procps psmisc openmpi-bin python3-mpi4py opens
            slurm-wlm slurmctld slurmd slurm-client munge
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
            gdb  # --hang-timeout: stacks of workers that are not Python
+           shellcheck  # scripts/shellcheck.sh: the quick tier's lint of scripts/ and tests/
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
            libnss-myhostname  # tests/integration/test_nss_names.sh: a name only an NSS module knows
