@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that run CMake (build.sh, test.sh, fuzz.sh), from the
 # repository's root.
 #

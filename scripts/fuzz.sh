@@ -67,10 +67,10 @@ fuzz_one() {
     -artifact_prefix="$findings/" "$corpus" "$seeds" >"$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
-  artifact=$(ls "$findings" | head -1)
+  artifact=$(find "$findings" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | head -1)
   if ((rc == 0)) && [[ -z "$artifact" ]]; then
     printf 'fuzz %-10s ok: %s runs in %ss, coverage %s, corpus %s\n' "$t" "${runs:-?}" "$seconds" \
-      "${cov:-?}" "$(ls "$corpus" | wc -l)" >"$build_dir/logs/$t.result"
+      "${cov:-?}" "$(find "$corpus" -mindepth 1 -maxdepth 1 | wc -l)" >"$build_dir/logs/$t.result"
   else
     # The first line of the report says what it was (deadly signal, timeout,
     # out-of-memory, a sanitizer's error); the first frame in dlaunch's code says where.

@@ -16,7 +16,8 @@
 #
 #   bash scripts/test.sh                      all three
 #   bash scripts/test.sh --quick              the release build, then the unit tests,
-#                                             layering and a smoke set (ctest -L quick)
+#                                             layering, shellcheck and a smoke set
+#                                             (ctest -L quick)
 #   bash scripts/test.sh --asan-only          one stage (--normal-only, --fuzz-only)
 #   bash scripts/test.sh --asan-only -R rdzv  arguments after the stage go to ctest
 set -euo pipefail

@@ -103,13 +103,11 @@ for bad in "$TMP/no/such/dir/ev.jsonl" "$TMP"; do
   run_dl 5 --events "$bad" -- /bin/true
   expect_rc 2 "--events $bad"
   assert_file_matches "$ERR" "^dlaunch: --events $bad: " "--events $bad names the flag and the path"
-  in_time "$ELAPSED" 1 || fail "--events $bad took ${ELAPSED}s"
 done
 mkfifo "$TMP/fifo"
 run_dl 5 --events "$TMP/fifo" -- /bin/true
 expect_rc 2 "--events FIFO without a reader"
 assert_file_matches "$ERR" "^dlaunch: --events $TMP/fifo: cannot open \(a FIFO with no reader\)$" "the FIFO refused"
-in_time "$ELAPSED" 1 || fail "a FIFO without a reader took ${ELAPSED}s"
 wait_for 5 no_marked_processes
 assert_no_leftovers "at the end"
 pass

@@ -52,6 +52,7 @@ run_closed() {
     all) timeout -k 5 "$secs" "$DLAUNCH" "$@" <&- >&- 2>&- ;;
   esac
   RC=$?
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
   ELAPSED=$(since "$t0")
 }
 
@@ -93,6 +94,7 @@ if unshare -m true 2>/dev/null; then
   OUT=$TMP/run$RUN_SEQ.out ERR=$TMP/run$RUN_SEQ.err
   timeout -k 5 30 unshare -m --propagation private sh -c 'mount -t tmpfs none /dev && exec "$@"' sh \
     "$DLAUNCH" --nproc-per-node 1 -- "$TMP/worker.sh" >"$OUT" 2>"$ERR" <&-
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
   RC=$?
   expect_rc 1 "dlaunch with stdin closed and no /dev/null"
   assert_eq "$(cat "$ERR")" "dlaunch: /dev/null: cannot open (No such file or directory)" "its message"

@@ -7,7 +7,8 @@
 #      without a token sends);
 #   b. the fake answers with a random nonce and a random proof.
 # In both, the agent (is_host=0, DLAUNCH_RDZV_TOKEN set) must:
-#   - exit non-zero of its own within 10 s;
+#   - exit non-zero of its own, at once: its join_timeout (600 s) is far
+#     beyond the run's guard (20 s), so an agent that waits it out hangs;
 #   - start no worker (nothing on stdout, no MASTER_ADDR=10.66.66.66);
 #   - say "rendezvous 127.0.0.1:PORT: the coordinator did not prove it holds
 #     the token (...)" (the shared decision's text);
@@ -35,13 +36,12 @@ run_case() {
   track_pid "$fake"
   wait_for 10 port_listening "$port" || { cat "$TMP/fake$c.out" >&2; fail "case $c: the fake coordinator did not listen"; }
   run_dl 20 --nnodes 2 --rdzv-endpoint "$endpoint" --rdzv-id "fake-$c-$$" \
-    --rdzv-conf is_host=0,join_timeout=10 -- "$TMP/worker.sh"
+    --rdzv-conf is_host=0,join_timeout=600 -- "$TMP/worker.sh"
   kill "$fake" 2>/dev/null
   wait "$fake" 2>/dev/null
   log "case $c ($mode challenge): agent exited $RC after ${ELAPSED}s; the fake saw: $(grep -E 'got|sent|closed' "$TMP/fake$c.out" | sed 's/^fake: //' | tr '\n' ',' | cut -c1-200)"
   local problems=""
   exited_badly "$RC" || problems+=" the agent exited $RC (expected a non-zero exit of its own);"
-  in_time "$ELAPSED" 10 || problems+=" it took ${ELAPSED}s (expected under 10s);"
   [[ -s $OUT ]] && problems+=" it started a worker ($(head -n 1 "$OUT"));"
   grep -q '^fake: got join' "$TMP/fake$c.out" && problems+=" it sent its Join to the fake;"
   grep -Eq "rendezvous 127\.0\.0\.1:$port: the coordinator did not prove it holds the token" "$ERR" ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 9 (Low): an agent whose endpoint is taken by something else, here a
 # listener that greets every connection like sshd ("SSH-2.0-OpenSSH_9.2"),
-# says so: it exits non-zero of its own within 5 s with one line naming the
+# says so: it exits non-zero of its own, before its join_timeout (600 s, far
+# beyond the run's guard of 20 s), with one line naming the
 # endpoint and saying the peer is not a dlaunch coordinator (before the fix:
 # "lost the coordinator (frame: bad magic ...)"), and starts no worker.
 # shellcheck source=tests/integration/lib.sh
@@ -32,10 +33,9 @@ disown "$!"  # no "Killed" report when the exit trap ends it
 wait_for 5 port_listening "$port" || fail "fixture: the foreign listener on $port did not start"
 
 run_dl 20 --nnodes 2 --rdzv-endpoint "$endpoint" --rdzv-id "foreign-$$" \
-  --rdzv-conf is_host=0,join_timeout=10 -- "$TMP/bin/sleep" 0
+  --rdzv-conf is_host=0,join_timeout=600 -- "$TMP/bin/sleep" 0
 log "foreign listener: exit $RC after ${ELAPSED}s: $(head -c 300 "$ERR")"
 exited_badly "$RC" || fail_run "expected a non-zero exit of dlaunch's own, got $RC"
-in_time "$ELAPSED" 5 || fail_run "expected the agent to give up within 5s, took ${ELAPSED}s"
 [[ -s $OUT ]] && fail_run "no worker should have started"
 assert_eq "$(grep -c . "$ERR")" 1 "lines on stderr"
 assert_file_matches "$ERR" "^dlaunch: .*$endpoint.*not a dlaunch coordinator" \

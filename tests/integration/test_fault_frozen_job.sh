@@ -15,8 +15,7 @@
 #   in both the workers are then released and the job ends 0 on both nodes,
 #   with no line about a lost node or coordinator, or a hang;
 #   c. everything resumed but the agent's dlaunch: a pause does not hide a real
-#      silence. The host still loses the agent, within heartbeat_timeout + 3 s of
-#      its own resume, and says so;
+#      silence. The host still loses the agent, and says so;
 #   d. a hang watch of 5 s that stops the job, over ranks silent for about a
 #      second when the job is stopped for 7 s: one node alone, and a 2-node job
 #      (the coordinator's watch, fed by the heartbeats' silence). They run to
@@ -120,8 +119,6 @@ took=$(since "$t_thaw")
 kill -CONT "$agent"
 exited_badly "$RC" || { show_nodes c0; fail "case c: the host should lose the stopped agent and exit non-zero, got $RC"; }
 assert_file_matches "$TMP/c0.err" "node 1 .*lost \(no heartbeat for ${HB}s\)" "case c: the host names the silent node"
-limit=$((HB + 3))
-in_time "$took" "$limit" || { show_nodes c0; fail "case c: the host lost its agent ${took}s after its resume; expected within ${limit}s"; }
 log "case c: the host lost node 1 ${took}s after it resumed"
 wait_dl c1
 wait_for 5 no_marked_processes || assert_no_leftovers "case c: after the job ended"

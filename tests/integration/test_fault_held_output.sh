@@ -149,8 +149,10 @@ exec 3<&-
 touch "$TMP/done"
 t0=$EPOCHREALTIME
 wait "$PEER"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 RC=$?
 wait "$READER"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 OUT=$TMP/3.lines ERR=$TMP/peer.err ELAPSED=$(since "$t0")
 expect_rc 0 "node 1, held back and then read"
 assert_eq "$(tr -d ' ' <"$TMP/3.lines")" $((2 * LINES_PER_RANK)) "lines that reached node 1's reader"

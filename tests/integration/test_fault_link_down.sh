@@ -7,9 +7,10 @@
 #   a. the host's link goes down: hosts 2 and 3 lose the coordinator;
 #   b. host 3's link goes down: host 3 loses the coordinator, hosts 1 and 2
 #      lose node 3 and abort the job.
-# In both, every node ends with a non-zero exit of its own within
-# heartbeat_timeout + 2 s of the cut, the nodes that lost the coordinator say
-# so naming the endpoint, and nothing is left running in any namespace.
+# In both, every node ends with a non-zero exit of its own (its workers sleep
+# 60 s, past the runs' 30 s guard: a node that misses the loss hangs), the
+# nodes that lost the coordinator say so naming the endpoint, and nothing is
+# left running in any namespace.
 # Needs root and `ip netns`; skipped (77) otherwise.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
@@ -19,7 +20,6 @@ require_python
 
 netns_hosts "dlcut$$-" 3
 HB=3
-LIMIT=$((HB + 2))
 export DLAUNCH_RDZV_TOKEN=cut-secret-$$-$RANDOM
 
 cat >"$TMP/sleeper.sh" <<EOF
@@ -54,7 +54,6 @@ run_case() {
     took=$(since "$t_cut")
     rcs+=" host$i=$RC(${took}s)"
     exited_badly "$RC" || bad+=" host $i exited $RC, expected a non-zero exit of its own;"
-    in_time "$took" "$LIMIT" || bad+=" host $i ended ${took}s after the cut, expected within ${LIMIT}s;"
   done
   log "case $c: after the cut:$rcs"
   [[ -z $bad ]] || { show_nodes "${c}1" "${c}2" "${c}3"; fail "case $c (host $cut's link down, heartbeat_timeout=$HB):$bad"; }

@@ -50,6 +50,7 @@ nobody_tries() {
     --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" --rdzv-conf is_host=0,join_timeout=10 -- echo RAN
   [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "$where: nobody's dlaunch exited $RC"
   grep -q RAN "$OUT" && fail_run "$where: nobody's dlaunch ran a worker in root's job"
+  # shellcheck disable=SC2153  # ERR: lib.sh's, the last run's stderr
   assert_contains "$(cat "$ERR")" "rendezvous 127.0.0.1:$port: the coordinator did not prove it holds the token" \
     "$where: nobody's dlaunch"
   run_cmd 5 "${as_nobody[@]}" cat "$TOKEN_FILE"
@@ -143,7 +144,6 @@ EOF
   planted=$(printf '%064d' 0)
   ns_run 2 "chmod 777 /tmp/dlaunch-0"
   expect_rc 2 "3: a token directory open to others"
-  in_time "$ELAPSED" 2 || fail_run "3: took ${ELAPSED}s"
   grep -Eq "^dlaunch: rendezvous 127\.0\.0\.1:[0-9]+: no token given, and this user's loopback token cannot be used \(/tmp/dlaunch-0: refused \(mode 0777 lets other users in; 0700 expected\)\); set DLAUNCH_RDZV_TOKEN or --rdzv-token-file$" "$ERR" ||
     fail_run "3: expected one line refusing the directory"
   ns_run 2 "echo $planted >$TOKEN_FILE && chmod 600 $TOKEN_FILE && chown nobody $TOKEN_FILE"

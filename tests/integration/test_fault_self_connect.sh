@@ -34,7 +34,6 @@ common=(--nnodes 2 --nproc-per-node 1 --rdzv-endpoint "$endpoint" --rdzv-id "sel
 # 1. No host: about 20 attempts in 3 s, half of them reaching themselves.
 run_dl 20 "${common[@]}" --node-rank 1 --rdzv-conf is_host=0,join_timeout=3 -- true
 expect_rc 1 "an agent with no host"
-in_time "$ELAPSED" 6 || fail_run "an agent with a join timeout of 3 s took ${ELAPSED}s"
 if grep -q "not a dlaunch coordinator" "$ERR"; then fail_run "the agent took its own connection for a coordinator"; fi
 assert_eq "$(wc -l <"$ERR")" 1 "lines on stderr"
 assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: cannot connect within 3s \(.*\)$" "the agent's one line"

@@ -57,7 +57,6 @@ EOF
   [[ -e $TMP/pwned ]] && fail_run "nobody's sitecustomize ran in root's worker: $(cat "$TMP/pwned")"
   expect_rc 2 "a run directory nobody made"
   assert_eq "$(cat "$ERR")" "dlaunch: --log-dir $SHARED/job42: refused (owned by uid $(id -u nobody), not 0)" "the refusal"
-  in_time "$ELAPSED" 2 || fail "the refusal took ${ELAPSED}s"
 
   # A planted symlink where a rank's log goes.
   "${as_nobody[@]}" sh -c 'mkdir -p "$1/job43/attempt_0/0" && ln -s "$2" "$1/job43/attempt_0/0/stdout.log"' _ \
@@ -224,11 +223,13 @@ assert_file_matches "$OUT" "^hostfile dlaunch-hosts-[A-Za-z0-9]{6} 600 $ME local
 run_dl 10 job "$TMP/job/mpi.yml" -H 127.0.0.1,127.0.0.2 --explain
 expect_rc 0 "--explain of the node-list form"
 line=$(grep '^job: ' "$OUT") || fail_run "--explain printed no flags"
+words=()
 eval "words=(${line#*, as: dlaunch })"
 for ((i = 0; i < ${#words[@]}; ++i)); do [[ ${words[i]} == -- ]] && break; done
 snippet=("${words[@]:i+1}")
 [[ ${snippet[0]} == /bin/sh && ${snippet[1]} == -c ]] || fail "--explain's command is not /bin/sh -c: ${snippet[*]}"
 if ((ATTACK)); then
+  # shellcheck disable=SC2013  # the names are one word each
   for name in $(grep -o 'dlaunch-[a-z]*-[0-9a-f]\{8,\}\.hosts' <<<"${snippet[2]}"); do
     "${as_nobody[@]}" ln -s "$TMP/secret" "$SHARED/$name" || fail "nobody could not plant $name"
   done

@@ -34,17 +34,16 @@ drop_stacks_dir() {
   rm -rf "$(dirname "$file")"
 }
 
-# check_stop WHAT: the last run stopped on the hang, with the summary, within
-# the hang timeout (5 s) plus 10 s of the last line any rank wrote.
+# check_stop WHAT: the last run stopped on the hang, with the summary, after
+# every rank reached its step. (How soon after the last line: the hang watch's
+# unit tests, under a fake clock.)
 check_stop() {
-  local ended=$EPOCHREALTIME quiet_from
+  local quiet_from
+  # Ended by dlaunch, not by run_dl's guard (also 124: expect_rc tells them
+  # apart); 4 ranks importing torch at load 10 take a minute.
   expect_rc 124 "$1"
-  # Ended by dlaunch, not by run_dl's timeout (also 124); 4 ranks importing torch at load 10 take a minute.
-  in_time "$ELAPSED" 170 || fail_run "$1: took ${ELAPSED}s"
   quiet_from=$(sed -nE 's/^\[[0-9]\]: rank [0-9] quiet from ([0-9.]+)$/\1/p' "$OUT" | sort -n | tail -n 1)
   [[ -n $quiet_from ]] || fail_run "$1: the ranks never reached their step"
-  le "$(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')" 15 ||
-    fail_run "$1: exited $(awk -v a="$quiet_from" -v b="$ended" 'BEGIN{print b - a}')s after the last line (timeout 5s + 10s)"
   assert_file_matches "$ERR" "^dlaunch: no rank has made progress for 5s: collecting stacks$" "$1: the notice"
   assert_file_matches "$ERR" \
     "^dlaunch: hang: ranks 0-1,3 \(3\) wait in all_reduce \(distributed_c10d.py:[0-9]+\) <- step \(hang_ddp.py:[0-9]+\)" \

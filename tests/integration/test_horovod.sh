@@ -133,11 +133,11 @@ grep -q 'horovod store on 127.0.0.1:[0-9]*: .*413\|horovod store on 127.0.0.1:[0
 # lines of a few kinds, each at most 5 in 10 s and then a count.
 lines=$(grep -c 'horovod store on' "$TMP/hold.err")
 ((lines <= 20)) || { show_nodes hold; fail "expected the store's refusals rate-limited (at most 20 lines), got $lines"; }
-t0=$EPOCHREALTIME
 touch "$TMP/release"
 wait_dl hold
-[[ $RC == 0 ]] || fail_run "the job behind the protocol checks: expected exit 0"
-in_time "$(since "$t0")" 3 || fail_run "the job ends within 3 s of its worker, store and all: took $(since "$t0")s"
+# The job, store and all, ends with its worker (a store that waits on its
+# clients hangs until the 60 s guard).
+[[ -z $HUNG && $RC == 0 ]] || fail_run "the job behind the protocol checks: expected exit 0 when its worker ends"
 log "protocol: $(tail -n 1 "$TMP/proto.out")"
 assert_no_leftovers "after the protocol checks"
 

@@ -157,11 +157,12 @@ assert_no_leftovers "after the per-process job"
 wait_for 5 no_helpers_left || fail "a dlaunch-mpi-bootstrap outlived the per-process job"
 
 # ---------------------------------------------------------------------------
-# 4. A failure: rank 3 exits 3; the others would sleep a minute.
+# 4. A failure: rank 3 exits 3; the others would sleep 10 minutes, past the
+# run's guard (60 s): a launcher that waits for them instead of stopping them hangs.
 cat >"$TMP/fail.sh" <<EOF
 #!/bin/sh
 if [ "\$RANK" = 3 ]; then "$TMP/bin/sleep" 1; echo "rank 3 gives up" >&2; exit 3; fi
-exec "$TMP/bin/sleep" 60
+exec "$TMP/bin/sleep" 600
 EOF
 chmod +x "$TMP/fail.sh"
 # Each dlaunch's own exit code, through a wrapper (a deferred trap: it still
@@ -177,7 +178,6 @@ EOF
 chmod +x "$TMP/dl_rc.sh"
 run_mpi 60 2 "$TMP/dl_rc.sh" --nproc-per-node 2 -- "$TMP/fail.sh"
 [[ $RC == 3 ]] || fail_run "mpirun after rank 3 exited 3: expected exit code 3, got $RC"
-in_time "$ELAPSED" 20 || fail_run "mpirun took ${ELAPSED}s to end after rank 3 failed (the others sleep 60 s)"
 for m in 0 1; do
   [[ -f $TMP/dl_rc.$m ]] || fail_run "dlaunch under mpirun rank $m left no exit code (killed?)"
   assert_eq "$(cat "$TMP/dl_rc.$m")" 3 "exit code of the dlaunch under mpirun rank $m"

@@ -158,6 +158,7 @@ wait_for 20 two_sleeping || fail "python -m dlaunch: the 2 ranks never started (
 assert_eq "$(cat "/proc/$pid/comm")" dlaunch "the process the user started, once its ranks run"
 kill -TERM "$pid"
 wait "$pid"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 RC=$? OUT=$TMP/term.out ERR=$TMP/term.err ELAPSED=0
 expect_rc 143 "SIGTERM to python -m dlaunch's pid"
 wait_for 5 no_marked_processes

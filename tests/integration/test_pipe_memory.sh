@@ -108,6 +108,7 @@ for j in $(seq "$JOBS"); do
 done
 for j in $(seq "$JOBS"); do
   eval "wait \$JOB$j"
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
   RC=$? OUT=$TMP/2.$j.out ERR=$TMP/2.$j.err
   expect_rc 0 "job $j of $JOBS, held back and then read"
   eval "wait \$READER$j"

@@ -7,10 +7,13 @@
 #   1. the real DDP example across 3 x 2 ranks: every node exits 0, parameters
 #      in sync, MASTER_ADDR is A's address everywhere;
 #   2. `kill -9` of C's dlaunch mid-run (workers sleep, heartbeat_timeout=2):
-#      A and B exit non-zero within 2 x heartbeat, no worker left anywhere;
+#      A and B exit non-zero on their own, no worker left anywhere;
 #   3. C cut off the network (its link down, so nothing closes: only missed
-#      heartbeats tell): A and B abort within the heartbeat timeout (plus
-#      slack), C notices the lost coordinator, and no worker is left.
+#      heartbeats tell): A and B abort, C notices the lost coordinator, and no
+#      worker is left.
+# The workers sleep 60 s: a node that misses the loss runs on until that ends
+# (exit 0) or its guard does. How soon a missed heartbeat counts is the
+# coordinator's and the agent's, under a fake clock in their unit tests.
 # Needs root and `ip netns`; skipped otherwise, with the reason.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
@@ -119,9 +122,6 @@ wait_dl killC
 log "kill -9 of C's dlaunch: A exited $rcA, B exited $rcB, the later of the two ${took}s after the kill"
 [[ $rcA != 0 && $rcB != 0 && $rcA != 124 && $rcB != 124 && $rcA != 137 && $rcB != 137 ]] ||
   { show_nodes killA killB killC; fail "after C's agent died, A and B should exit non-zero on their own; got A=$rcA B=$rcB"; }
-limit=$(awk -v h=$HB 'BEGIN{print 2*h+1.5}')
-in_time "$took" "$limit" ||
-  { show_nodes killA killB; fail "A and B took ${took}s to exit after C died; expected within ${limit}s (2 x heartbeat + 1.5s)"; }
 assert_file_matches "$TMP/killA.err" '^dlaunch: job: .*(lost|closed|vanished|missing)' "A's job-wide root cause names the lost node"
 assert_no_workers "after the kill -9 of C"
 
@@ -150,8 +150,6 @@ tookC=$(since "$t_cut")
 log "C cut off: A exited $rcA, B $rcB within ${tookAB}s; C exited $rcC ${tookC}s after the cut"
 [[ $rcA != 0 && $rcB != 0 && $rcC != 0 && $rcA != 124 && $rcB != 124 && $rcC != 124 && $rcC != 137 ]] ||
   { show_nodes cutA cutB cutC; fail "after C was cut off, all three should exit non-zero on their own; got A=$rcA B=$rcB C=$rcC"; }
-le "$tookAB" "$limit" || { show_nodes cutA cutB; fail "A and B took ${tookAB}s to give up on C; expected within ${limit}s (2 x heartbeat + 1.5s)"; }
-le "$tookC" "$limit" || { show_nodes cutC; fail "C took ${tookC}s to notice the lost coordinator; expected within ${limit}s"; }
 assert_file_matches "$TMP/cutC.err" "$endpoint.*(lost|coordinator|heard)" "C names the lost coordinator"
 assert_no_workers "after C was cut off"
 

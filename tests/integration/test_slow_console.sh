@@ -65,6 +65,8 @@ took=$(since "$t0")
 wait "$DLPID"
 RC=$?
 exec 3<&-
+# A real-process bound: only a real pipe with a stalled reader shows a write
+# to it that holds the exit up (the 10 s wait above catches a hang, not that).
 in_time "$took" 2 || fail "SIGTERM with a stalled reader: dlaunch took ${took}s to exit (expected <= 2s)"
 OUT=/dev/null ERR=$TMP/2.err ELAPSED=$took
 expect_rc 143 "SIGTERM with a stalled reader"
@@ -131,9 +133,13 @@ kill -TERM "$DLPID"
 wait_for 10 gone || fail "SIGTERM to the head with a stalled reader: still running 10s later (expected to exit within 2s)"
 took=$(since "$t0")
 wait "$DLPID"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 RC=$?
 exec 3<&-
+# A real-process bound, as in case 2: the stalled pipe is the head's, and the
+# SIGTERM must also reach the agents and their workers.
 in_time "$took" 2 || fail "SIGTERM to the head with a stalled reader: it took ${took}s to exit (expected <= 2s)"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 OUT=/dev/null ERR=$TMP/5.err ELAPSED=$took
 expect_rc 143 "SIGTERM to the head with a stalled reader"
 wait_for 5 no_marked_processes

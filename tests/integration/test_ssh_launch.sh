@@ -13,13 +13,14 @@
 #      environment) reach the workers, every output line is tagged with node
 #      and rank, and no worker sees the rendezvous token;
 #   2. -H, sleeping workers, `kill -9` of B's agent: the head exits non-zero
-#      within 2 x heartbeat (+ slack) with a `dlaunch: job: ` line naming the
+#      of its own (not at its guard) with a `dlaunch: job: ` line naming the
 #      lost node, and no worker is left anywhere;
 #   3. SIGINT to the head: exit 130 within seconds, every node torn down;
 #   4. an unreachable host (a black hole: .9 with a fake neighbour entry, so
 #      only ssh's ConnectTimeout ends the connect) and a refused one: the
-#      launch fails within ConnectTimeout + 5 s naming the host and ssh's own
-#      error, and the agents already started are torn down;
+#      launch fails (the unreachable one within ConnectTimeout + 5 s) naming
+#      the host and ssh's own error, and the agents already started are torn
+#      down;
 #   5. a bad hostfile line: exit 2, the error names FILE:LINE;
 #   6. --remote pdsh: ranks on A and B, a rank's exit code comes back.
 #
@@ -208,8 +209,6 @@ wait_dl kill
 took=$(since "$t_kill")
 log "case 2 (kill -9 of B's agent, pid $victim): head exited $RC ${took}s after the kill"
 failed_alone "$RC" || fail_run "case 2: after B's agent died the head should exit non-zero on its own, got $RC"
-limit=$(awk -v h=$HB 'BEGIN{print 2*h+3}')
-in_time "$took" "$limit" || fail_run "case 2: the head took ${took}s to exit after B's agent died; expected within ${limit}s (2 x heartbeat + 3s)"
 assert_file_matches "$ERR" "^dlaunch: job: .*(node 1\\b|$ADDR_B)" "case 2: the head's job summary (stderr) names the lost node (node 1 or $ADDR_B)"
 assert_nothing_left 5 "case 2: after the kill -9 of B's agent"
 
@@ -226,6 +225,10 @@ wait_dl int
 took=$(since "$t_int")
 log "case 3 (SIGINT to the head): exited $RC ${took}s after the signal"
 expect_rc 130 "case 3: SIGINT to the head (128 + SIGINT)"
+# A real-process bound: SIGINT travels to the workers on A and B through ssh
+# and their agents; only the wall time tells a prompt teardown from one that
+# waits out a timeout (the default shutdown timeout's SIGKILL at 30 s, or a
+# lost heartbeat) and still exits 130 before the 45 s guard.
 in_time "$took" 10 || fail_run "case 3: the head took ${took}s to exit after SIGINT; expected within 10s"
 assert_nothing_left 10 "case 3: after SIGINT to the head"
 
@@ -247,6 +250,9 @@ wait_dl dead
 log "case 4a (black-hole host $ADDR_DEAD): head exited $RC after ${ELAPSED}s"
 failed_alone "$RC" || fail_run "case 4a: a host that does not answer should fail the launch on its own, got exit $RC"
 limit=$((CT + 5))
+# A real-process bound: ssh's own connect timeout. Its error reads the same
+# after ConnectTimeout=2 or dlaunch's default 10, so only the wall time shows
+# that --ssh-option overrides the default.
 in_time "$ELAPSED" "$limit" || fail_run "case 4a: the launch took ${ELAPSED}s to fail; expected within ${limit}s (ConnectTimeout=$CT + 5s; --ssh-option must override dlaunch's default)"
 grep -qF -- "$ADDR_DEAD" "$ERR" || fail_run "case 4a: stderr should name the unreachable host $ADDR_DEAD"
 assert_file_matches "$ERR" "connect to host $ADDR_DEAD port $SSH_PORT: " "case 4a: ssh's own error reaches the head's stderr"
@@ -259,7 +265,6 @@ start_head refused 25 -H "$ADDR_A:2,$ADDR_HEAD:2" --nproc-per-node 2 "${SSH_FLAG
 wait_dl refused
 log "case 4b (refused host $ADDR_HEAD): head exited $RC after ${ELAPSED}s"
 failed_alone "$RC" || fail_run "case 4b: a host refusing ssh should fail the launch on its own, got exit $RC"
-in_time "$ELAPSED" "$limit" || fail_run "case 4b: the launch took ${ELAPSED}s to fail; expected within ${limit}s"
 assert_file_matches "$ERR" "connect to host $ADDR_HEAD port $SSH_PORT: Connection refused" "case 4b: ssh's own error (with the host) reaches the head's stderr"
 assert_nothing_left 5 "case 4b: after the failed launch"
 

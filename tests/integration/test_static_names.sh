@@ -75,7 +75,6 @@ wait "$agent" "$listener" 2>/dev/null
 run_cmd 20 unshare -m "$TMP/ns.sh" "$DLAUNCH" --nnodes 2 --nproc-per-node 1 \
   --rdzv-endpoint "no-such-host.invalid:$port" --rdzv-id sn3 --rdzv-conf join_timeout=2 -- true
 [[ $RC != 0 && $RC -lt 124 ]] || fail_run "3: expected a failure, got exit $RC"
-in_time "$ELAPSED" 10 || fail_run "3: took ${ELAPSED}s"
 grep -q "no-such-host.invalid" "$ERR" || fail_run "3: the message should name the host"
 
 wait_for 5 no_marked_processes

@@ -89,6 +89,7 @@ check() {  # check DIR ADDRS WHAT
   out=$(timeout 30 "$PY" "$TMP/check.py" "$1" "$2" 2>&1) || { show_run; fail "$3: $(echo "$out" | head -n 10)"; }
 }
 
+# shellcheck disable=SC2054  # the commas are --roles' own
 roles=(--roles chief:1,worker:2,ps:1 --role-env ps:MAGIC=newnumber)
 
 # 1. Two agents of the rendezvous, each on its own loopback address.
@@ -114,11 +115,10 @@ check "$TMP/head" any "head launch"
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the head launch"
 
-# 3. Refusals: one line naming --roles, exit 2, at once.
+# 3. Refusals: one line naming --roles, exit 2.
 run_dl 5 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 "${roles[@]}" -- true
 expect_rc 2 "static multi-node --roles"
 assert_file_matches "$ERR" "^dlaunch: --roles: across nodes the tasks meet through the rendezvous" "static --roles refused"
-in_time "$ELAPSED" 1 || fail "the refusal took ${ELAPSED}s"
 run_dl 5 --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --roles worker:3 -- true
 expect_rc 2 "--roles worker:3 over 2 nodes"
 assert_file_matches "$ERR" "^dlaunch: --roles: 3 tasks do not split evenly over 2 nodes" "an uneven share refused"
