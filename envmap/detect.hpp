@@ -23,6 +23,8 @@
 
 namespace dlaunch::envmap {
 
+using base::kMaxHosts;  // base/defaults.hpp
+
 enum class Source { kKubeflow, kSlurm, kOpenMpi, kAzure, kTfConfig, kLocal };
 
 std::string_view SourceName(Source source);

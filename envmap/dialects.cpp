@@ -12,6 +12,8 @@
 
 namespace dlaunch::envmap {
 
+using base::kHorovodStorePortOffset;
+
 namespace {
 
 
