@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/defaults.hpp"  // kMaxHosts
+#include "base/defaults.hpp"  // kMaxHosts
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::envmap {
 

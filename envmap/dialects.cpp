@@ -6,7 +6,7 @@
 
 #include <fmt/core.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "envmap/host_port.hpp"
 #include "envmap/worker_env.hpp"
 
