@@ -57,7 +57,7 @@ report_summary() {
 asan_build() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$dir" -DDLAUNCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Sanitize >/dev/null || return 1
-  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -E unit).
+  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -LE unit).
   # By default what the tests run (tests/CMakeLists.txt): not bench/.
   local targets=(--target dlaunch_test_programs)
   if [[ -n "${ASAN_BUILD_TARGETS:-}" ]]; then read -r -a targets <<<"--target $ASAN_BUILD_TARGETS"; fi
