@@ -42,7 +42,7 @@ quick_stage() {
 report_summary() {
   local what where
   what=$(grep -m1 -oE '(ERROR: [A-Za-z]+Sanitizer: [a-z-]+|runtime error: .*)' "$1" || true)
-  where=$(grep -m1 -oE '(envmap|rendezvous|launcher|tests)/[A-Za-z0-9_/]*\.(cpp|hpp):[0-9]+' "$1" || true)
+  where=$(grep -m1 -oE '(base|envmap|rendezvous|launcher|tests)/[A-Za-z0-9_/]*\.(cpp|hpp):[0-9]+' "$1" || true)
   printf '%s at %s' "${what:-a sanitizer report}" "${where:-?}"
 }
 
