@@ -85,7 +85,7 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/codec.hpp"
 #include "rendezvous/connection.hpp"
@@ -165,7 +165,7 @@ Options ParseArgs(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--endpoint") {
-      auto hp = rdzv::ParseHostPort(value(), dlaunch::envmap::kDefaultRdzvPort, "--endpoint");
+      auto hp = rdzv::ParseHostPort(value(), dlaunch::base::kDefaultRdzvPort, "--endpoint");
       if (!hp.ok()) usage(hp.status().message());
       o.endpoint = *hp;
     } else if (arg == "--token") {
@@ -205,7 +205,7 @@ int CodecCost(long n) {
   a.generation = 1;
   for (long i = 0; i < n; ++i) a.nodes.push_back(dlaunch::envmap::Node{fmt::format("sim-{}", i), "127.0.0.1", 1, {}});
   a.master_addr = "127.0.0.1";
-  a.master_port = dlaunch::envmap::kDefaultMasterPort;
+  a.master_port = dlaunch::base::kDefaultMasterPort;
   a.run_id = "rdzv-load";
   auto seconds = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   std::size_t bytes = 0;

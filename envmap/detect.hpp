@@ -17,11 +17,13 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/defaults.hpp"  // kMaxHosts
+#include "base/defaults.hpp"  // kMaxHosts
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::envmap {
+
+using base::kMaxHosts;  // base/defaults.hpp
 
 enum class Source { kKubeflow, kSlurm, kOpenMpi, kAzure, kTfConfig, kLocal };
 

@@ -6,11 +6,13 @@
 
 #include <fmt/core.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "envmap/host_port.hpp"
 #include "envmap/worker_env.hpp"
 
 namespace dlaunch::envmap {
+
+using base::kHorovodStorePortOffset;
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "envmap/detect.hpp"
 
 namespace dlaunch::envmap {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::envmap {
 

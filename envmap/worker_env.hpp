@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "envmap/defaults.hpp"  // kAzureMasterPort
+#include "base/defaults.hpp"  // kAzureMasterPort
 #include "envmap/layout.hpp"
 
 namespace dlaunch::envmap {

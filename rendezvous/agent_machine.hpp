@@ -43,8 +43,8 @@
 #include <variant>
 #include <vector>
 
-#include "envmap/defaults.hpp"
-#include "envmap/status.hpp"
+#include "base/defaults.hpp"
+#include "base/status.hpp"
 #include "rendezvous/codec.hpp"
 #include "rendezvous/wait_notice.hpp"
 
@@ -70,12 +70,12 @@ struct AgentMachineOptions {
   std::function<std::chrono::milliseconds()> silence;
   // From Start until an Assignment: connect attempts stop after this.
   // Default: 600s, torchrun's join_timeout.
-  std::chrono::milliseconds join_timeout{envmap::kDefaultJoinTimeout};
+  std::chrono::milliseconds join_timeout{base::kDefaultJoinTimeout};
   // A connect, or a Challenge after the Hello, must come within this. Default: 10s.
-  std::chrono::milliseconds handshake_timeout{envmap::kHandshakeTimeout};
+  std::chrono::milliseconds handshake_timeout{base::kHandshakeTimeout};
   // Default: 5s and 15s, torchrun's keep-alive.
   std::chrono::milliseconds heartbeat_interval{5'000};
-  std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
+  std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
   // Pauses between connect attempts: retry_min doubling to retry_max, each cut
   // by up to a quarter at random so a thousand agents do not retry in step.
   // Default: 50ms doubling to RetryCap(max_nodes) (retry_max 0).

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::rendezvous {
 

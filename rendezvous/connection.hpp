@@ -16,7 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/codec.hpp"
 
 namespace dlaunch::rendezvous {

@@ -78,8 +78,8 @@
 #include <variant>
 #include <vector>
 
-#include "envmap/defaults.hpp"
-#include "envmap/status.hpp"
+#include "base/defaults.hpp"
+#include "base/status.hpp"
 #include "rendezvous/codec.hpp"
 #include "rendezvous/generation.hpp"
 
@@ -88,14 +88,14 @@ namespace dlaunch::rendezvous {
 using Clock = std::chrono::steady_clock;
 using ConnId = std::uint64_t;
 
-// Ports, caps and exit codes have their home in envmap/defaults.hpp.
-using envmap::kDefaultMasterPort;
-using envmap::kDefaultRdzvPort;
+// Ports, caps and exit codes have their home in base/defaults.hpp.
+using base::kDefaultMasterPort;
+using base::kDefaultRdzvPort;
 inline constexpr int kMaxHostLength = 255;  // a DNS name is at most 253
-inline constexpr int kMaxNprocPerNode = envmap::kMaxWorkersPerNode;  // workers one Join may ask for
-inline constexpr int kJobHangExitCode = envmap::kExitHang;           // a job stopped because it hung
+inline constexpr int kMaxNprocPerNode = base::kMaxWorkersPerNode;  // workers one Join may ask for
+inline constexpr int kJobHangExitCode = base::kExitHang;           // a job stopped because it hung
 // How long the nodes have to answer a hang's stacks query (defaults.hpp).
-inline constexpr std::chrono::milliseconds kHangReportTimeout = envmap::kStacksAnswerTimeout;
+inline constexpr std::chrono::milliseconds kHangReportTimeout = base::kStacksAnswerTimeout;
 // The most bytes of report items one hang query keeps, over all nodes.
 inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
 // The most on-demand queries open at once (the live view serves 16 clients).
@@ -234,15 +234,15 @@ struct CoordinatorOptions {
   int max_nodes = 1;
   // From the first Join until min_nodes have joined. Default: 600s (torchrun's
   // join_timeout), since the last node may still be pulling its container.
-  std::chrono::milliseconds join_timeout{envmap::kDefaultJoinTimeout};
+  std::chrono::milliseconds join_timeout{base::kDefaultJoinTimeout};
   // From min_nodes joined until assignment, for more nodes up to max_nodes.
   // Default: 30s (torchrun's last_call_timeout).
-  std::chrono::milliseconds last_call_timeout{envmap::kDefaultLastCallTimeout};
+  std::chrono::milliseconds last_call_timeout{base::kDefaultLastCallTimeout};
   // A joined agent silent this long is lost. Default: 15s (torchrun's keep-alive:
   // 3 missed beats of 5s). Agents should beat every heartbeat_timeout / 3.
-  std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
+  std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
   // A connection must Join within this. Default: 10s.
-  std::chrono::milliseconds handshake_timeout{envmap::kHandshakeTimeout};
+  std::chrono::milliseconds handshake_timeout{base::kHandshakeTimeout};
   int max_restarts = 0;    // --max-restarts, across the whole job
   std::string token;       // "" = no authentication
   // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.

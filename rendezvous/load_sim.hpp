@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/codec.hpp"
 
 namespace dlaunch::rendezvous {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/codec.hpp"
 
 namespace dlaunch::rendezvous {

@@ -38,7 +38,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/accept_retry.hpp"

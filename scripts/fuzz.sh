@@ -75,7 +75,7 @@ fuzz_one() {
     # The first line of the report says what it was (deadly signal, timeout,
     # out-of-memory, a sanitizer's error); the first frame in dlaunch's code says where.
     what=$(grep -m1 -E '^(==[0-9]+== ?ERROR|SUMMARY|.*runtime error|FUZZ_CHECK failed)' "$log" || true)
-    where=$(grep -m1 -oE '(envmap|rendezvous|launcher)/[a-z_]+\.(cpp|hpp):[0-9]+' "$log" || true)
+    where=$(grep -m1 -oE '(base|envmap|rendezvous|launcher)/[a-z_]+\.(cpp|hpp):[0-9]+' "$log" || true)
     printf 'fuzz %-10s FAILED (exit %s): %s at %s; input %s; log %s\n' "$t" "$rc" "${what:-see the log}" \
       "${where:-?}" "${artifact:+$findings/$artifact}" "$log" >"$build_dir/logs/$t.result"
   fi

@@ -43,7 +43,7 @@ quick_stage() {
 report_summary() {
   local what where
   what=$(grep -m1 -oE '(ERROR: [A-Za-z]+Sanitizer: [a-z-]+|runtime error: .*)' "$1" || true)
-  where=$(grep -m1 -oE '(envmap|rendezvous|launcher|tests)/[A-Za-z0-9_/]*\.(cpp|hpp):[0-9]+' "$1" || true)
+  where=$(grep -m1 -oE '(base|envmap|rendezvous|launcher|tests)/[A-Za-z0-9_/]*\.(cpp|hpp):[0-9]+' "$1" || true)
   printf '%s at %s' "${what:-a sanitizer report}" "${where:-?}"
 }
 
@@ -58,7 +58,7 @@ report_summary() {
 asan_build() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$dir" -DDLAUNCH_SANITIZE=ON -DCMAKE_BUILD_TYPE=Sanitize >/dev/null || return 1
-  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -E unit).
+  # ASAN_BUILD_TARGETS: build only these (e.g. "dlaunch", then run with -LE unit).
   # By default what the tests run (tests/CMakeLists.txt): not bench/.
   local targets=(--target dlaunch_test_programs)
   if [[ -n "${ASAN_BUILD_TARGETS:-}" ]]; then read -r -a targets <<<"--target $ASAN_BUILD_TARGETS"; fi

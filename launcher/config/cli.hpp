@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 
@@ -33,7 +33,7 @@ struct Options {
   int max_nodes = 1;
   int node_rank = 0;
   bool node_rank_given = false;
-  std::string master_addr = envmap::kLoopbackAddress;
+  std::string master_addr = base::kLoopbackAddress;
   std::optional<int> master_port;  // Default: a free port on a single node, else kDefaultMasterPort.
   std::string local_addr;
 
@@ -44,9 +44,9 @@ struct Options {
   // --rdzv-conf k=v,...: is_host=0|1, join_timeout, last_call_timeout,
   // heartbeat_timeout (seconds).
   std::optional<bool> is_host;  // Default: the node whose address is the endpoint's
-  std::chrono::milliseconds join_timeout{envmap::kDefaultJoinTimeout};
-  std::chrono::milliseconds last_call_timeout{envmap::kDefaultLastCallTimeout};
-  std::chrono::milliseconds heartbeat_timeout{envmap::kDefaultHeartbeatTimeout};
+  std::chrono::milliseconds join_timeout{base::kDefaultJoinTimeout};
+  std::chrono::milliseconds last_call_timeout{base::kDefaultLastCallTimeout};
+  std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
   std::string rdzv_token;       // --rdzv-token
   std::string rdzv_token_file;  // --rdzv-token-file
   std::vector<std::string> nodes;  // --nodes a,b,c: node rank = position
@@ -77,9 +77,9 @@ struct Options {
 
   int max_restarts = 0;
   std::string role = "default";
-  std::chrono::milliseconds shutdown_timeout{envmap::kDefaultShutdownTimeout};
+  std::chrono::milliseconds shutdown_timeout{base::kDefaultShutdownTimeout};
   // --hang-timeout: no rank wrote a line this long: take every rank's stack.
-  std::chrono::milliseconds hang_timeout{envmap::kDefaultHangTimeout};  // 0: off
+  std::chrono::milliseconds hang_timeout{base::kDefaultHangTimeout};  // 0: off
   bool hang_stop = false;       // --hang-action stop: then end the job, exit 124
   bool no_python_hook = false;  // --no-python-hook
   std::vector<int> signals_to_handle;  // Default: SIGTERM, SIGINT, SIGHUP, SIGQUIT

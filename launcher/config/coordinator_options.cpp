@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/config/cli.hpp"
 #include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/subcommands.hpp"
@@ -85,7 +85,7 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
   rest.push_back("coordinator");  // the launcher's parser wants a command
   Result<Options> o = ParseCommandLine(rest, env);
   if (!o.ok()) return o.status();
-  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, envmap::kDefaultRdzvPort, "--listen");
+  Result<rendezvous::HostPort> at = rendezvous::ParseHostPort(listen, base::kDefaultRdzvPort, "--listen");
   if (!at.ok()) return at.status();
   plan.listen = *at;
   Result<std::string> token = ResolveToken(*o, env);

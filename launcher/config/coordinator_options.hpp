@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/connection.hpp"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/config/cli.hpp"
 
 namespace dlaunch::launcher {

@@ -10,16 +10,16 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "envmap/detect.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 
-// The caps of a node list (envmap/defaults.hpp): workers on one node (slots,
+// The caps of a node list (base/defaults.hpp): workers on one node (slots,
 // --nproc-per-node, --roles in all) and hosts in one list.
-using envmap::kMaxHosts;
-using envmap::kMaxWorkersPerNode;
+using base::kMaxHosts;
+using base::kMaxWorkersPerNode;
 
 struct HostEntry {
   std::string host;

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/yaml_load.hpp"
 #include "launcher/core/text.hpp"
@@ -22,7 +22,7 @@ namespace dlaunch::launcher {
 
 namespace {
 
-using envmap::kMaxJobInstances;
+using base::kMaxJobInstances;
 // The most bytes of a key, value or --set an error quotes: a 40 KB argument
 // still gets a one-line message.
 constexpr size_t kMaxQuoted = 64;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

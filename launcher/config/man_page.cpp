@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/config/flag_table.hpp"
 #include "launcher/config/subcommands.hpp"
 
@@ -168,10 +168,10 @@ std::string ExitStatusSection() {
   out += Entry("N", "the first failed rank's exit code (the root cause is printed), on every node of the job.");
   out += Entry("128+N", "the first failed rank was killed by signal N (or dlaunch was stopped by it).");
   out += Entry("1", "dlaunch itself failed at run time (a lost node or coordinator, an I/O error).");
-  out += Entry(fmt::format("{}", envmap::kExitUsage), "bad usage: a flag, file, variable or job spec (one line says which).");
-  out += Entry(fmt::format("{}", envmap::kExitHang), "--hang-action stop ended a hung job.");
-  out += Entry(fmt::format("{}", envmap::kExitNotExecutable), "the command exists but cannot be run.");
-  out += Entry(fmt::format("{}", envmap::kExitNotFound), "the command was not found.");
+  out += Entry(fmt::format("{}", base::kExitUsage), "bad usage: a flag, file, variable or job spec (one line says which).");
+  out += Entry(fmt::format("{}", base::kExitHang), "--hang-action stop ended a hung job.");
+  out += Entry(fmt::format("{}", base::kExitNotExecutable), "the command exists but cannot be run.");
+  out += Entry(fmt::format("{}", base::kExitNotFound), "the command was not found.");
   return out;
 }
 

@@ -1,5 +1,5 @@
 // dlaunch(1), the manual page, made at build time (launcher/docgen) from the
-// flag table, the subcommands and the exit codes of envmap/defaults.hpp, so
+// flag table, the subcommands and the exit codes of base/defaults.hpp, so
 // that it says what this dlaunch parses and nothing else.
 #pragma once
 

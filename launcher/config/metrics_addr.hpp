@@ -8,7 +8,7 @@
 #include <string>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/connection.hpp"
 
 namespace dlaunch::launcher {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/config/cli.hpp"
 #include "launcher/config/command.hpp"
 #include "launcher/config/coordinator_options.hpp"
@@ -190,7 +190,7 @@ Result<StaticPlan> DecideStatic(const Options& o, const Shape& shape) {
   layout.master_port = shape.master_port;
   // Given, or the Azure ML dialect's; else RunStatic picks (a free port on one
   // node, torch's 29500 across nodes).
-  if (!layout.master_port && o.env_azure) layout.master_port = envmap::kAzureMasterPort;
+  if (!layout.master_port && o.env_azure) layout.master_port = base::kAzureMasterPort;
   layout.local_addr = o.local_addr;
   layout.hosts_master = shape.node_rank == 0;
   return layout;
@@ -252,7 +252,7 @@ void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan
     plan.origins.push_back({"run id", r.coordinator.run_id, from("rdzv-id", s.applied && !s.detected.run_id.empty())});
   } else if (plan.mode() == Mode::kStatic) {
     plan.origins.push_back({"master",
-                            fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(envmap::kDefaultMasterPort)),
+                            fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(base::kDefaultMasterPort)),
                             from("master-addr", s.applied && !s.detected.master_addr.empty())});
   }
   plan.origins.push_back({"command", fmt::format("{}", fmt::join(w.argv, " ")),
@@ -323,7 +323,7 @@ const WorkerPlan* Plan::workers() const {
 
 Result<AgentPlan> WithMpiEndpoint(const AgentPlan& plan, const std::string& endpoint) {
   Result<rendezvous::HostPort> parsed =
-      rendezvous::ParseHostPort(endpoint, envmap::kDefaultRdzvPort, "dlaunch-mpi-bootstrap's endpoint");
+      rendezvous::ParseHostPort(endpoint, base::kDefaultRdzvPort, "dlaunch-mpi-bootstrap's endpoint");
   if (!parsed.ok()) return parsed.status();
   AgentPlan out = plan;
   out.rendezvous.endpoint = std::move(*parsed);
@@ -360,7 +360,7 @@ std::string ExplainMode(const Plan& plan) {
   }
   const StaticPlan& s = std::get<NodePlan>(plan.run).layout;
   std::string out = s.nnodes > 1 ? fmt::format("mode: static multi-node, master {}:{}\n", s.master_addr,
-                                               s.master_port.value_or(envmap::kDefaultMasterPort))
+                                               s.master_port.value_or(base::kDefaultMasterPort))
                                  : "mode: single node\n";
   return out + fmt::format("nodes: {}, this node's rank: {}\n", s.nnodes, s.node_rank);
 }

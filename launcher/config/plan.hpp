@@ -20,7 +20,7 @@
 
 #include "envmap/detect.hpp"
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "rendezvous/connection.hpp"

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 
 namespace dlaunch::launcher {
 
@@ -35,7 +35,7 @@ Status ApplyTasks(const Detected& d, int nproc, Shape& shape, Surroundings& out)
   if (shape.rdzv_endpoint) return Status::Ok();
   if (!d.master_addr.empty()) {
     // Slurm's first host, or AZ_BATCH_MASTER_NODE (whose port is MASTER_PORT's).
-    shape.rdzv_endpoint = rendezvous::HostPort{d.master_addr, d.rdzv_port.value_or(envmap::kDefaultRdzvPort)};
+    shape.rdzv_endpoint = rendezvous::HostPort{d.master_addr, d.rdzv_port.value_or(base::kDefaultRdzvPort)};
     if (d.master_port && !shape.master_port) shape.master_port = d.master_port;
     return Status::Ok();
   }
@@ -62,7 +62,7 @@ Result<Surroundings> ApplySurroundings(const Detected& d, int nproc, const Optio
   // --standalone runs a single node and ignores the endpoint, as torchrun does.
   if (!o.rdzv_endpoint.empty() && !o.standalone) {
     Result<rendezvous::HostPort> endpoint =
-        rendezvous::ParseHostPort(o.rdzv_endpoint, envmap::kDefaultRdzvPort, "--rdzv-endpoint");
+        rendezvous::ParseHostPort(o.rdzv_endpoint, base::kDefaultRdzvPort, "--rdzv-endpoint");
     if (!endpoint.ok()) return endpoint.status();
     shape.rdzv_endpoint = std::move(*endpoint);
   }

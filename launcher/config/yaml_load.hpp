@@ -14,7 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

@@ -15,7 +15,7 @@
 
 #include <string>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

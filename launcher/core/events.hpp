@@ -14,7 +14,7 @@
 
 #include <boost/json/object.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

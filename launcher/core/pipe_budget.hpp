@@ -20,14 +20,14 @@
 #include <optional>
 #include <string>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 
 namespace dlaunch::launcher {
 
-using envmap::kBusyPipeBytes;
-using envmap::kBusyStreamBytes;
-using envmap::kBusyWindow;
-using envmap::kJobPipeBudget;
+using base::kBusyPipeBytes;
+using base::kBusyStreamBytes;
+using base::kBusyWindow;
+using base::kJobPipeBudget;
 
 // The pipe calls, behind an interface that tests replace.
 class PipeSizes {

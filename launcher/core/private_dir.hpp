@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/dir_walk.hpp"
 
 namespace dlaunch::launcher {

@@ -8,7 +8,7 @@
 // child starts with it closed.
 #pragma once
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

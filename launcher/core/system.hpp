@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 
@@ -37,7 +37,7 @@ class PortReservation {
   // subject is `what`) when something listens there.
   static Result<PortReservation> Exactly(int port, const std::string& what);
   // Binds a free port P as AnyFreeForStore and P + 1 as AnyFree (--env horovod:
-  // MASTER_PORT and the store's, envmap::kHorovodStorePortOffset): `next` gets
+  // MASTER_PORT and the store's, base::kHorovodStorePortOffset): `next` gets
   // P + 1. Tries 64 free ports.
   static Result<PortReservation> AnyFreeWithNext(PortReservation* next);
 

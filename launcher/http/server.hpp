@@ -47,7 +47,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "rendezvous/accept_retry.hpp"
 #include "rendezvous/log_limit.hpp"

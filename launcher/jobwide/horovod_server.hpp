@@ -29,7 +29,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/http/server.hpp"
 #include "launcher/jobwide/horovod_peers.hpp"
 #include "launcher/jobwide/horovod_store.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "launcher/jobwide/node_items.hpp"

@@ -20,7 +20,7 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/core/console.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/process/live.hpp"
@@ -31,7 +31,7 @@ namespace dlaunch::launcher {
 
 // How long the nodes have to answer: status under the client's 3 s, stacks as a hang's.
 inline constexpr std::chrono::milliseconds kJobStatusTimeout{2000};    // Default: 2s
-inline constexpr std::chrono::milliseconds kJobStacksTimeout = envmap::kStacksAnswerTimeout;
+inline constexpr std::chrono::milliseconds kJobStacksTimeout = base::kStacksAnswerTimeout;
 
 // The rows of an answered "status" query, by rank: every item of every node that
 // answered, parsed (rendezvous input: bounded, never throws). `missing` gets one

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {

@@ -170,10 +170,10 @@ Result<std::string> CoordinatorAddress(asio::io_context& io, const HeadPlan& pla
   if (!plan.local_addr.empty()) return plan.local_addr;
   bool all_local = true;
   for (const HostEntry& h : plan.hosts) all_local = all_local && IsThisMachine(h.host);
-  if (all_local) return std::string(envmap::kLoopbackAddress);
+  if (all_local) return std::string(base::kLoopbackAddress);
   for (const HostEntry& h : plan.hosts)
     if (!IsThisMachine(h.host)) return RouteAddress(io, h.host);
-  return std::string(envmap::kLoopbackAddress);
+  return std::string(base::kLoopbackAddress);
 }
 
 // What every node's agent is started with, beside its own rank.

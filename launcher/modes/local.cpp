@@ -15,7 +15,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
-#include "envmap/defaults.hpp"
+#include "base/defaults.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/exit.hpp"
@@ -227,7 +227,7 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
     layout.master_port = r->port();
     master_hold = std::move(*r);
   } else {
-    layout.master_port = envmap::kDefaultMasterPort;
+    layout.master_port = base::kDefaultMasterPort;
   }
   if (!layout.roles.empty()) {
     for (int i = 0; i < n; ++i) {

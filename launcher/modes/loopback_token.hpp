@@ -31,7 +31,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/loopback.hpp"  // IsLoopbackHost: whether this token applies
 
 namespace dlaunch::launcher {

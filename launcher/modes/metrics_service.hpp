@@ -11,7 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/jobwide/metrics.hpp"
 #include "launcher/http/server.hpp"

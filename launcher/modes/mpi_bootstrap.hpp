@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {

@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/watchdog/proc_table.hpp"
 

@@ -33,7 +33,7 @@
 #include <boost/json/object.hpp>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/event_loop.hpp"
 #include "launcher/process/runner.hpp"
 #include "rendezvous/accept_retry.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/watchdog/watch.hpp"
 
 namespace dlaunch::launcher {

@@ -8,7 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/supervisor.hpp"

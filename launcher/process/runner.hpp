@@ -26,7 +26,7 @@
 namespace dlaunch::launcher {
 
 // Exit code of a job stopped because it hung (as timeout(1)).
-using envmap::kExitHang;  // envmap/defaults.hpp
+using base::kExitHang;  // base/defaults.hpp
 // Default: how long dlaunch may take the stacks of workers that outlived a
 // failure's shutdown timeout, before their SIGKILL (on with the hang watch).
 inline constexpr std::chrono::seconds kSampleBeforeKill{5};

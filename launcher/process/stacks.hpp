@@ -39,7 +39,7 @@
 #include <boost/json/value.hpp>
 
 #include "envmap/layout.hpp"
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/core/event_loop.hpp"
 
 namespace dlaunch::launcher {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "envmap/defaults.hpp"
-#include "envmap/status.hpp"
+#include "base/defaults.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 
@@ -64,7 +64,7 @@ struct WorkerRecord {
 struct SupervisorOptions {
   int nproc = 1;
   int max_restarts = 0;
-  std::chrono::milliseconds shutdown_timeout{envmap::kDefaultShutdownTimeout};  // SIGTERM to SIGKILL
+  std::chrono::milliseconds shutdown_timeout{base::kDefaultShutdownTimeout};  // SIGTERM to SIGKILL
   // After a failure (here or elsewhere in the job), workers that outlived the
   // shutdown timeout are sampled (WorkerControl::SampleBeforeKill) for at most
   // this long before the SIGKILL. Default: 0, off. A stop signal never samples.

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 #include "launcher/watchdog/watch.hpp"
 
 namespace dlaunch::launcher {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

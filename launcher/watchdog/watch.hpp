@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "envmap/status.hpp"
+#include "base/status.hpp"
 
 namespace dlaunch::launcher {
 

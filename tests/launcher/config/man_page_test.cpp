@@ -110,7 +110,7 @@ TEST_CASE("ENVIRONMENT names every variable a worker can be given", "[man]") {
 
 TEST_CASE("EXIT STATUS lists dlaunch's own codes", "[man]") {
   std::string exit_status = Section("EXIT STATUS");
-  for (int code : {0, 1, envmap::kExitUsage, envmap::kExitHang, envmap::kExitNotExecutable, envmap::kExitNotFound}) {
+  for (int code : {0, 1, base::kExitUsage, base::kExitHang, base::kExitNotExecutable, base::kExitNotFound}) {
     INFO(code);
     CHECK(exit_status.find(".TP\n\\fB" + std::to_string(code) + "\\fR\n") != std::string::npos);
   }

@@ -1,12 +1,9 @@
 // The live view of a whole job: every node's status rows merged from an
-// on-demand query's answer (rendezvous input: checked, never trusted), and the
-// client preferring the host's job-wide reply to a node's own.
+// on-demand query's answer (rendezvous input: checked, never trusted).
 #include "launcher/jobwide/job_live.hpp"
 
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>
-
-#include "launcher/modes/live_client.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -61,21 +58,6 @@ TEST_CASE("job live: a silent node and bad items are named, never shown", "[job_
   CHECK(missing[0].starts_with("node 0 (a): 5 items of its answer are not a row (item 1: not JSON: "));
   CHECK(missing[1] == "node 1 (b), ranks 2-3: no answer within 2s");
   CHECK(missing[2] == "node 2 (c), rank 4: lost (connection closed)");
-}
-
-TEST_CASE("job live: the client prefers the job-wide reply of a run id", "[job_live]") {
-  auto doc = [](const std::string& id, int pid, bool wide) {
-    boost::json::object o{{"run_id", id}, {"pid", pid}};
-    if (wide) o["job_wide"] = true;
-    return o;
-  };
-  std::vector<boost::json::object> docs = {doc("x", 1, false), doc("x", 2, true), doc("y", 3, false),
-                                           doc("x", 4, true), doc("y", 5, false)};
-  std::vector<boost::json::object> out = PreferJobWide(docs);
-  REQUIRE(out.size() == 3);
-  CHECK(out[0].at("pid").as_int64() == 2);
-  CHECK(out[1].at("pid").as_int64() == 3);
-  CHECK(out[2].at("pid").as_int64() == 5);
 }
 
 }  // namespace dlaunch::launcher

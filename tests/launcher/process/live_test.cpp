@@ -17,9 +17,6 @@
 #include "tests/temp_dir.hpp"
 #include <fmt/format.h>
 
-#include "launcher/config/live_options.hpp"
-#include "launcher/modes/live_client.hpp"
-
 namespace dlaunch::launcher {
 namespace {
 
@@ -247,37 +244,6 @@ TEST_CASE("a reader that keeps taking a long reply is served to its end, however
   CHECK(std::chrono::steady_clock::now() - start > 3 * o.reply_timeout);
   REQUIRE(reply.size() > source.pad);
   CHECK(boost::json::parse(reply).at("run_id") == "job");
-}
-
-TEST_CASE("dlaunch status/stacks words", "[live]") {
-  Result<LivePlan> p = DecideLive("status", {"job42", "--watch", "--dir", "/d"});
-  REQUIRE(p.ok());
-  CHECK(p->run_id == "job42");
-  CHECK(p->watch);
-  CHECK(p->dir == "/d");
-  CHECK(DecideLive("stacks", {"--watch"}).status().message() == "--watch: only 'dlaunch status' watches");
-  CHECK(DecideLive("status", {"a", "b"}).status().message() == "b: one run id at most (already given: a)");
-  CHECK(DecideLive("status", {"--dir"}).status().message() == "--dir: expected a directory");
-  CHECK(DecideLive("status", {"--wach"}).status().message() == "--wach: unknown option (did you mean '--watch'?)");
-  CHECK(DecideLive("stacks", {"--dri=/x"}).status().message() == "--dri=/x: unknown option (did you mean '--dir'?)");
-  CHECK(DecideLive("status", {"--bogus"}).status().message() == "--bogus: unknown option (see dlaunch status --help)");
-}
-
-TEST_CASE("the status table: one row per rank, the last line cut to the width", "[live]") {
-  boost::json::array rows{boost::json::object{{"rank", 0},          {"local_rank", 0}, {"node_rank", 0},
-                                              {"host", "n1"},       {"pid", 4242},     {"state", "sleeping"},
-                                              {"run_time_s", 75.5}, {"cpu_pct", 97.0}, {"rss_kib", 2048},
-                                              {"restarts", 1},      {"silent_s", 3.7}, {"last_line", "epoch 3 loss 0.41"}},
-                          boost::json::object{{"rank", 1},         {"local_rank", 1}, {"node_rank", 0},
-                                              {"host", "n1"},      {"pid", 0},        {"state", "exited (3)"},
-                                              {"run_time_s", 2.0}, {"cpu_pct", 0.0},  {"rss_kib", 0},
-                                              {"restarts", 1},     {"silent_s", 0.0}, {"last_line", ""}}};
-  std::string table = StatusTable(rows, 0);
-  CHECK(table ==
-        "NODE  HOST  RANK  LOCAL   PID  STATE       TIME  CPU%   RSS  RESTARTS  SILENT  LAST LINE\n"
-        "   0  n1       0      0  4242  sleeping    1:15  97.0  2.0M         1      3s  epoch 3 loss 0.41\n"
-        "   0  n1       1      1     -  exited (3)  0:02   0.0     -         1      0s  \n");
-  CHECK(StatusTable(rows, 88).find("  epoch 3 l\n") != std::string::npos);  // 79 columns before it
 }
 
 }  // namespace dlaunch::launcher

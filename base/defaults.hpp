@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dlaunch::envmap {
+namespace dlaunch::base {
 
 // Ports: torchrun's two, and the Azure ML dialect's.
 inline constexpr int kDefaultMasterPort = 29500;  // --master-port across nodes
@@ -68,4 +68,4 @@ inline constexpr int kExitHang = 124;           // the job was stopped because i
 inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
 inline constexpr int kExitNotFound = 127;       // no such program (as sh)
 
-}  // namespace dlaunch::envmap
+}  // namespace dlaunch::base
