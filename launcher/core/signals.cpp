@@ -5,6 +5,8 @@
 
 #include <boost/asio/signal_set.hpp>
 
+#include "launcher/core/event_loop.hpp"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -25,7 +27,7 @@ class AsioSignalWatch final : public SignalWatch {
 
  private:
   void Wait() {
-    set_.async_wait([this, alive = std::weak_ptr<int>(alive_)](boost::system::error_code ec, int sig) {
+    set_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
       // A signal queued just before Cancel still completes with success.
       if (ec || alive.expired() || cancelled_) return;
       Wait();
@@ -36,7 +38,7 @@ class AsioSignalWatch final : public SignalWatch {
   boost::asio::signal_set set_;
   std::function<void(int)> on_signal_;
   bool cancelled_ = false;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // last: expires first
+  Lifetime life_;  // last: expires first
 };
 
 }  // namespace

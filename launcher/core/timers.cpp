@@ -5,6 +5,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "launcher/core/event_loop.hpp"
+
 namespace dlaunch::launcher {
 namespace {
 
@@ -18,7 +20,7 @@ class AsioTimer final : public Timer {
     // runs, with success: each arming has a generation, and only the last fires.
     const unsigned armed = ++generation_;
     timer_.expires_at(at);
-    timer_.async_wait([this, armed, alive = std::weak_ptr<int>(alive_), fire = std::move(fire)](
+    timer_.async_wait([this, armed, alive = life_.token(), fire = std::move(fire)](
                           boost::system::error_code ec) {
       if (ec || alive.expired() || armed != generation_) return;
       fire();
@@ -32,7 +34,7 @@ class AsioTimer final : public Timer {
  private:
   boost::asio::steady_timer timer_;
   unsigned generation_ = 0;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // expires with this timer
+  Lifetime life_;  // last: expires first
 };
 
 }  // namespace
