@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -16,54 +17,34 @@
 #include <fmt/format.h>
 
 #include "launcher/core/console.hpp"
+#include "tests/launcher/core/stalled_pipe.hpp"
 
 using namespace dlaunch::launcher;
+using dlaunch::testing::Lines;
+using dlaunch::testing::StalledPipe;
+using dlaunch::testing::kOverfill;
 namespace asio = boost::asio;
 using std::chrono::steady_clock;
 
 namespace {
 
-// A pipe whose reader reads only when told to, like `| (sleep 40; wc -l)`.
-struct StalledPipe {
-  StalledPipe() {
-    signal(SIGPIPE, SIG_IGN);  // as main() does: a gone reader reads as EPIPE
-    REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);  // the test's own end
+// Each line of `lines` with `tag` before it, as the console shows a tagged stream.
+std::string Tagged(const std::string& lines, const std::string& tag) {
+  std::string tagged;
+  for (size_t at = 0; at < lines.size();) {
+    size_t nl = lines.find('\n', at);
+    tagged += tag + lines.substr(at, nl + 1 - at);
+    at = nl + 1;
   }
-  ~StalledPipe() {
-    if (fds[0] >= 0) close(fds[0]);
-    close(fds[1]);
-  }
-  // Reads what the pipe holds now.
-  std::string ReadNow() {
-    std::string got;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(fds[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
-    return got;
-  }
-  // Reads, running `io` between reads, until `want` bytes arrived or 10 s passed.
-  std::string ReadAll(asio::io_context& io, size_t want) {
-    std::string got;
-    auto deadline = steady_clock::now() + std::chrono::seconds(10);
-    while (got.size() < want && steady_clock::now() < deadline) {
-      got += ReadNow();
-      io.restart();
-      io.run_for(std::chrono::milliseconds(5));
-    }
-    return got;
-  }
-  int fds[2] = {-1, -1};
-};
+  return tagged;
+}
 
-// Lines of 105 bytes that fill more than a pipe the Console has grown (1 MiB)
-// and a 64 KiB cap together.
-constexpr int kOverfill = 12000;
-
-std::string Lines(int first, int count, const char* tag) {
-  std::string s;
-  for (int i = first; i < first + count; ++i) s += fmt::format("{} {:0100d}\n", tag, i);
-  return s;
+// Runs `io` in turns of 10 ms until `done()` holds, 3,000 turns at most.
+void RunUntil(asio::io_context& io, const std::function<bool()>& done) {
+  for (int i = 0; i < 3000 && !done(); ++i) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace
@@ -104,18 +85,10 @@ TEST_CASE("streams stop reading a child while the console is full, and lose no l
   CHECK(most < cap + 64 * 1024);
   CHECK(streams.open(0) == 1);
 
-  std::string want;
-  for (size_t at = 0; at < all.size();) {
-    size_t nl = all.find('\n', at);
-    want += "[0]: " + all.substr(at, nl + 1 - at);
-    at = nl + 1;
-  }
+  std::string want = Tagged(all, "[0]: ");
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 3000 && !closed; ++i) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(10));
-  }
+  RunUntil(io, [&] { return closed; });
   CHECK(closed);
   CHECK(got.size() == want.size());
   CHECK(got == want);
@@ -173,10 +146,7 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
   REQUIRE(write(done.fds[1], lines.data(), 4096) == 4096);
   CHECK_FALSE(streams.held(0));  // nothing read yet
   // Until `busy` is held and `done`'s 4 KiB have been read (then it is paused too).
-  for (int i = 0; i < 3000 && !(streams.held(0) && done.last.at()); ++i) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(10));
-  }
+  RunUntil(io, [&] { return streams.held(0) && done.last.at(); });
   REQUIRE(done.last.at());
   CHECK(streams.held(0));
   CHECK(streams.held(0, &busy.last));
@@ -188,10 +158,7 @@ TEST_CASE("streams: a child whose output a full console holds back is held, not 
 
   // Once the console drains, everything is read: nothing is held any more.
   console_pipe.ReadAll(io, Lines(0, kOverfill, "x").size() + lines.size() + 4096 + 10);
-  for (int i = 0; i < 3000 && streams.held(0); ++i) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(10));
-  }
+  RunUntil(io, [&] { return !streams.held(0); });
   CHECK_FALSE(streams.held(0));
   for (Child* c : {&busy, &done, &quiet}) close(c->fds[1]);
   streams.CloseAll();
@@ -250,18 +217,10 @@ TEST_CASE("streams: many short lines a read, a line longer than a read, a stalle
   }
   CHECK(console.full());
   CHECK(most < cap + 2 * 16 * 1024 * 2);  // the cap and about one tagged read
-  std::string want;
-  for (size_t at = 0; at < all.size();) {
-    size_t nl = all.find('\n', at);
-    want += "[1]: " + all.substr(at, nl + 1 - at);
-    at = nl + 1;
-  }
+  std::string want = Tagged(all, "[1]: ");
   std::string got = console_pipe.ReadAll(io, want.size());
   writer.join();
-  for (int i = 0; i < 3000 && !closed; ++i) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(10));
-  }
+  RunUntil(io, [&] { return closed; });
   CHECK(closed);
   CHECK(got.size() == want.size());
   CHECK(got == want);
