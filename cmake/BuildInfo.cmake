@@ -25,10 +25,5 @@ extern const char kBuildCommit[] = \"${commit}\";
 extern const char kBuildType[] = \"${BUILD_TYPE}\";
 }  // namespace dlaunch
 ")
-set(old "")
-if(EXISTS ${OUT})
-  file(READ ${OUT} old)
-endif()
-if(NOT old STREQUAL text)
-  file(WRITE ${OUT} "${text}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)
+dlaunch_write_if_changed(${OUT} "${text}")

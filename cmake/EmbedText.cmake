@@ -36,10 +36,5 @@ inline constexpr std::string_view ${NAME}(${NAME}Bytes, sizeof ${NAME}Bytes);
 
 }  // namespace ${NAMESPACE}
 ")
-set(old "")
-if(EXISTS ${OUT})
-  file(READ ${OUT} old)
-endif()
-if(NOT old STREQUAL text)
-  file(WRITE ${OUT} "${text}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/WriteIfChanged.cmake)
+dlaunch_write_if_changed(${OUT} "${text}")
