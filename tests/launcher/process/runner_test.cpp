@@ -86,6 +86,11 @@ struct RunBench {
     env.processes.Exit(pid, status);
     RunReadyHandlers(io);
   }
+  // Every running process that got `sig` dies of it (FakeProcesses::DieOf).
+  void DieOf(int sig) {
+    env.processes.DieOf(sig);
+    RunReadyHandlers(io);
+  }
   void Advance(std::chrono::steady_clock::duration d) { env.clock.Advance(d); }
   // dlaunch's own lines so far (stderr of the console), accumulated.
   std::string Err() {
@@ -147,8 +152,7 @@ TEST_CASE("runner: one rank's failure stops the others and is the job's exit cod
   CHECK(b.env.processes.SignalsTo(102, SIGTERM) == 1);
   CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 0);
   CHECK_FALSE(b.code);
-  b.env.processes.DieOf(SIGTERM);
-  RunReadyHandlers(b.io);
+  b.DieOf(SIGTERM);
   REQUIRE(b.code);
   CHECK(*b.code == 3);
   CHECK(Has(b.console_when_done, "rank 1"));
@@ -168,8 +172,7 @@ TEST_CASE("runner: --shutdown-timeout: SIGTERM, then SIGKILL exactly the timeout
   b.Advance(1ms);
   CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
   CHECK_FALSE(b.code);
-  b.env.processes.DieOf(SIGKILL);
-  RunReadyHandlers(b.io);
+  b.DieOf(SIGKILL);
   REQUIRE(b.code);
   CHECK(*b.code == 1);
   CHECK_FALSE(b.env.clock.NextDue());  // nothing left armed
@@ -185,8 +188,7 @@ TEST_CASE("runner: a stop signal goes to every rank; a second Ctrl-C kills at on
   b.env.signal_source.Raise(SIGINT);
   CHECK(b.env.processes.SignalsTo(100, SIGKILL) == 1);
   CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
-  b.env.processes.DieOf(SIGKILL);
-  RunReadyHandlers(b.io);
+  b.DieOf(SIGKILL);
   REQUIRE(b.code);
   CHECK(*b.code == 128 + SIGINT);
   // Other signals are passed on and stop nothing.
@@ -211,8 +213,7 @@ TEST_CASE("runner: --max-restarts restarts the whole node, then gives the last f
     CHECK(std::find(env.begin(), env.end(), "TORCHELASTIC_RESTART_COUNT=" + std::to_string(generation)) != env.end());
     CHECK_FALSE(b.code);
     b.Exit(b.Pid(0), {4 + generation, 0});
-    b.env.processes.DieOf(SIGTERM);
-    RunReadyHandlers(b.io);
+    b.DieOf(SIGTERM);
   }
   CHECK(restarting == std::vector<int>{1, 2});
   REQUIRE(b.code);
@@ -257,8 +258,7 @@ TEST_CASE("runner: --hang-action stop ends a silent job with 124 and the hang as
   RunReadyHandlers(b.io);
   CHECK(b.env.processes.SignalsTo(100, SIGTERM) == 1);
   CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 1);
-  b.env.processes.DieOf(SIGTERM);
-  RunReadyHandlers(b.io);
+  b.DieOf(SIGTERM);
   REQUIRE(b.code);
   CHECK(*b.code == kExitHang);
   CHECK(Has(b.console_when_done, "root cause: no rank made progress for 10s (--hang-action stop)"));
@@ -277,8 +277,7 @@ TEST_CASE("runner: teardown order: SIGTERM, stacks, SIGKILL, release, summary, t
   RunReadyHandlers(b.io);
   CHECK(b.env.processes.SignalsTo(101, SIGKILL) == 1);
   b.env.processes.Write(101, "last words\n");
-  b.env.processes.DieOf(SIGKILL);
-  RunReadyHandlers(b.io);
+  b.DieOf(SIGKILL);
   REQUIRE(b.code);
   CHECK(*b.code == 2);
   CHECK(b.env.processes.log == std::vector<std::string>{"spawn 100", "spawn 101", "release 100",
@@ -304,8 +303,7 @@ TEST_CASE("runner: a rendezvous agent's node reports its failure and obeys one f
     CHECK(channel.failures[0].rank == 3);
     CHECK(channel.failures[0].code == 7);
     CHECK(channel.failures[0].reason == "exited with code 7");
-    b.env.processes.DieOf(SIGTERM);
-    RunReadyHandlers(b.io);
+    b.DieOf(SIGTERM);
     CHECK(channel.failures.size() == 1);
     REQUIRE(b.code);
     CHECK(*b.code == 7);
@@ -318,8 +316,7 @@ TEST_CASE("runner: a rendezvous agent's node reports its failure and obeys one f
     channel.abort_from_elsewhere(5, "rank 0 on host-0 exited with code 5");
     CHECK(b.env.processes.SignalsTo(100, SIGTERM) == 1);
     CHECK(b.env.processes.SignalsTo(101, SIGTERM) == 1);
-    b.env.processes.DieOf(SIGTERM);
-    RunReadyHandlers(b.io);
+    b.DieOf(SIGTERM);
     REQUIRE(b.code);
     CHECK(*b.code == 5);
     CHECK(Has(b.Err(), "rank 0 on host-0 exited with code 5"));
