@@ -314,8 +314,7 @@ void RendezvousCore::End(int code, const std::string& summary, std::function<Mes
   state_ = State::kEnded;
   join_deadline_.reset();
   last_call_deadline_.reset();
-  Emit(Log{summary});
-  Emit(JobEnded{code, summary});
+  Emit(JobEnded{code, summary});  // the server logs its summary
 }
 
 void RendezvousCore::Refuse(ConnId conn, const std::string& problem, Clock::time_point now) {

@@ -299,6 +299,7 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
         });
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {
       peer_log_.Flush();  // the counts of lines held back belong with the job's end
+      if (log_ && log_job_ends_) log_(ended->summary);
       ended_ = *ended;
       if (on_ended_) boost::asio::post(io_, [hook = on_ended_, e = *ended] { hook(e); });
       // Its connections are closed; forget the job so the run id can be used again.

@@ -83,6 +83,9 @@ class CoordinatorServer {
   // `hook` runs on the io_context (posted, never from inside the server) each
   // time a job ends, after ended() says so.
   void OnJobEnded(std::function<void(const JobEnded&)> hook) { on_ended_ = std::move(hook); }
+  // Whether the log sink gets each job's end summary (default: yes). A node
+  // that hosts its own job's coordinator says the summary itself, once.
+  void LogJobEnds(bool on) { log_job_ends_ = on; }
   // Runs `hook`, in the handler that noticed it, for each node a job lost.
   void OnNodeLost(std::function<void(const NodeLost&)> hook) { on_node_lost_ = std::move(hook); }
   // Run, in the handler that noticed it, for each hang a job suspects and each
@@ -158,6 +161,7 @@ class CoordinatorServer {
   AwakeClock clock_;  // every time given to the jobs: a frozen job is not a silent one
   JobFactory factory_;
   LogSink log_;
+  bool log_job_ends_ = true;
   std::map<std::string, std::unique_ptr<Coordinator>> jobs_;
   std::map<ConnId, std::shared_ptr<Connection>> conns_;
   std::map<ConnId, std::string> route_;   // connection -> run id, after its Join

@@ -189,7 +189,10 @@ class NodeMode {
   }
 
   void Finish(int code, const std::string& error) {
-    if (!error.empty()) console_.Say(error);
+    // On the host, the coordinator's end of the job is the agent's error too:
+    // DrainHost says it once, as the job's summary.
+    bool host_says = server_ && server_->ended() && server_->ended()->summary == error;
+    if (!error.empty() && !host_says) console_.Say(error);
     if (!error.empty()) base_.events->SetRootCause(error);
     code_ = code;
     if (!server_) return loop_.Exit(code);
@@ -205,6 +208,8 @@ class NodeMode {
         std::vector<std::string> lines = hang_.StopLines(server_->ended()->summary);
         if (lines.empty()) lines.push_back("job: " + server_->ended()->summary);
         for (const std::string& line : lines) console_.Say(line);
+      } else if (server_->ended()) {
+        console_.Say(server_->ended()->summary);  // "job 'x' finished on N nodes"
       }
       return loop_.Exit(code_);
     }
@@ -281,7 +286,10 @@ Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io
   if (Status s = rdzv::Validate(copts); !s.ok()) return s;
   auto started = rdzv::CoordinatorServer::Start(io, *r.endpoint, "--rdzv-endpoint", rdzv::CoordinatorServer::OneJob(copts),
                                                 [&console](const std::string& line) { console.Say(line); });
-  if (started.ok()) return std::move(*started);
+  if (started.ok()) {
+    (*started)->LogJobEnds(false);  // NodeMode says the job's end as its summary
+    return std::move(*started);
+  }
   if (r.is_host.value_or(false)) return started.status();
   return none;
 }

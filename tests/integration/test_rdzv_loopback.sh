@@ -230,6 +230,10 @@ log "join timeout, 1 of 2 nodes: exit $RC after ${ELAPSED}s"
 # e.g. "rendezvous 127.0.0.1:PORT: timed out after 1s waiting for 1 of 2 nodes (joined: HOST)"
 assert_file_matches "$ERR" "^dlaunch: .*$endpoint: timed out .*1 of 2 nodes \(joined: $HOST\)" \
   "the join-timeout line names the endpoint, the count and the joined host"
+# The hosting node is told by its own coordinator: one line, not one each from
+# the coordinator, the agent and the summary.
+said=$(grep -c "$endpoint: timed out" "$ERR" || true)
+[[ $said == 1 ]] || fail_run "the join-timeout reason should be said once on the host, got $said lines"
 
 port=$(free_port)
 endpoint=127.0.0.1:$port

@@ -87,7 +87,10 @@ TEST_CASE("peer: lines a peer can repeat carry a kind; the job's own carry none"
   CHECK(j.LimitOf(kSubject + "ignoring a report for query 99 from node 0 (a) (no such query is open)") ==
         "ignored messages");
   j.h.Disconnect(j.b);
-  CHECK(j.LimitOf(kSubject + "node 1 (b) lost (connection closed)") == "");  // the job's end
+  // The job's end is its summary, which the server logs: not a Log line.
+  REQUIRE(j.h.ended.has_value());
+  CHECK(j.h.ended->summary == kSubject + "node 1 (b) lost (connection closed)");
+  CHECK(j.LimitOf(j.h.ended->summary) == "(none)");
 }
 
 }  // namespace dlaunch::rendezvous

@@ -2,6 +2,7 @@
 // Join arrives, sized by that agent's Hello. Real sockets on 127.0.0.1.
 #include "rendezvous/server.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -131,6 +132,27 @@ TEST_CASE("a job with no agent connected is forgotten after the expiry", "[serve
     c.conn->Close();
   }
   CHECK(RunUntil(io, [&] { return server.jobs() == 0; }));
+}
+
+TEST_CASE("a job's end summary is logged once, or not at all where its host says it", "[server]") {
+  const bool logged = GENERATE(true, false);
+  asio::io_context io;
+  std::vector<std::string> log;
+  auto started = CoordinatorServer::Start(io, HostPort{"127.0.0.1", 0}, "--listen", Daemon(""),
+                                          [&log](const std::string& line) { log.push_back(line); });
+  REQUIRE(started.ok());
+  CoordinatorServer& server = **started;
+  if (!logged) server.LogJobEnds(false);
+  Client c(io, server.port());
+  c.conn->Send(Hello{kProtocolVersion, "ends", "", 2, 2, 0});
+  c.conn->Send(JoinOf("ends", "a"));
+  REQUIRE(RunUntil(io, [&] { return server.jobs() == 1; }));
+  server.AbortAll(3, "stopped by the test");
+  REQUIRE(RunUntil(io, [&] { return !c.inbox.empty() && std::holds_alternative<Abort>(c.inbox.back()); }));
+  REQUIRE(server.ended().has_value());
+  const std::string summary = server.ended()->summary;
+  CHECK_THAT(summary, Catch::EndsWith("stopped by the test"));
+  CHECK(std::count(log.begin(), log.end(), summary) == (logged ? 1 : 0));
 }
 
 }  // namespace dlaunch::rendezvous
