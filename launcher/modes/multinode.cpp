@@ -10,12 +10,12 @@
 #include <memory>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
 #include "launcher/core/event_loop.hpp"
 #include "launcher/core/exit.hpp"
+#include "launcher/core/timers.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "rendezvous/agent_session.hpp"
@@ -78,7 +78,7 @@ class NodeMode {
         base_(plan),
         env_(env),
         server_(std::move(server)),
-        drain_(loop.io()),
+        drain_(env.timers().NewTimer()),
         agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
                rdzv::AgentSession::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
                             [this](int code, const std::string& error) { Finish(code, error); },
@@ -113,8 +113,7 @@ class NodeMode {
   rdzv::AgentMachineOptions WithSilence(rdzv::AgentMachineOptions o) {
     o.silence = [this] {
       if (!run_) return std::chrono::milliseconds(0);
-      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                   run_->last_output());
+      return std::chrono::duration_cast<std::chrono::milliseconds>(env_.timers().Now() - run_->last_output());
     };
     return o;
   }
@@ -197,12 +196,12 @@ class NodeMode {
     code_ = code;
     if (!server_) return loop_.Exit(code);
     // Serve until the coordinator has ended the job and told every agent.
-    drain_deadline_ = std::chrono::steady_clock::now() + kHostDrain;
+    drain_deadline_ = env_.timers().Now() + kHostDrain;
     DrainHost();
   }
 
   void DrainHost() {
-    if (server_->Flushed() || std::chrono::steady_clock::now() >= drain_deadline_) {
+    if (server_->Flushed() || env_.timers().Now() >= drain_deadline_) {
       if (server_->ended() && server_->ended()->exit_code != 0) {
         // A job stopped on a hang shows its summary under the cause, as a single node does.
         std::vector<std::string> lines = hang_.StopLines(server_->ended()->summary);
@@ -213,10 +212,7 @@ class NodeMode {
       }
       return loop_.Exit(code_);
     }
-    drain_.expires_after(kHostDrainPoll);
-    drain_.async_wait([this, alive = life_.token()](boost::system::error_code ec) {
-      if (!ec && !alive.expired()) DrainHost();
-    });
+    drain_->At(env_.timers().Now() + kHostDrainPoll, [this] { DrainHost(); });
   }
 
   EventLoop& loop_;
@@ -227,8 +223,8 @@ class NodeMode {
   RunEnv& env_;
   std::unique_ptr<rdzv::CoordinatorServer> server_;
   std::unique_ptr<JobLiveSource> job_live_;  // with server_: the live view of the whole job
-  asio::steady_timer drain_;
-  std::chrono::steady_clock::time_point drain_deadline_;
+  std::unique_ptr<Timer> drain_;  // from env_: dropped with this mode
+  SteadyTime drain_deadline_;
   int code_ = 1;
   rdzv::AgentSession agent_;
   // The runner's side of the session.
