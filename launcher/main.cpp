@@ -37,7 +37,7 @@ namespace {
 
 MachineFacts ReadMachine(const envmap::EnvMap& env) {
   std::random_device rd;
-  return MachineFacts{HostName(), CpuCount(), VisibleGpus(env), fmt::format("{:08x}{:08x}", rd(), rd())};
+  return MachineFacts{HostName(), PythonCpuCount(env), VisibleGpus(env), fmt::format("{:08x}{:08x}", rd(), rd())};
 }
 
 // `dlaunch job SPEC.yml ...`: the spec becomes flags, then a plan like any other.

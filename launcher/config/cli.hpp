@@ -23,7 +23,9 @@ namespace dlaunch::launcher {
 enum class NprocKind { kNumber, kAuto, kGpu, kCpu };
 
 struct Options {
-  // --nproc-per-node. Default: 1 (torchrun); `auto` in entrypoint form.
+  // --nproc-per-node. Default: 1 (torchrun); `auto` in entrypoint form, where
+  // it means one per GPU, else 1. Typed, `auto` is torchrun's: one per GPU, else
+  // os.cpu_count() (MachineFacts::cpus).
   NprocKind nproc_kind = NprocKind::kNumber;
   int nproc = 1;
   bool nproc_given = false;

@@ -29,17 +29,37 @@ bool IsHeadLaunch(const Options& o) {
          !o.node_rank_given;
 }
 
+// --nproc-per-node's count on this machine, as torchrun's
+// determine_local_world_size: `auto` typed is one per GPU, else os.cpu_count();
+// `cpu` is os.cpu_count(); `gpu` is one per GPU, or an error. dlaunch's own
+// default (the entrypoint form's implicit `auto`) is one per GPU, else 1: it
+// would not start a process per CPU unasked.
 Result<int> ResolveNproc(const Options& o, const MachineFacts& facts) {
   int gpus = static_cast<int>(facts.gpus.size());
   switch (o.nproc_kind) {
     case NprocKind::kNumber: return o.nproc;
     case NprocKind::kCpu: return facts.cpus;
-    case NprocKind::kAuto: return gpus == 0 ? 1 : gpus;
+    case NprocKind::kAuto: return gpus > 0 ? gpus : o.nproc_given ? facts.cpus : 1;
     case NprocKind::kGpu:
       if (gpus == 0) return Status::InvalidArgument("--nproc-per-node: 'gpu' given but no GPU is visible");
       return gpus;
   }
   return 1;
+}
+
+// Why --nproc-per-node auto, gpu or cpu came to the count it did, for --explain.
+std::string NprocReason(const Options& o, const MachineFacts& facts) {
+  int gpus = static_cast<int>(facts.gpus.size());
+  std::string cpus = fmt::format("os.cpu_count(): {} online CPU(s), as torchrun", facts.cpus);
+  switch (o.nproc_kind) {
+    case NprocKind::kNumber: return "";
+    case NprocKind::kCpu: return fmt::format("cpu: {}", cpus);
+    case NprocKind::kGpu: return fmt::format("gpu: {} visible GPU(s)", gpus);
+    case NprocKind::kAuto:
+      if (gpus > 0) return fmt::format("auto: {} visible GPU(s)", gpus);
+      return fmt::format("auto: no GPU visible, so {}", cpus);
+  }
+  return "";
 }
 
 // Where flag `name`'s value came from: "--name", "PET_NAME", or `otherwise`.
@@ -225,16 +245,20 @@ Result<RendezvousPlan> DecideRendezvous(const Options& o, const Surroundings& s,
 }
 
 // The layout values, where the surroundings set them or a flag did.
-void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan& w, Plan& plan) {
+void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan& w, const MachineFacts& facts,
+                   Plan& plan) {
   const Shape& shape = s.shape;
   std::string env_source = s.applied ? std::string(envmap::SourceName(s.detected.source)) : "";
   auto from = [&](std::string_view flag, bool surroundings_set_it) -> std::string {
     if (typed.given.contains(flag)) return From(typed, flag);
     return surroundings_set_it ? env_source : std::string("default");
   };
+  std::string reason = NprocReason(typed, facts);
   plan.origins.push_back({"workers per node", fmt::format("{}", w.nproc),
                           typed.launch_mode == "per-node" ? "--launch-mode per-node"
-                          : typed.nproc_given             ? From(typed, "nproc-per-node")
+                          : typed.nproc_given && !reason.empty()
+                              ? fmt::format("{} {}", From(typed, "nproc-per-node"), reason)
+                          : typed.nproc_given ? From(typed, "nproc-per-node")
                           : typed.nproc_kind == NprocKind::kAuto
                               ? (s.applied && s.detected.has_process_view ? env_source : "the visible GPUs (auto)")
                               : "default"});
@@ -295,7 +319,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     if (!layout.ok()) return layout.status();
     plan.run = NodePlan{std::move(*workers), std::move(*layout)};
   }
-  RecordOrigins(typed, *surroundings, *plan.workers(), plan);
+  RecordOrigins(typed, *surroundings, *plan.workers(), facts, plan);
   return plan;
 }
 
