@@ -136,7 +136,10 @@ Status DecideOutput(const Options& o, const Shape& shape, WorkerPlan& w) {
   w.log_dir = o.log_dir;
   w.events = o.events;
   w.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
-  for (int local_rank = 0; local_rank < n; ++local_rank) w.redirected.push_back(StdFor(o.redirects, local_rank));
+  // As torch's start_processes: a tee'd stream goes to its file and to the
+  // console, so tee wins over a redirect of the same stream, per local rank.
+  for (int local_rank = 0; local_rank < n; ++local_rank)
+    w.redirected.push_back(StdFor(o.redirects, local_rank) & ~StdFor(o.tee, local_rank));
   w.console_ranks = o.local_ranks_filter;
   if (o.tag_format) w.tag_format = o.tag_format;
   else if (!o.no_tag && (n > 1 || shape.max_nodes > 1)) w.tag_format = "[{rank}]: ";
