@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  for (const std::string& line : flags->warnings) Fail(0, line);
   Result<Plan> plan = Decide(*flags, envmap::Detect(env), ReadMachine(env), env);
   if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
   return RunInMode(*plan, env);

@@ -121,6 +121,10 @@ struct Options {
   bool help = false;
   bool version = false;
 
+  // Lines for stderr before the run ("--rdzv-conf: ignoring key 'x' ..."):
+  // what was accepted but has no effect. main prints them, "dlaunch: " first.
+  std::vector<std::string> warnings;
+
   // Where each flag given came from: its long name -> "--name" (typed) or
   // "PET_NAME" (torchrun's environment default). Flags not here took their default.
   std::map<std::string, std::string, std::less<>> given;

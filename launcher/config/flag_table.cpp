@@ -194,12 +194,23 @@ Status SetBindTo(Options& o, const std::string& v) {
 Status Ignore(Options&, const std::string&) { return Status::Ok(); }
 
 // Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
-// ignored (dlaunch's rendezvous has no use for them). Any other key is a typo.
+// ignored without a word (dlaunch's rendezvous has no use for them).
 constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
                                                   "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
                                                   "cacert", "cert", "key"};
+constexpr std::string_view kOurConfKeys[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
 
-Status SetRdzvConf(Options& o, const std::string& v) {
+// A value that arrives wrapped in one pair of quotes, as exec-form YAML passes
+// `--rdzv-conf='join_timeout=5'` (no shell removes them): the quotes go. A
+// dlaunch extension; torchrun would read the key "'join_timeout" and ignore it.
+std::string Unquoted(const std::string& v) {
+  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  return v;
+}
+
+Status SetRdzvConf(Options& o, const std::string& quoted) {
+  std::string v = Unquoted(quoted);
+  std::vector<std::string> ignored;
   for (const std::string& pair : Split(v, ',')) {
     if (pair.empty()) continue;
     size_t eq = pair.find('=');
@@ -218,22 +229,46 @@ Status SetRdzvConf(Options& o, const std::string& v) {
     if (field == nullptr) {
       if (std::find(std::begin(kTorchrunConfKeys), std::end(kTorchrunConfKeys), key) != std::end(kTorchrunConfKeys))
         continue;
-      constexpr std::string_view kOurs[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
-      std::string_view best;
-      size_t best_d = 4;  // suggest only close names
-      for (std::string_view known : kOurs) {
-        size_t d = EditDistance(key, known);
-        if (d < best_d) { best_d = d; best = known; }
-      }
-      std::string hint = best.empty() ? fmt::format("dlaunch reads {}", fmt::join(kOurs, ", "))
-                                      : fmt::format("did you mean '{}'?", best);
-      return Status::InvalidArgument(fmt::format("--rdzv-conf: unknown key '{}' ({})", Printable(key), hint));
+      // torchrun ignores keys its backend does not read, and so does dlaunch,
+      // but a near miss of a key dlaunch reads is refused: ignored, it would
+      // silently change the job (is_hots=1 would leave the host to be guessed).
+      for (std::string_view known : kOurConfKeys)
+        if (EditDistance(key, known) <= 2)
+          return Status::InvalidArgument(
+              fmt::format("--rdzv-conf: unknown key '{}' (did you mean '{}'?)", Printable(key), known));
+      ignored.push_back(fmt::format("'{}'", Printable(key)));
+      continue;
     }
     std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
     if (!t) return Bad("rdzv-conf", fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
     *field = *t;
   }
+  if (!ignored.empty())
+    o.warnings.push_back(fmt::format("--rdzv-conf: ignoring {} {} (dlaunch reads {})", ignored.size() == 1 ? "key" : "keys",
+                                     fmt::join(ignored, ", "), fmt::join(kOurConfKeys, ", ")));
   return Status::Ok();
+}
+
+// torchrun's etcd backends need an etcd server; dlaunch's nodes meet at its own
+// coordinator and cannot speak etcd. Taken for c10d, the etcd endpoint would be
+// dialled (or hosted) as a dlaunch coordinator.
+Status SetRdzvBackend(Options& o, const std::string& v) {
+  if (v == "etcd" || v == "etcd-v2")
+    return Status::InvalidArgument(fmt::format(
+        "--rdzv-backend: '{}' is not supported: dlaunch speaks its own rendezvous, not etcd's; use --rdzv-backend c10d "
+        "with --rdzv-endpoint HOST:PORT of a node (node rank 0 hosts it) or of `dlaunch coordinator`",
+        v));
+  o.rdzv_backend = v;
+  return Status::Ok();
+}
+
+// torchrun's --logs-specs names a Python entry point (torchrun.logs_specs) that
+// torchrun loads and calls; dlaunch runs no Python of its own.
+Status RefuseLogsSpecs(Options&, const std::string& v) {
+  return Status::InvalidArgument(fmt::format(
+      "--logs-specs: '{}' names a Python LogsSpecs plug-in, which dlaunch cannot load; use --log-dir, --redirects, "
+      "--tee and --local-ranks-filter",
+      Printable(v)));
 }
 
 // Strips an IPv6 literal's brackets, "[fe80::1]", as -H and hostfiles do.
@@ -337,7 +372,7 @@ bool HeadOnly(std::string_view name) {
   return Listed(name, {"nproc-per-node", "np", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                        "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
                        "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
-                       "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
+                       "ssh-option", "export", "remote-dlaunch", "explain", "logs-specs", "events", "standalone", "tag-output",
                        "no-tag", "help", "version"});
 }
 
@@ -361,8 +396,8 @@ const std::vector<Flag>& Flags() {
        {.value = "PORT", .torchrun = true, .others = "torch.distributed.launch --master_port"}},
       {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address",
        {.value = "ADDR", .kind = ValueKind::kHost, .torchrun = true}},
-      {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility",
-       {.value = "NAME", .choices = "c10d static etcd etcd-v2", .torchrun = true}},
+      {"rdzv-backend", 0, Arity::kValue, SetRdzvBackend, "accepted for torchrun compatibility (not etcd, etcd-v2)",
+       {.value = "NAME", .choices = "c10d static", .torchrun = true}},
       {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT",
        {.value = "HOST:PORT", .torchrun = true}},
       {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)",
@@ -419,6 +454,8 @@ const std::vector<Flag>& Flags() {
        {.torchrun = true}},
       {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR",
        {.value = "DIR", .kind = ValueKind::kDirectory, .torchrun = true, .others = "mpirun --output-filename DIR"}},
+      {"logs-specs", 0, Arity::kValue, RefuseLogsSpecs, "refused: torchrun's Python LogsSpecs plug-in (use --log-dir, --redirects, --tee)",
+       {.value = "NAME", .torchrun = true}},
       {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line",
        {.value = "FILE", .kind = ValueKind::kFile}},
       {"metrics-addr", 0, Arity::kValue, StringFlag(&Options::metrics_addr),
