@@ -149,7 +149,9 @@ std::vector<std::string> AgentFlags(const Options& o);
 // and the DLAUNCH_ROLE_ENV_<i> values of a head launch.
 // Returns InvalidArgument with one line naming the flag and the value, e.g.
 // "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"
-// or "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)".
+// or "unknown flag '--nproc-per-nodes' (did you mean '--nproc-per-node'?)".
+// As torchrun's argparse, a long flag may be shortened to an unambiguous prefix
+// of one of torchrun's flags (torchrun_flags.hpp).
 Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env);
 
 // Whether a head-node launch passes flag `name` (long form, no dashes) on to its

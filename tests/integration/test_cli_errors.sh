@@ -41,8 +41,8 @@ usage_error "--nproc-per-node 0" --nproc-per-node 0 -- --nproc-per-node 0 "${W[@
 usage_error "--nproc-per-node -3" --nproc-per-node -3 -- --nproc-per-node -3 "${W[@]}"
 usage_error "--nproc-per-node abc" --nproc-per-node abc -- --nproc-per-node abc "${W[@]}"
 usage_error "--nproc_per_node=abc" nproc abc -- --nproc_per_node=abc "${W[@]}"
-usage_error "misspelt --nproc-per-nod" "--nproc-per-nod" "did you mean '--nproc-per-node'" -- \
-  --nproc-per-nod 2 "${W[@]}"
+usage_error "misspelt --nproc-per-nodes" "--nproc-per-nodes" "did you mean '--nproc-per-node'" -- \
+  --nproc-per-nodes 2 "${W[@]}"
 usage_error "no command" -- --nproc-per-node 2
 usage_error "no command after --" -- --nproc-per-node 2 --
 usage_error "unwritable --log-dir" --log-dir /proc/nonexistent/x -- \
