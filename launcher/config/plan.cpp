@@ -9,6 +9,7 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/command.hpp"
 #include "launcher/config/coordinator_options.hpp"
+#include "launcher/config/log_prefix.hpp"
 #include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/surroundings.hpp"
 #include "launcher/core/output.hpp"
@@ -127,7 +128,7 @@ envmap::EnvMap Inherited(const envmap::EnvMap& env, const Surroundings& s, bool 
 }
 
 // The output's shape: which streams go to files, which ranks to the console, the tag.
-Status DecideOutput(const Options& o, const Shape& shape, WorkerPlan& w) {
+Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& env, WorkerPlan& w) {
   int n = w.nproc;
   for (int local_rank : o.local_ranks_filter)
     if (local_rank >= n)
@@ -141,8 +142,14 @@ Status DecideOutput(const Options& o, const Shape& shape, WorkerPlan& w) {
   for (int local_rank = 0; local_rank < n; ++local_rank)
     w.redirected.push_back(StdFor(o.redirects, local_rank) & ~StdFor(o.tee, local_rank));
   w.console_ranks = o.local_ranks_filter;
+  // A typed --tag-output or --no-tag wins over torch's variable, as a flag over
+  // its PET_ default.
+  Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
+  if (!from_env.ok()) return from_env.status();
   if (o.tag_format) w.tag_format = o.tag_format;
-  else if (!o.no_tag && (n > 1 || shape.max_nodes > 1)) w.tag_format = "[{rank}]: ";
+  else if (o.no_tag) {}
+  else if (*from_env) w.tag_format = **from_env;
+  else if (n > 1 || shape.max_nodes > 1) w.tag_format = "[{rank}]: ";
   if (w.tag_format) {
     if (Result<std::string> t = RenderTag(*w.tag_format, TagFields{}, 0); !t.ok()) return t.status();
   }
@@ -185,7 +192,7 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   if (o.legacy_launch && !o.use_env)
     w.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   w.inherited = Inherited(env, s, per_node, n);
-  if (Status st = DecideOutput(o, shape, w); !st.ok()) return st;
+  if (Status st = DecideOutput(o, shape, env, w); !st.ok()) return st;
   w.bind_to = o.bind_to;
   w.gpus = facts.gpus;
   w.pin_gpu = o.pin_gpu;
