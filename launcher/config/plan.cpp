@@ -143,13 +143,15 @@ Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& 
     w.redirected.push_back(StdFor(o.redirects, local_rank) & ~StdFor(o.tee, local_rank));
   w.console_ranks = o.local_ranks_filter;
   // A typed --tag-output or --no-tag wins over torch's variable, as a flag over
-  // its PET_ default.
-  Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
-  if (!from_env.ok()) return from_env.status();
-  if (o.tag_format) w.tag_format = o.tag_format;
-  else if (o.no_tag) {}
-  else if (*from_env) w.tag_format = **from_env;
-  else if (n > 1 || shape.max_nodes > 1) w.tag_format = "[{rank}]: ";
+  // its PET_ default; the variable is not read then.
+  if (o.tag_format) {
+    w.tag_format = o.tag_format;
+  } else if (!o.no_tag) {
+    Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
+    if (!from_env.ok()) return from_env.status();
+    if (*from_env) w.tag_format = **from_env;
+    else if (n > 1 || shape.max_nodes > 1) w.tag_format = "[{rank}]: ";
+  }
   if (w.tag_format) {
     if (Result<std::string> t = RenderTag(*w.tag_format, TagFields{}, 0); !t.ok()) return t.status();
   }

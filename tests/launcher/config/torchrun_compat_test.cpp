@@ -233,6 +233,9 @@ TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the console tag unless a t
   CHECK(MustDecide({"--nproc-per-node", "2", "t.py"}, Machine(0), {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", ""}})
             .workers()
             ->tag_format == std::optional<std::string>("[{rank}]: "));
+  // A bad template does not matter where a flag wins.
+  const EnvMap bad_env = {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${node}] "}};
+  CHECK_FALSE(MustDecide({"--nproc-per-node", "2", "--no-tag", "t.py"}, Machine(0), bad_env).workers()->tag_format);
   Result<Plan> bad = DecideFor({"--nproc-per-node", "2", "t.py"}, Machine(0),
                                {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${node}] "}});
   REQUIRE_FALSE(bad.ok());
