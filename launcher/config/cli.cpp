@@ -43,6 +43,7 @@ std::string Suggest(std::string_view name) {
 // so that `--node` is neither --node-rank nor --nodes. dlaunch's own flags are
 // never shortened: they have no argparse habit to keep.
 Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& shown) {
+  if (name.empty()) return Status::InvalidArgument(fmt::format("unknown flag '{}'", shown));
   std::vector<std::string> candidates = FlagsWithPrefix(name, FlagNames());
   bool torchrun = std::any_of(candidates.begin(), candidates.end(), [](const std::string& c) { return IsTorchrunFlag(c); });
   if (candidates.size() > 1 && torchrun) {

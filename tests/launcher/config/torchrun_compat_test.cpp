@@ -169,6 +169,7 @@ TEST_CASE("a long flag may be an unambiguous prefix of one of torchrun's", "[tor
   CHECK(CliError({"--master=x", "t.py"}) == "ambiguous flag '--master' (could be --master-addr, --master-port)");
   CHECK(CliError({"--no-py", "x"}) == "ambiguous flag '--no-py' (could be --no-python, --no-python-hook)");
   CHECK(CliError({"--log", "d", "t.py"}) == "ambiguous flag '--log' (could be --log-dir, --logs-specs)");
+  CHECK(CliError({"--=3", "t.py"}) == "unknown flag '--'");
   // dlaunch's own flags are not shortened.
   CHECK(CliError({"--hang-t", "5", "t.py"}) == "unknown flag '--hang-t' (did you mean '--hang-timeout'?)");
   // Never after the script or `--`: those words are the command's.
