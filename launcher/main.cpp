@@ -37,7 +37,7 @@ namespace {
 
 MachineFacts ReadMachine(const envmap::EnvMap& env) {
   std::random_device rd;
-  return MachineFacts{HostName(), CpuCount(), VisibleGpus(env), fmt::format("{:08x}{:08x}", rd(), rd())};
+  return MachineFacts{HostName(), PythonCpuCount(env), VisibleGpus(env), fmt::format("{:08x}{:08x}", rd(), rd())};
 }
 
 // `dlaunch job SPEC.yml ...`: the spec becomes flags, then a plan like any other.
@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  for (const std::string& line : flags->warnings) Fail(0, line);
   Result<Plan> plan = Decide(*flags, envmap::Detect(env), ReadMachine(env), env);
   if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
   return RunInMode(*plan, env);

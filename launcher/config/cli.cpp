@@ -2,6 +2,7 @@
 // (flag_table.hpp), PET_ defaults first, and checks what needs the whole line.
 #include "launcher/config/cli.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "launcher/config/flag_table.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/config/subcommands.hpp"
+#include "launcher/config/torchrun_flags.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -35,9 +37,36 @@ std::string Suggest(std::string_view name) {
   return best ? fmt::format(" (did you mean '--{}'?)", best->name) : "";
 }
 
+// A long flag that is not one of the table's names (dashed, no "--"), as
+// torchrun's argparse reads it: an unambiguous prefix of one of torchrun's flags
+// is that flag. Ambiguity is judged over torchrun's flags and dlaunch's together,
+// so that `--node` is neither --node-rank nor --nodes. dlaunch's own flags are
+// never shortened: they have no argparse habit to keep.
+Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& shown) {
+  if (name.empty()) return Status::InvalidArgument(fmt::format("unknown flag '{}'", shown));
+  std::vector<std::string> candidates = FlagsWithPrefix(name, FlagNames());
+  bool torchrun = std::any_of(candidates.begin(), candidates.end(), [](const std::string& c) { return IsTorchrunFlag(c); });
+  if (candidates.size() > 1 && torchrun) {
+    std::vector<std::string> dashed;
+    for (const std::string& c : candidates) dashed.push_back("--" + c);
+    return Status::InvalidArgument(fmt::format("ambiguous flag '{}' (could be {})", shown, fmt::join(dashed, ", ")));
+  }
+  if (candidates.size() == 1 && torchrun) {
+    if (const Flag* f = FindFlag(candidates[0])) return f;
+    return Status::InvalidArgument(fmt::format("unknown flag '{}' (torchrun's --{}, which dlaunch does not take)", shown, candidates[0]));
+  }
+  if (candidates.size() == 1)
+    return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean '--{}'?)", shown, candidates[0]));
+  return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
+}
+
+// torchrun reads no PET_ variable for these: argparse's plain actions, not its env one.
+bool TakesPetDefault(std::string_view name) { return name != "logs-specs"; }
+
 // PET_NPROC_PER_NODE and friends: torchrun takes each as the default of its flag.
 Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
   for (const Flag& f : Flags()) {
+    if (!TakesPetDefault(f.name)) continue;
     std::string var = "PET_" + Upper(f.name);
     for (char& c : var) if (c == '-') c = '_';
     auto it = env.find(var);
@@ -117,6 +146,11 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
     shown = "--" + name;
     for (char& c : name) if (c == '_') c = '-';
     flag = FindFlag(name);
+    if (!flag && !np) {
+      Result<const Flag*> by_prefix = FlagByPrefix(name, shown);
+      if (!by_prefix.ok()) return by_prefix.status();
+      flag = *by_prefix;
+    }
     if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
   } else {
     flag = arg.size() >= 2 ? FindShort(arg[1]) : nullptr;

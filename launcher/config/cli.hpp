@@ -23,7 +23,9 @@ namespace dlaunch::launcher {
 enum class NprocKind { kNumber, kAuto, kGpu, kCpu };
 
 struct Options {
-  // --nproc-per-node. Default: 1 (torchrun); `auto` in entrypoint form.
+  // --nproc-per-node. Default: 1 (torchrun); `auto` in entrypoint form, where
+  // it means one per GPU, else 1. Typed, `auto` is torchrun's: one per GPU, else
+  // os.cpu_count() (MachineFacts::cpus).
   NprocKind nproc_kind = NprocKind::kNumber;
   int nproc = 1;
   bool nproc_given = false;
@@ -119,6 +121,10 @@ struct Options {
   bool help = false;
   bool version = false;
 
+  // Lines for stderr before the run ("--rdzv-conf: ignoring key 'x' ..."):
+  // what was accepted but has no effect. main prints them, "dlaunch: " first.
+  std::vector<std::string> warnings;
+
   // Where each flag given came from: its long name -> "--name" (typed) or
   // "PET_NAME" (torchrun's environment default). Flags not here took their default.
   std::map<std::string, std::string, std::less<>> given;
@@ -143,7 +149,9 @@ std::vector<std::string> AgentFlags(const Options& o);
 // and the DLAUNCH_ROLE_ENV_<i> values of a head launch.
 // Returns InvalidArgument with one line naming the flag and the value, e.g.
 // "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"
-// or "unknown flag '--nproc-per-nod' (did you mean '--nproc-per-node'?)".
+// or "unknown flag '--nproc-per-nodes' (did you mean '--nproc-per-node'?)".
+// As torchrun's argparse, a long flag may be shortened to an unambiguous prefix
+// of one of torchrun's flags (torchrun_flags.hpp).
 Result<Options> ParseCommandLine(const std::vector<std::string>& args, const envmap::EnvMap& env);
 
 // Whether a head-node launch passes flag `name` (long form, no dashes) on to its

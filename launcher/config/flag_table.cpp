@@ -14,6 +14,7 @@
 
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/rdzv_conf.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -193,47 +194,26 @@ Status SetBindTo(Options& o, const std::string& v) {
 
 Status Ignore(Options&, const std::string&) { return Status::Ok(); }
 
-// Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
-// ignored (dlaunch's rendezvous has no use for them). Any other key is a typo.
-constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
-                                                  "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
-                                                  "cacert", "cert", "key"};
-
-Status SetRdzvConf(Options& o, const std::string& v) {
-  for (const std::string& pair : Split(v, ',')) {
-    if (pair.empty()) continue;
-    size_t eq = pair.find('=');
-    std::string key = pair.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : pair.substr(eq + 1);
-    if (key == "is_host") {
-      if (value != "0" && value != "1" && value != "true" && value != "false")
-        return Bad("rdzv-conf", "is_host=0 or is_host=1", pair);
-      o.is_host = value == "1" || value == "true";
-      continue;
-    }
-    std::chrono::milliseconds* field = key == "join_timeout"        ? &o.join_timeout
-                                       : key == "last_call_timeout" ? &o.last_call_timeout
-                                       : key == "heartbeat_timeout" ? &o.heartbeat_timeout
-                                                                    : nullptr;
-    if (field == nullptr) {
-      if (std::find(std::begin(kTorchrunConfKeys), std::end(kTorchrunConfKeys), key) != std::end(kTorchrunConfKeys))
-        continue;
-      constexpr std::string_view kOurs[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
-      std::string_view best;
-      size_t best_d = 4;  // suggest only close names
-      for (std::string_view known : kOurs) {
-        size_t d = EditDistance(key, known);
-        if (d < best_d) { best_d = d; best = known; }
-      }
-      std::string hint = best.empty() ? fmt::format("dlaunch reads {}", fmt::join(kOurs, ", "))
-                                      : fmt::format("did you mean '{}'?", best);
-      return Status::InvalidArgument(fmt::format("--rdzv-conf: unknown key '{}' ({})", Printable(key), hint));
-    }
-    std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
-    if (!t) return Bad("rdzv-conf", fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
-    *field = *t;
-  }
+// torchrun's etcd backends need an etcd server; dlaunch's nodes meet at its own
+// coordinator and cannot speak etcd. Taken for c10d, the etcd endpoint would be
+// dialled (or hosted) as a dlaunch coordinator.
+Status SetRdzvBackend(Options& o, const std::string& v) {
+  if (v == "etcd" || v == "etcd-v2")
+    return Status::InvalidArgument(fmt::format(
+        "--rdzv-backend: '{}' is not supported: dlaunch speaks its own rendezvous, not etcd's; use --rdzv-backend c10d "
+        "with --rdzv-endpoint HOST:PORT of a node (node rank 0 hosts it) or of `dlaunch coordinator`",
+        v));
+  o.rdzv_backend = v;
   return Status::Ok();
+}
+
+// torchrun's --logs-specs names a Python entry point (torchrun.logs_specs) that
+// torchrun loads and calls; dlaunch runs no Python of its own.
+Status RefuseLogsSpecs(Options&, const std::string& v) {
+  return Status::InvalidArgument(fmt::format(
+      "--logs-specs: '{}' names a Python LogsSpecs plug-in, which dlaunch cannot load; use --log-dir, --redirects, "
+      "--tee and --local-ranks-filter",
+      Printable(v)));
 }
 
 // Strips an IPv6 literal's brackets, "[fe80::1]", as -H and hostfiles do.
@@ -337,7 +317,7 @@ bool HeadOnly(std::string_view name) {
   return Listed(name, {"nproc-per-node", "np", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
                        "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
                        "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
-                       "ssh-option", "export", "remote-dlaunch", "explain", "events", "standalone", "tag-output",
+                       "ssh-option", "export", "remote-dlaunch", "explain", "logs-specs", "events", "standalone", "tag-output",
                        "no-tag", "help", "version"});
 }
 
@@ -361,8 +341,8 @@ const std::vector<Flag>& Flags() {
        {.value = "PORT", .torchrun = true, .others = "torch.distributed.launch --master_port"}},
       {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address",
        {.value = "ADDR", .kind = ValueKind::kHost, .torchrun = true}},
-      {"rdzv-backend", 0, Arity::kValue, StringFlag(&Options::rdzv_backend), "accepted for torchrun compatibility",
-       {.value = "NAME", .choices = "c10d static etcd etcd-v2", .torchrun = true}},
+      {"rdzv-backend", 0, Arity::kValue, SetRdzvBackend, "accepted for torchrun compatibility (not etcd, etcd-v2)",
+       {.value = "NAME", .choices = "c10d static", .torchrun = true}},
       {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT",
        {.value = "HOST:PORT", .torchrun = true}},
       {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)",
@@ -419,6 +399,8 @@ const std::vector<Flag>& Flags() {
        {.torchrun = true}},
       {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR",
        {.value = "DIR", .kind = ValueKind::kDirectory, .torchrun = true, .others = "mpirun --output-filename DIR"}},
+      {"logs-specs", 0, Arity::kValue, RefuseLogsSpecs, "refused: torchrun's Python LogsSpecs plug-in (use --log-dir, --redirects, --tee)",
+       {.value = "NAME", .torchrun = true}},
       {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line",
        {.value = "FILE", .kind = ValueKind::kFile}},
       {"metrics-addr", 0, Arity::kValue, StringFlag(&Options::metrics_addr),

@@ -6,6 +6,7 @@
 
 #include "launcher/config/cli.hpp"
 #include "launcher/config/coordinator_options.hpp"
+#include "launcher/config/log_prefix.hpp"
 #include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
@@ -87,9 +88,17 @@ Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::v
   Result<std::string> token = ResolveToken(o, env);
   if (!token.ok()) return token.status();
   h.token = *token;
-  if (o.tag_format) h.agent_flags.push_back("--tag-output=" + *o.tag_format);
-  else if (o.no_tag) h.agent_flags.push_back("--no-tag");
-  else h.agent_flags.push_back(std::string("--tag-output=") + kHeadTag);
+  // The agents' environment is not the head's: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+  // travels as the tag it asks for.
+  if (o.tag_format) {
+    h.agent_flags.push_back("--tag-output=" + *o.tag_format);
+  } else if (o.no_tag) {
+    h.agent_flags.push_back("--no-tag");
+  } else {
+    Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
+    if (!from_env.ok()) return from_env.status();
+    h.agent_flags.push_back("--tag-output=" + from_env->value_or(kHeadTag));
+  }
   std::vector<std::string> forwarded = AgentFlags(o);
   h.agent_flags.insert(h.agent_flags.end(), forwarded.begin(), forwarded.end());
   if (o.after_dashdash || o.np > 0) h.command.push_back("--");  // -np: the command as given, on every node

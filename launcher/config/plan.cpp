@@ -9,6 +9,7 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/command.hpp"
 #include "launcher/config/coordinator_options.hpp"
+#include "launcher/config/log_prefix.hpp"
 #include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/surroundings.hpp"
 #include "launcher/core/output.hpp"
@@ -29,17 +30,37 @@ bool IsHeadLaunch(const Options& o) {
          !o.node_rank_given;
 }
 
+// --nproc-per-node's count on this machine, as torchrun's
+// determine_local_world_size: `auto` typed is one per GPU, else os.cpu_count();
+// `cpu` is os.cpu_count(); `gpu` is one per GPU, or an error. dlaunch's own
+// default (the entrypoint form's implicit `auto`) is one per GPU, else 1: it
+// would not start a process per CPU unasked.
 Result<int> ResolveNproc(const Options& o, const MachineFacts& facts) {
   int gpus = static_cast<int>(facts.gpus.size());
   switch (o.nproc_kind) {
     case NprocKind::kNumber: return o.nproc;
     case NprocKind::kCpu: return facts.cpus;
-    case NprocKind::kAuto: return gpus == 0 ? 1 : gpus;
+    case NprocKind::kAuto: return gpus > 0 ? gpus : o.nproc_given ? facts.cpus : 1;
     case NprocKind::kGpu:
       if (gpus == 0) return Status::InvalidArgument("--nproc-per-node: 'gpu' given but no GPU is visible");
       return gpus;
   }
   return 1;
+}
+
+// Why --nproc-per-node auto, gpu or cpu came to the count it did, for --explain.
+std::string NprocReason(const Options& o, const MachineFacts& facts) {
+  int gpus = static_cast<int>(facts.gpus.size());
+  std::string cpus = fmt::format("os.cpu_count(): {} online CPU(s), as torchrun", facts.cpus);
+  switch (o.nproc_kind) {
+    case NprocKind::kNumber: return "";
+    case NprocKind::kCpu: return fmt::format("cpu: {}", cpus);
+    case NprocKind::kGpu: return fmt::format("gpu: {} visible GPU(s)", gpus);
+    case NprocKind::kAuto:
+      if (gpus > 0) return fmt::format("auto: {} visible GPU(s)", gpus);
+      return fmt::format("auto: no GPU visible, so {}", cpus);
+  }
+  return "";
 }
 
 // Where flag `name`'s value came from: "--name", "PET_NAME", or `otherwise`.
@@ -107,7 +128,7 @@ envmap::EnvMap Inherited(const envmap::EnvMap& env, const Surroundings& s, bool 
 }
 
 // The output's shape: which streams go to files, which ranks to the console, the tag.
-Status DecideOutput(const Options& o, const Shape& shape, WorkerPlan& w) {
+Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& env, WorkerPlan& w) {
   int n = w.nproc;
   for (int local_rank : o.local_ranks_filter)
     if (local_rank >= n)
@@ -116,10 +137,21 @@ Status DecideOutput(const Options& o, const Shape& shape, WorkerPlan& w) {
   w.log_dir = o.log_dir;
   w.events = o.events;
   w.write_logs = !o.log_dir.empty() || o.redirects != "0" || o.tee != "0";
-  for (int local_rank = 0; local_rank < n; ++local_rank) w.redirected.push_back(StdFor(o.redirects, local_rank));
+  // As torch's start_processes: a tee'd stream goes to its file and to the
+  // console, so tee wins over a redirect of the same stream, per local rank.
+  for (int local_rank = 0; local_rank < n; ++local_rank)
+    w.redirected.push_back(StdFor(o.redirects, local_rank) & ~StdFor(o.tee, local_rank));
   w.console_ranks = o.local_ranks_filter;
-  if (o.tag_format) w.tag_format = o.tag_format;
-  else if (!o.no_tag && (n > 1 || shape.max_nodes > 1)) w.tag_format = "[{rank}]: ";
+  // A typed --tag-output or --no-tag wins over torch's variable, as a flag over
+  // its PET_ default; the variable is not read then.
+  if (o.tag_format) {
+    w.tag_format = o.tag_format;
+  } else if (!o.no_tag) {
+    Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
+    if (!from_env.ok()) return from_env.status();
+    if (*from_env) w.tag_format = **from_env;
+    else if (n > 1 || shape.max_nodes > 1) w.tag_format = "[{rank}]: ";
+  }
   if (w.tag_format) {
     if (Result<std::string> t = RenderTag(*w.tag_format, TagFields{}, 0); !t.ok()) return t.status();
   }
@@ -162,7 +194,7 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   if (o.legacy_launch && !o.use_env)
     w.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   w.inherited = Inherited(env, s, per_node, n);
-  if (Status st = DecideOutput(o, shape, w); !st.ok()) return st;
+  if (Status st = DecideOutput(o, shape, env, w); !st.ok()) return st;
   w.bind_to = o.bind_to;
   w.gpus = facts.gpus;
   w.pin_gpu = o.pin_gpu;
@@ -225,16 +257,20 @@ Result<RendezvousPlan> DecideRendezvous(const Options& o, const Surroundings& s,
 }
 
 // The layout values, where the surroundings set them or a flag did.
-void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan& w, Plan& plan) {
+void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan& w, const MachineFacts& facts,
+                   Plan& plan) {
   const Shape& shape = s.shape;
   std::string env_source = s.applied ? std::string(envmap::SourceName(s.detected.source)) : "";
   auto from = [&](std::string_view flag, bool surroundings_set_it) -> std::string {
     if (typed.given.contains(flag)) return From(typed, flag);
     return surroundings_set_it ? env_source : std::string("default");
   };
+  std::string reason = NprocReason(typed, facts);
   plan.origins.push_back({"workers per node", fmt::format("{}", w.nproc),
                           typed.launch_mode == "per-node" ? "--launch-mode per-node"
-                          : typed.nproc_given             ? From(typed, "nproc-per-node")
+                          : typed.nproc_given && !reason.empty()
+                              ? fmt::format("{} {}", From(typed, "nproc-per-node"), reason)
+                          : typed.nproc_given ? From(typed, "nproc-per-node")
                           : typed.nproc_kind == NprocKind::kAuto
                               ? (s.applied && s.detected.has_process_view ? env_source : "the visible GPUs (auto)")
                               : "default"});
@@ -295,7 +331,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     if (!layout.ok()) return layout.status();
     plan.run = NodePlan{std::move(*workers), std::move(*layout)};
   }
-  RecordOrigins(typed, *surroundings, *plan.workers(), plan);
+  RecordOrigins(typed, *surroundings, *plan.workers(), facts, plan);
   return plan;
 }
 

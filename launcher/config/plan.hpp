@@ -33,7 +33,7 @@ struct Options;
 // What Decide needs to know about this machine; main reads it once.
 struct MachineFacts {
   std::string host_name;
-  int cpus = 1;
+  int cpus = 1;  // os.cpu_count(): the online CPUs (launcher/core/system.hpp PythonCpuCount)
   std::vector<std::string> gpus;  // the visible GPU ids (CUDA_VISIBLE_DEVICES, else every GPU)
   std::string fresh_id;           // a random run id, used when none is given
 };

@@ -215,6 +215,19 @@ int CpuCount() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+int PythonCpuCount(const envmap::EnvMap& env) {
+  // CPython's os_cpu_count_impl (Modules/posixmodule.c) on Linux: the -X
+  // cpu_count / PYTHON_CPU_COUNT override where set (3.13+; "default" means
+  // none), else sysconf(_SC_NPROCESSORS_ONLN), which glibc reads from
+  // /sys/devices/system/cpu/online.
+  if (auto it = env.find("PYTHON_CPU_COUNT"); it != env.end()) {
+    std::optional<int> n = ParseInt(it->second);
+    if (n && *n > 0) return *n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 namespace {
 std::vector<int> AllowedCpus() {
   std::vector<int> cpus;

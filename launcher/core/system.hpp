@@ -75,7 +75,13 @@ std::string InterfaceToward(const std::string& host);
 // GPUs this process may use: the NVIDIA driver's count, narrowed by
 // CUDA_VISIBLE_DEVICES. Returns their ids as CUDA_VISIBLE_DEVICES spells them.
 std::vector<std::string> VisibleGpus(const envmap::EnvMap& env);
+// The CPUs this process may run on (its affinity mask).
 int CpuCount();
+// What Python's os.cpu_count() says, which torchrun's `--nproc-per-node auto`
+// (without a GPU) and `cpu` take: the online CPUs, sysconf(_SC_NPROCESSORS_ONLN),
+// whatever the affinity mask or a cgroup quota allows; PYTHON_CPU_COUNT=N
+// overrides it (CPython 3.13+). At least 1.
+int PythonCpuCount(const envmap::EnvMap& env);
 
 // CPUs for each local rank under --bind-to core|numa: an equal share of the CPUs
 // this process may run on, or the CPUs of NUMA node (local_rank % nodes).

@@ -41,14 +41,27 @@ usage_error "--nproc-per-node 0" --nproc-per-node 0 -- --nproc-per-node 0 "${W[@
 usage_error "--nproc-per-node -3" --nproc-per-node -3 -- --nproc-per-node -3 "${W[@]}"
 usage_error "--nproc-per-node abc" --nproc-per-node abc -- --nproc-per-node abc "${W[@]}"
 usage_error "--nproc_per_node=abc" nproc abc -- --nproc_per_node=abc "${W[@]}"
-usage_error "misspelt --nproc-per-nod" "--nproc-per-nod" "did you mean '--nproc-per-node'" -- \
-  --nproc-per-nod 2 "${W[@]}"
+usage_error "misspelt --nproc-per-nodes" "--nproc-per-nodes" "did you mean '--nproc-per-node'" -- \
+  --nproc-per-nodes 2 "${W[@]}"
 usage_error "no command" -- --nproc-per-node 2
 usage_error "no command after --" -- --nproc-per-node 2 --
 usage_error "unwritable --log-dir" --log-dir /proc/nonexistent/x -- \
   --nproc-per-node 2 --log-dir /proc/nonexistent/x "${W[@]}"
 usage_error "--local-ranks-filter 5 with 2 processes" --local-ranks-filter 5 -- \
   --nproc-per-node 2 --local-ranks-filter 5 "${W[@]}"
+
+# torchrun's command lines that dlaunch cannot run as torchrun would: refused in
+# one line before anything starts (an etcd endpoint was once dialled as a
+# dlaunch coordinator, or hosted).
+usage_error "--rdzv-backend etcd" "--rdzv-backend: 'etcd' is not supported" "--rdzv-backend c10d" -- \
+  --rdzv-backend etcd --rdzv-endpoint 127.0.0.1:2379 --nnodes 2 "${W[@]}"
+usage_error "--rdzv_backend=etcd-v2" "'etcd-v2' is not supported: dlaunch speaks its own rendezvous" -- \
+  --rdzv_backend=etcd-v2 --rdzv-endpoint 127.0.0.1:2379 --nnodes 2 "${W[@]}"
+usage_error "--logs-specs" "--logs-specs: 'x' names a Python LogsSpecs plug-in" "use --log-dir" -- \
+  --logs_specs x "${W[@]}"
+usage_error "an ambiguous prefix" "ambiguous flag '--node' (could be --node-rank, --nodes)" -- --node 1 "${W[@]}"
+usage_error "a near miss in --rdzv-conf" "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)" -- \
+  --rdzv-conf is_hots=1 "${W[@]}"
 
 # Unbounded inputs: each ends at once, naming the input, with exit 2 (issue 9).
 usage_error "--nproc-per-node 2147483647" "--nproc-per-node: 2147483647 is over the limit of 65536 workers per node" -- \
