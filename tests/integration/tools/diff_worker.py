@@ -1,0 +1,50 @@
+"""A worker for test_torchrun_diff.sh: writes what it sees to a JSON file.
+
+$DIFF_DUMP_DIR/<RANK>.<TORCHELASTIC_RESTART_COUNT>.json gets its environment,
+argv (sys.argv and the interpreter's own, sys.orig_argv), working directory,
+interpreter and __name__. One line goes to stdout and one to stderr, for the
+--log-dir, --redirects and --tee comparisons.
+
+$DIFF_FAIL="RANK:ATTEMPTS:CODE" makes it fail: in the attempts (restart counts)
+below ATTEMPTS, rank RANK exits CODE once every rank of its attempt has
+written its file, and the other ranks wait to be stopped; from attempt ATTEMPTS
+on, every rank exits 0. So each run's set of files does not depend on timing.
+"""
+import json
+import os
+import sys
+import time
+
+env = dict(os.environ)
+out_dir = env["DIFF_DUMP_DIR"]
+rank = env.get("RANK", "none")
+attempt = env.get("TORCHELASTIC_RESTART_COUNT", "none")
+rec = {
+    "env": env,
+    "argv": sys.argv,
+    "orig_argv": getattr(sys, "orig_argv", None),
+    "cwd": os.getcwd(),
+    "executable": sys.executable,
+    "name": __name__,
+}
+path = os.path.join(out_dir, f"{rank}.{attempt}.json")
+with open(path + ".tmp", "w") as f:
+    json.dump(rec, f)
+os.replace(path + ".tmp", path)
+print(f"stdout of rank {rank} attempt {attempt}", flush=True)
+print(f"stderr of rank {rank} attempt {attempt}", file=sys.stderr, flush=True)
+
+plan = env.get("DIFF_FAIL")
+if plan:
+    fail_rank, attempts, code = plan.split(":")
+    if attempt.isdigit() and int(attempt) < int(attempts):
+        if rank == fail_rank:
+            world = int(env.get("WORLD_SIZE", "1"))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                done = [n for n in os.listdir(out_dir) if n.endswith(f".{attempt}.json")]
+                if len(done) >= world:
+                    break
+                time.sleep(0.02)
+            sys.exit(int(code))
+        time.sleep(60)
