@@ -7,8 +7,9 @@ interpreter and __name__. One line goes to stdout and one to stderr, for the
 
 $DIFF_FAIL="RANK:ATTEMPTS:CODE" makes it fail: in the attempts (restart counts)
 below ATTEMPTS, rank RANK exits CODE once every rank of its attempt has
-written its file, and the other ranks wait to be stopped; from attempt ATTEMPTS
-on, every rank exits 0. So each run's set of files does not depend on timing.
+written its file (CODE -N: it kills itself with signal N), and the other
+ranks wait to be stopped; from attempt ATTEMPTS on, every rank exits 0. So
+each run's set of files does not depend on timing.
 """
 import json
 import os
@@ -46,5 +47,8 @@ if plan:
                 if len(done) >= world:
                     break
                 time.sleep(0.02)
+            if int(code) < 0:
+                os.kill(os.getpid(), -int(code))  # killed by that signal
+                time.sleep(60)
             sys.exit(int(code))
         time.sleep(60)
