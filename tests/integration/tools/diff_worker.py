@@ -28,12 +28,14 @@ rec = {
     "executable": sys.executable,
     "name": __name__,
 }
+# The lines first: a rank that fails waits for every rank's file, and then
+# each has written its lines whole before it is stopped.
+print(f"stdout of rank {rank} attempt {attempt}", flush=True)
+print(f"stderr of rank {rank} attempt {attempt}", file=sys.stderr, flush=True)
 path = os.path.join(out_dir, f"{rank}.{attempt}.json")
 with open(path + ".tmp", "w") as f:
     json.dump(rec, f)
 os.replace(path + ".tmp", path)
-print(f"stdout of rank {rank} attempt {attempt}", flush=True)
-print(f"stderr of rank {rank} attempt {attempt}", file=sys.stderr, flush=True)
 
 plan = env.get("DIFF_FAIL")
 if plan:
