@@ -8,8 +8,9 @@ interpreter and __name__. One line goes to stdout and one to stderr, for the
 $DIFF_FAIL="RANK:ATTEMPTS:CODE" makes it fail: in the attempts (restart counts)
 below ATTEMPTS, rank RANK exits CODE once every rank of its attempt has
 written its file (CODE -N: it kills itself with signal N), and the other
-ranks wait to be stopped; from attempt ATTEMPTS on, every rank exits 0. So
-each run's set of files does not depend on timing.
+ranks wait to be stopped; from attempt ATTEMPTS on, and in a second start
+with the same restart count, every rank exits 0. So each run's set of files
+does not depend on timing.
 """
 import json
 import os
@@ -32,7 +33,13 @@ rec = {
 # each has written its lines whole before it is stopped.
 print(f"stdout of rank {rank} attempt {attempt}", flush=True)
 print(f"stderr of rank {rank} attempt {attempt}", file=sys.stderr, flush=True)
+# A rank can start twice with one restart count (torchrun restarts a healthy
+# node's workers without counting it when another node fails): .again, .again2.
 path = os.path.join(out_dir, f"{rank}.{attempt}.json")
+again = 1
+while os.path.exists(path):
+    path = os.path.join(out_dir, f"{rank}.{attempt}.again{again if again > 1 else ''}.json")
+    again += 1
 with open(path + ".tmp", "w") as f:
     json.dump(rec, f)
 os.replace(path + ".tmp", path)
@@ -40,7 +47,7 @@ os.replace(path + ".tmp", path)
 plan = env.get("DIFF_FAIL")
 if plan:
     fail_rank, attempts, code = plan.split(":")
-    if attempt.isdigit() and int(attempt) < int(attempts):
+    if attempt.isdigit() and int(attempt) < int(attempts) and again == 1:
         if rank == fail_rank:
             world = int(env.get("WORLD_SIZE", "1"))
             deadline = time.monotonic() + 30

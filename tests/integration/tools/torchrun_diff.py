@@ -140,6 +140,8 @@ class Case:
     dl_rc: dlaunch's exit status where it is not torchrun's (the real code).
     expect: a function of torchrun's record giving what dlaunch's worker
       should see, where dlaunch is asked for another spelling on purpose.
+    expect_recs: the same for all of torchrun's records at once
+      ({RANK.RESTART_COUNT[.againN]: record}), for a documented difference.
     known: differences listed in docs/migration.md: {field: dlaunch's value, or
       None where it is not compared}; a field is "orig_argv" or "env:NAME".
     pending: why the case is expected to fail on today's dlaunch (a fix of
@@ -150,12 +152,13 @@ class Case:
     """
 
     def __init__(self, name, args, dl=None, nodes=1, env=None, legacy=False, fail=None,
-                 tr_rc=0, dl_rc=None, expect=None, known=None, pending=None, serial=False, no_gpu=False):
+                 tr_rc=0, dl_rc=None, expect=None, known=None, pending=None, serial=False, no_gpu=False,
+                 expect_recs=None):
         self.name, self.args, self.dl, self.nodes = name, args, dl if dl is not None else args, nodes
         self.env, self.legacy, self.fail = env or {}, legacy, fail
         self.tr_rc, self.dl_rc = tr_rc, tr_rc if dl_rc is None else dl_rc
         self.expect, self.known, self.pending, self.serial = expect, known or {}, pending, serial
-        self.no_gpu = no_gpu
+        self.no_gpu, self.expect_recs = no_gpu, expect_recs
 
 
 def hyphens(args):
@@ -176,6 +179,22 @@ def local_rank_hyphen(rec):
     return rec
 
 
+def job_restart_count(recs):
+    """dlaunch counts a job's restarts, the same on every node; torchrun each
+    node's own (a node whose workers did not fail restarts them with its count
+    unchanged). What torchrun's workers saw, counted as dlaunch counts."""
+    out = {}
+    for key, rec in recs.items():
+        rank, attempt, *again = key.split(".")
+        if again:
+            n = int(attempt) + (int(again[0][5:] or 1) if again[0].startswith("again") else 0)
+            rec = json.loads(json.dumps(rec))
+            rec["env"]["TORCHELASTIC_RESTART_COUNT"] = str(n)
+            key = f"{rank}.{n}"
+        out[key] = rec
+    return out
+
+
 # dlaunch's static form without --rdzv-id draws a random run id on each node;
 # torchrun's workers all get "none" there.
 STATIC_RUN_ID = "each node of a static job draws its own TORCHELASTIC_RUN_ID (a C++ fix is needed)"
@@ -183,10 +202,11 @@ STATIC_RUN_ID = "each node of a static job draws its own TORCHELASTIC_RUN_ID (a 
 # interpreter (orig_argv: python3 -c 'from multiprocessing.spawn ...'); dlaunch
 # runs `python3 -u SCRIPT ARGS`. sys.argv is the same.
 RUN_PATH = {"orig_argv": None}
-# torchrun's c10d rendezvous (--standalone, --rdzv-backend c10d) gives
-# MASTER_ADDR the fully qualified name of node 0's host (socket.getfqdn());
-# dlaunch gives its address, so no worker depends on name resolution.
-C10D_ADDR = {"env:MASTER_ADDR": "127.0.0.1"}
+# With a rendezvous endpoint, torchrun gives MASTER_ADDR a name: node 0's
+# (socket.getfqdn()) with c10d and --standalone, the endpoint's host with the
+# static backend; dlaunch gives node 0's address, so no worker depends on
+# resolving a name. (--master-addr A gives A under both.)
+ADDRESS_NOT_NAME = {"env:MASTER_ADDR": "127.0.0.1"}
 
 CASES = [
     # The two spellings of every flag, and both forms of a value.
@@ -259,9 +279,9 @@ CASES = [
     Case("missing script", W2 + ["no_such_script.py"], tr_rc=1, dl_rc=2),
     Case("--no_python, command not found", W2 + ["--no_python", "no-such-command"], tr_rc=1, dl_rc=127),
     # --standalone (torchrun takes port 29400: these run one at a time).
-    Case("standalone", ["--standalone"] + W2 + ["{W}"], serial=True, known=C10D_ADDR),
+    Case("standalone", ["--standalone"] + W2 + ["{W}"], serial=True, known=ADDRESS_NOT_NAME),
     Case("standalone, hyphens", ["--standalone", "--nnodes", "1"] + W2 + ["{W}"], serial=True,
-         dl=["--standalone", "--nnodes", "1"] + hyphens(W2) + ["{W}"], known=C10D_ADDR),
+         dl=["--standalone", "--nnodes", "1"] + hyphens(W2) + ["{W}"], known=ADDRESS_NOT_NAME),
     # Two nodes on this machine: static, from flags and from PET_*, and elastic.
     Case("static two nodes", ["--nnodes", "2", "--node_rank", "{N}", "--master_addr", "127.0.0.1",
                               "--master_port", "{P}"] + W2 + ["{W}"], nodes=2, pending=STATIC_RUN_ID),
@@ -274,14 +294,22 @@ CASES = [
               "PET_NPROC_PER_NODE": "2", "PET_MONITOR_INTERVAL": "0.1"}),
     Case("one node, c10d, rdzv_conf", ["--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                                        "localhost:{P}", "--rdzv_conf", "join_timeout=60,read_timeout=60",
-                                       "--max_restarts", "3"] + W2 + ["{W}"], known=C10D_ADDR),
+                                       "--max_restarts", "3"] + W2 + ["{W}"], known=ADDRESS_NOT_NAME),
     Case("elastic 1:2 nodes, c10d", ["--nnodes", "1:2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                                      "127.0.0.1:{P}", "--rdzv_id", "el-1"] + W2 + ["{W}"], nodes=2,
-         known=C10D_ADDR),
+         known=ADDRESS_NOT_NAME),
+    Case("elastic 2 nodes, a failure on node 1, max_restarts 1",
+         ["--nnodes", "2", "--max_restarts", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:{P}",
+          "--rdzv_id", "el-3"] + W2 + ["{W}"], nodes=2, fail="3:1:5", known=ADDRESS_NOT_NAME, expect_recs=job_restart_count),
+    Case("elastic 2 nodes from PET_ (Kubeflow)", ["{W}"], nodes=2, known=ADDRESS_NOT_NAME,
+         env={"PET_NNODES": "2", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "127.0.0.1:{P}",
+              "PET_RDZV_ID": "kf-el", "PET_NPROC_PER_NODE": "2", "PET_MONITOR_INTERVAL": "0.1"}),
+    Case("rdzv_endpoint without rdzv_backend", ["--nnodes", "1", "--rdzv_endpoint", "localhost:{P}"] + W2 + ["{W}"],
+         known=ADDRESS_NOT_NAME),
     Case("elastic 2 nodes, c10d, hyphens", ["--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                                             "127.0.0.1:{P}", "--rdzv_id", "el-2"] + W2 + ["{W}"], nodes=2,
          dl=["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{P}",
-             "--rdzv-id", "el-2"] + hyphens(W2) + ["{W}"], known=C10D_ADDR),
+             "--rdzv-id", "el-2"] + hyphens(W2) + ["{W}"], known=ADDRESS_NOT_NAME),
     # python -m torch.distributed.launch (1.13: --local_rank=N after the script).
     Case("launch", W2 + ["{W}", "--lr", "1"], legacy=True,
          dl=["--legacy-launch", "--local-rank-underscore"] + W2 + ["{W}", "--lr", "1"]),
@@ -430,6 +458,8 @@ def compare(case, tr, dl):
         probs.append(f"harness: torchrun exited {tr['rcs']}, expected {case.tr_rc} on each node; "
                      f"its stderr ends: {tr['stderr']}")
         return probs
+    if case.expect_recs:
+        tr = dict(tr, recs=case.expect_recs(tr["recs"]))
     diff("exit status", [case.dl_rc] * case.nodes, dl["rcs"])
     diff("workers (RANK.RESTART_COUNT)", sorted(tr["recs"]), sorted(dl["recs"]))
     fixed_id = case.env.get("PET_RDZV_ID")
@@ -498,7 +528,11 @@ def compare(case, tr, dl):
             diff("--log-dir: run directory", [fixed_id], dl["run_dirs"])
         else:
             diff("--log-dir: number of run directories", len(tr["run_dirs"]), len(dl["run_dirs"]))
-    diff("worker lines on the console", tr["console"], dl["console"])
+    con_t, con_d = tr["console"], dl["console"]
+    if case.expect_recs:
+        # The lines name each worker's restart count, which expect_recs maps.
+        con_t, con_d = (sorted(re.sub(r" attempt \d+$", "", x) for x in c) for c in (con_t, con_d))
+    diff("worker lines on the console", con_t, con_d)
     return probs
 
 
