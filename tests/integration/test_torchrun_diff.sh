@@ -19,7 +19,8 @@ require_torch
 tools=$SRC/tests/integration/tools
 # Under $TMP, so that every launcher's and worker's command line carries MARK.
 cp "$tools/torchrun_diff.py" "$tools/torchrun_py311.py" "$TMP/" || fail "cannot copy the tools to $TMP"
-mkdir -p "$TMP/work" "$TMP/runs"
+mkdir -p "$TMP/work" "$TMP/runs" "$TMP/tmp"
+chmod 700 "$TMP/tmp"
 cp "$tools/diff_worker.py" "$TMP/work/" || fail "cannot copy diff_worker.py"
 # For `--no-python sh run_worker.sh`: a shell script that runs the worker.
 cat >"$TMP/work/run_worker.sh" <<'SHEOF'

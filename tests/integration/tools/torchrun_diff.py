@@ -349,6 +349,8 @@ def base_env():
     # PYTHON_EXEC as dlaunch does.
     env["PYTHON_EXEC"] = PY
     env["PWD"] = WORK  # as a shell in WORK would have it
+    # torchrun leaves a torchelastic_* directory in $TMPDIR after each run.
+    env["TMPDIR"] = os.path.join(TMP, "tmp")
     return env
 
 
