@@ -184,7 +184,11 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   }
   w.nproc = n;
   w.log_name = shape.rdzv_id.empty() ? facts.fresh_id : shape.rdzv_id;
-  w.run_id = !rendezvous ? w.log_name : shape.rdzv_id.empty() ? "none" : shape.rdzv_id;  // torchrun's default id
+  // torchrun's default id is "none". A job of one node keeps its fresh id, which
+  // tells its runs apart in events and logs; the nodes of a static job must
+  // agree on one, and draw theirs apart, so they say "none" as torchrun does.
+  bool one_id = rendezvous || shape.max_nodes > 1;
+  w.run_id = !shape.rdzv_id.empty() ? shape.rdzv_id : one_id ? "none" : w.log_name;
   w.max_restarts = o.max_restarts;
   w.role = o.role;
   w.roles = o.roles;

@@ -197,7 +197,6 @@ def job_restart_count(recs):
 
 # dlaunch's static form without --rdzv-id draws a random run id on each node;
 # torchrun's workers all get "none" there.
-STATIC_RUN_ID = "each node of a static job draws its own TORCHELASTIC_RUN_ID (a C++ fix is needed)"
 # torchrun --run_path runs the script in a multiprocessing child of its own
 # interpreter (orig_argv: python3 -c 'from multiprocessing.spawn ...'); dlaunch
 # runs `python3 -u SCRIPT ARGS`. sys.argv is the same.
@@ -216,14 +215,12 @@ CASES = [
     Case("nproc-per-node=N", ["--nproc_per_node=3"] + MI + ["{W}"],
          dl=["--nproc-per-node=3", "--monitor-interval=0.1", "{W}"]),
     Case("argparse's prefixes: --nproc, --monitor, --max_rest", ["--nproc", "2", "--monitor", "0.1", "--max_rest",
-                                                                  "1", "{W}"],
-         pending="today's dlaunch refuses torchrun's unambiguous prefixes (a fix is on its way)"),
+                                                                  "1", "{W}"]),
     Case("no flags: one worker", ["{W}"], env={"PET_MONITOR_INTERVAL": "0.1"}),
     Case("user's OMP_NUM_THREADS, NCCL_ASYNC_ERROR_HANDLING, PYTHONPATH kept", ["--nproc_per_node", "3"] + MI + ["{W}"],
          env={"OMP_NUM_THREADS": "4", "MY_SETTING": "x y", "NCCL_ASYNC_ERROR_HANDLING": "0",
               "PYTHONPATH": "/opt/diff-lib:/opt/other"}),
-    Case("nproc_per_node auto (no GPU: os.cpu_count())", ["--nproc_per_node", "auto"] + MI + ["{W}"], no_gpu=True,
-         pending="dlaunch's `auto` starts 1 worker without GPUs; torchrun os.cpu_count() (a fix is on its way)"),
+    Case("nproc_per_node auto (no GPU: os.cpu_count())", ["--nproc_per_node", "auto"] + MI + ["{W}"], no_gpu=True),
     Case("nproc_per_node cpu", ["--nproc_per_node", "cpu"] + MI + ["{W}"]),
     Case("role, rdzv_id, nnodes 1", ["--nnodes", "1", "--role", "trainer", "--rdzv_id", "job-7"] + W2 + ["{W}"]),
     Case("master_addr localhost", ["--master_addr", "localhost", "--master_port", "{P}"] + W2 + ["{W}"]),
@@ -265,9 +262,7 @@ CASES = [
     Case("log-dir, -r 1 (stdout only)", ["--log_dir", "{LOG}", "-r", "1"] + W2 + ["{W}"],
          dl=["--log-dir", "{LOG}", "-r", "1"] + hyphens(W2) + ["{W}"]),
     Case("log_dir, redirects per rank 0:1,1:2", ["--log_dir", "{LOG}", "--redirects", "0:1,1:2"] + W2 + ["{W}"]),
-    Case("log_dir, redirects 3, tee 3", ["--log_dir", "{LOG}", "--redirects", "3", "--tee", "3"] + W2 + ["{W}"],
-         pending="dlaunch with --redirects 3 --tee 3 shows nothing on the console; torchrun tees "
-                 "(a fix is on its way)"),
+    Case("log_dir, redirects 3, tee 3", ["--log_dir", "{LOG}", "--redirects", "3", "--tee", "3"] + W2 + ["{W}"]),
     Case("log_dir, rdzv_id, redirects 2", ["--log_dir", "{LOG}", "--rdzv_id", "logs-1", "--redirects", "2"]
          + W2 + ["{W}"]),
     Case("redirects 3 without log_dir", ["--redirects", "3"] + W2 + ["{W}"]),
@@ -286,12 +281,12 @@ CASES = [
          dl=["--standalone", "--nnodes", "1"] + hyphens(W2) + ["{W}"], known=ADDRESS_NOT_NAME),
     # Two nodes on this machine: static, from flags and from PET_*, and elastic.
     Case("static two nodes", ["--nnodes", "2", "--node_rank", "{N}", "--master_addr", "127.0.0.1",
-                              "--master_port", "{P}"] + W2 + ["{W}"], nodes=2, pending=STATIC_RUN_ID),
+                              "--master_port", "{P}"] + W2 + ["{W}"], nodes=2),
     Case("static two nodes, hyphens", ["--nnodes", "2", "--node_rank", "{N}", "--master_addr", "127.0.0.1",
-                                       "--master_port", "{P}"] + W2 + ["{W}"], nodes=2, pending=STATIC_RUN_ID,
+                                       "--master_port", "{P}"] + W2 + ["{W}"], nodes=2,
          dl=["--nnodes", "2", "--node-rank", "{N}", "--master-addr", "127.0.0.1",
              "--master-port", "{P}"] + hyphens(W2) + ["{W}"]),
-    Case("static two nodes from PET_", ["{W}"], nodes=2, pending=STATIC_RUN_ID,
+    Case("static two nodes from PET_", ["{W}"], nodes=2,
          env={"PET_NNODES": "2", "PET_NODE_RANK": "{N}", "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": "{P}",
               "PET_NPROC_PER_NODE": "2", "PET_MONITOR_INTERVAL": "0.1"}),
     Case("one node, c10d, rdzv_conf", ["--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
@@ -329,7 +324,6 @@ CASES = [
          dl=["--legacy-launch", "--no_python"] + W2 + [PY, "{W}"]),
     Case("launch, two static nodes", ["--nnodes", "2", "--node_rank", "{N}", "--master_addr", "127.0.0.1",
                                       "--master_port", "{P}"] + W2 + ["{W}"], nodes=2, legacy=True,
-         pending=STATIC_RUN_ID,
          dl=["--legacy-launch", "--local-rank-underscore", "--nnodes", "2", "--node_rank", "{N}",
              "--master_addr", "127.0.0.1", "--master_port", "{P}"] + W2 + ["{W}"]),
 ]

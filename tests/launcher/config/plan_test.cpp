@@ -277,6 +277,17 @@ TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
   CHECK(error({}, {"-H", "a,b", "--nnodes", "3", "--", "true"}) == "--nnodes: 3 given, but the node list has 2 host(s)");
 }
 
+TEST_CASE("TORCHELASTIC_RUN_ID: the given id, else torchrun's 'none' where nodes must agree", "[plan]") {
+  auto run_id = [](std::vector<std::string> args) { return MustDecide({"", {}, args, ""}).workers()->run_id; };
+  // Each node of a static job decides alone: a fresh id each would differ.
+  CHECK(run_id({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--", "true"}) == "none");
+  CHECK(run_id({"--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--rdzv-id", "j7", "--", "true"}) ==
+        "j7");
+  CHECK(run_id({"--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400", "--", "true"}) == "none");
+  // One node alone keeps its fresh id, which its logs and events are named by.
+  CHECK(run_id({"--nproc-per-node", "2", "--", "true"}) == "fresh");
+}
+
 TEST_CASE("the static form with a node list: --node-rank makes it one node of the list, not a head launch",
           "[plan]") {
   Plan p = MustDecide({"", {},
