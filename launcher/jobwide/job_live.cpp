@@ -11,7 +11,7 @@
 
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/jobwide/node_items.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

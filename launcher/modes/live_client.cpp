@@ -30,7 +30,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/modes/remote.hpp"
 #include "launcher/process/live.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

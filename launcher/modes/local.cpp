@@ -30,8 +30,8 @@
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
-#include "launcher/process/python_hook.hpp"
 #include "launcher/process/runner.hpp"
+#include "launcher/stacks/python_hook.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace fs = std::filesystem;

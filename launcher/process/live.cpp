@@ -18,7 +18,7 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

@@ -20,8 +20,8 @@
 #include "launcher/process/process.hpp"
 #include "launcher/process/run_env.hpp"
 #include "launcher/process/run_plan.hpp"
-#include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

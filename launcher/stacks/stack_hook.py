@@ -2,7 +2,7 @@
 # real-time signal so that dlaunch can print this process's stacks when the job
 # hangs, then takes itself off sys.path and imports the sitecustomize it hides.
 # Every Python worker runs it at start, so it does as little as it can; dlaunch's
-# launcher/process/stacks.cpp says why. Turn it off with dlaunch --no-python-hook.
+# launcher/stacks/stacks.cpp says why. Turn it off with dlaunch --no-python-hook.
 import os as _os
 import sys as _sys
 

@@ -1,6 +1,6 @@
 // The collector (stacks.hpp): taking every rank's stack through the Python hook
 // (python_hook.cpp) or gdb.
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,9 +18,9 @@
 #include <fmt/format.h>
 
 #include "launcher/core/private_dir.hpp"
+#include "launcher/core/spawn.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/process/adopted.hpp"
-#include "launcher/process/process.hpp"
+#include "launcher/watchdog/proc_table.hpp"
 
 namespace dlaunch::launcher {
 

@@ -1,4 +1,4 @@
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>

@@ -1,4 +1,4 @@
-#include "launcher/process/python_hook.hpp"
+#include "launcher/stacks/python_hook.hpp"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace dlaunch::launcher {
@@ -110,7 +110,7 @@ TEST_CASE("the hook's directory is named after its source", "[python_hook]") {
 
 TEST_CASE("the hook's source is stack_hook.py, byte for byte", "[python_hook]") {
   // The file the build embeds (and stack_hook_test.py tests) is what workers run.
-  std::string file = HookFileText(DLAUNCH_SOURCE_DIR "/launcher/process/stack_hook.py");
+  std::string file = HookFileText(DLAUNCH_SOURCE_DIR "/launcher/stacks/stack_hook.py");
   REQUIRE(file.size() > 1000);
   CHECK(PythonHookSource() == file);
 }

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "launcher/core/text.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

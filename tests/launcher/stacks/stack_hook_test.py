@@ -1,4 +1,4 @@
-"""The stack hook (launcher/process/stack_hook.py), the sitecustomize.py that
+"""The stack hook (launcher/stacks/stack_hook.py), the sitecustomize.py that
 dlaunch puts first on every Python worker's PYTHONPATH.
 
 The hook changes the process it runs in (sys.path, sys.modules, the signal
@@ -29,10 +29,10 @@ import time
 
 import pytest
 
-HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "launcher", "process",
+HOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "launcher", "stacks",
                     "stack_hook.py")
 HOOK = os.path.normpath(HOOK)
-# launcher/process/stacks.cpp: StackSignal().
+# launcher/stacks/stacks.cpp: StackSignal().
 SIGNUM = signal.SIGRTMAX - 2
 HEADER = re.compile(r"dlaunch: main thread 0x([0-9a-f]{16}) fd ([0-9]+)\n")
 WAIT_STEPS = 2000  # of 5 ms: 10 s at most for any one event

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "launcher/core/text.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

@@ -1,6 +1,6 @@
 // The stack hook of Python workers (python_hook.hpp): its source, where it is
 // written, and which workers get it. The source is stack_hook.py.
-#include "launcher/process/python_hook.hpp"
+#include "launcher/stacks/python_hook.hpp"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "launcher/core/private_dir.hpp"
-#include "launcher/process/stack_hook_py.hpp"  // generated
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stack_hook_py.hpp"  // generated
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 
