@@ -25,7 +25,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_live.hpp"
-#include "launcher/modes/metrics_service.hpp"
+#include "launcher/metrics/metrics_service.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/live.hpp"

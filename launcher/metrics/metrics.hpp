@@ -1,5 +1,5 @@
 // What /metrics, /healthz and /readyz say (--metrics-addr; the table of metrics
-// is launcher/core/prometheus.hpp). Everything here READS the parts that hold
+// is launcher/metrics/prometheus.hpp). Everything here READS the parts that hold
 // the state and keeps none of its own beyond counts of events:
 //   - each rank: the rows of `dlaunch status` (WorkerRun::RecordRows, the same
 //     rows without /proc, through the live view's RunLiveSource,
@@ -27,7 +27,7 @@
 #include <boost/json/object.hpp>
 
 #include "launcher/core/event_loop.hpp"
-#include "launcher/core/prometheus.hpp"
+#include "launcher/metrics/prometheus.hpp"
 #include "launcher/process/live.hpp"
 #include "rendezvous/server.hpp"
 

@@ -1,4 +1,4 @@
-#include "launcher/jobwide/metrics.hpp"
+#include "launcher/metrics/metrics.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // --metrics-addr's HTTP side: serves a dlaunch's MetricsPages
-// (launcher/jobwide/metrics.hpp) with the project's bounded HTTP server
+// (launcher/metrics/metrics.hpp) with the project's bounded HTTP server
 // (launcher/http/server.hpp) on the event loop, and runs the loop-lag watchdog
 // behind /healthz. Every call happens on the event loop's thread.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "base/status.hpp"
 #include "launcher/core/events.hpp"
-#include "launcher/jobwide/metrics.hpp"
+#include "launcher/metrics/metrics.hpp"
 #include "launcher/http/server.hpp"
 #include "rendezvous/connection.hpp"
 

@@ -1,4 +1,4 @@
-#include "launcher/core/prometheus.hpp"
+#include "launcher/metrics/prometheus.hpp"
 
 #include <algorithm>
 #include <cmath>

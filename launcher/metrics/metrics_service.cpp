@@ -1,4 +1,4 @@
-#include "launcher/modes/metrics_service.hpp"
+#include "launcher/metrics/metrics_service.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <fmt/format.h>
