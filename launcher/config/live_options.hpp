@@ -15,7 +15,7 @@ struct LivePlan {
   Ask ask = Ask::kStatus;
   std::string run_id;  // empty: every job of this user here
   bool watch = false;  // status only: redraw every second until the job ends
-  std::string dir;     // empty: LiveDir (launcher/process/live.hpp)
+  std::string dir;     // empty: LiveDir (launcher/live/live.hpp)
   bool help = false;
 };
 

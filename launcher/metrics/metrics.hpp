@@ -3,7 +3,7 @@
 // the state and keeps none of its own beyond counts of events:
 //   - each rank: the rows of `dlaunch status` (WorkerRun::RecordRows, the same
 //     rows without /proc, through the live view's RunLiveSource,
-//     process/live.hpp), so the two always agree;
+//     live/live.hpp), so the two always agree;
 //   - hangs, stacks, restarts and the world size: the events the parts already
 //     report (EventLog::Observe; the same events --events writes);
 //   - nodes joined and lost, rendezvous attempts, auth refusals: the
@@ -27,8 +27,8 @@
 #include <boost/json/object.hpp>
 
 #include "launcher/core/event_loop.hpp"
+#include "launcher/live/live.hpp"
 #include "launcher/metrics/prometheus.hpp"
-#include "launcher/process/live.hpp"
 #include "rendezvous/server.hpp"
 
 namespace dlaunch::launcher {

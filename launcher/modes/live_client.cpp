@@ -28,8 +28,8 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/output.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/live/live.hpp"
 #include "launcher/modes/remote.hpp"
-#include "launcher/process/live.hpp"
 #include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {

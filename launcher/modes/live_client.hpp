@@ -1,5 +1,5 @@
 // `dlaunch status` and `dlaunch stacks`: the client of the live view
-// (launcher/process/live.hpp). It asks every matching socket in the per-user
+// (launcher/live/live.hpp). It asks every matching socket in the per-user
 // directory, prints, and exits; it never waits on a job longer than a bounded
 // time per request.
 #pragma once

@@ -2,7 +2,7 @@
 // lies, which workers get it, and what it puts into their environment.
 //
 // Where: a sitecustomize.py in a directory of this user's kept across jobs,
-// PythonHookDir() under the per-user directory (live.hpp's LiveDir, 0700), so
+// PythonHookDir() under the per-user directory (launcher/live/live.hpp's LiveDir, 0700), so
 // that Python's cached bytecode of it is kept too. Compiling it cost every
 // Python worker about a millisecond, most of it the first compile() of a
 // process setting up every AST type (bench/profile/startup.md); a worker that

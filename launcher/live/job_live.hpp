@@ -23,7 +23,7 @@
 #include "base/defaults.hpp"
 #include "launcher/core/console.hpp"
 #include "launcher/core/event_loop.hpp"
-#include "launcher/process/live.hpp"
+#include "launcher/live/live.hpp"
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/server.hpp"
 

@@ -1,4 +1,4 @@
-#include "launcher/process/live.hpp"
+#include "launcher/live/live.hpp"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

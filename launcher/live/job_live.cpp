@@ -1,4 +1,4 @@
-#include "launcher/jobwide/job_live.hpp"
+#include "launcher/live/job_live.hpp"
 
 #include <unistd.h>
 

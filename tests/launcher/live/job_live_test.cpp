@@ -1,6 +1,6 @@
 // The live view of a whole job: every node's status rows merged from an
 // on-demand query's answer (rendezvous input: checked, never trusted).
-#include "launcher/jobwide/job_live.hpp"
+#include "launcher/live/job_live.hpp"
 
 #include <boost/json/serialize.hpp>
 #include <catch2/catch.hpp>

@@ -80,7 +80,7 @@ class LiveSource {
   virtual void Stacks(std::function<void(boost::json::object)> reply) = 0;
   // The process hosting a multi-node job's coordinator answers both for every
   // node, adding "job_wide": true and "missing": [a line per node not heard
-  // from] (launcher/jobwide/job_live.hpp); the client then shows that reply
+  // from] (launcher/live/job_live.hpp); the client then shows that reply
   // rather than the nodes' own of the same run id.
 };
 
