@@ -1,6 +1,6 @@
 // `dlaunch status [RUN_ID] [--watch] [--dir DIR]` and `dlaunch stacks [RUN_ID]
 // [--dir DIR]`: the words after the command, made into what the live-view
-// client (launcher/modes/live_client.hpp) runs.
+// client (launcher/commands/live_client.hpp) runs.
 #pragma once
 
 #include <string>

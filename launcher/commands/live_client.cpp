@@ -1,7 +1,7 @@
 // `dlaunch status` and `dlaunch stacks` (live_client.hpp). About 400 lines: the
 // socket search, the one request and the table are one client's steps, read in
 // order; each function stays short.
-#include "launcher/modes/live_client.hpp"
+#include "launcher/commands/live_client.hpp"
 
 #include <dirent.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "launcher/modes/daemon.hpp"
+#include "launcher/commands/daemon.hpp"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // The `dlaunch status` client: its table, and the host's job-wide reply
 // preferred to a node's own.
-#include "launcher/modes/live_client.hpp"
+#include "launcher/commands/live_client.hpp"
 
 #include <string>
 #include <vector>
