@@ -1,6 +1,6 @@
 // RunLoadSim (what `rdzv_load --no-sockets` runs) at a small N, and its
 // AssignmentChecker: a wrong or incomplete assignment must be caught.
-#include "rendezvous/load_sim.hpp"
+#include "bench/load_sim.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "rendezvous/load_sim.hpp"
+#include "bench/load_sim.hpp"
 
 #include <algorithm>
 #include <optional>
