@@ -2,7 +2,8 @@
 //
 // It runs past 400 lines: one bench tool with four modes that share their
 // option parsing and reporting; the socket-free machine it drives for
-// --no-sockets lives in rendezvous/load_sim.hpp, where the tests reach it.
+// --no-sockets lives in bench/load_sim.hpp, where the tests reach it
+// (tests/bench/).
 //
 //   rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] [--window W]
 //               [--timeout S] [--full-check] [--tables]
@@ -11,7 +12,7 @@
 //   rdzv_load --no-sockets N [--token T] [--window W]
 //                                (no sockets: the coordinator's machine and codec)
 //
-// --no-sockets N runs rendezvous/load_sim.hpp: N simulated agents through the
+// --no-sockets N runs bench/load_sim.hpp: N simulated agents through the
 // Coordinator and the codec that `dlaunch coordinator` runs (every Hello,
 // Challenge, Proof, Join, Assignment, Heartbeat and Done encoded and decoded,
 // the handshake checked both ways), each assignment checked, on this one thread.
@@ -86,10 +87,10 @@
 #include <fmt/format.h>
 
 #include "base/defaults.hpp"
+#include "bench/load_sim.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/codec.hpp"
 #include "rendezvous/connection.hpp"
-#include "rendezvous/load_sim.hpp"
 #include "rendezvous/server.hpp"
 
 namespace {

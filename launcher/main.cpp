@@ -2,14 +2,17 @@
 //
 // main() only wires: it reads the outside world once (argv, the environment,
 // this machine), decides (launcher/config/plan.hpp, job_plan.hpp), and hands
-// the Plan to the mode that runs it (launcher/modes/dispatch.hpp), returning
-// its code. A decision that fails is exit code 2 (launcher/core/exit.hpp).
+// the Plan to the mode that runs it (launcher/modes/dispatch.hpp), or to the
+// subcommand that runs it (launcher/commands/), returning its code. A decision that fails is exit code 2 (launcher/core/exit.hpp).
 #include <cstdio>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "envmap/detect.hpp"
+#include "launcher/commands/daemon.hpp"
+#include "launcher/commands/job.hpp"
+#include "launcher/commands/live_client.hpp"
 #include "launcher/config/cli.hpp"
 #include "launcher/config/coordinator_options.hpp"
 #include "launcher/config/job_plan.hpp"
@@ -18,9 +21,7 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
-#include "launcher/modes/daemon.hpp"
 #include "launcher/modes/dispatch.hpp"
-#include "launcher/modes/live_client.hpp"
 #include "rendezvous/codec.hpp"
 
 // Written by the build (cmake/BuildInfo.cmake): what --version says.

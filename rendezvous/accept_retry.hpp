@@ -1,5 +1,5 @@
 // What an accept loop does when accept() fails: the coordinator's
-// (rendezvous/server.cpp), the live socket's (launcher/process/live.cpp) and the
+// (rendezvous/server.cpp), the live socket's (launcher/live/live.cpp) and the
 // HTTP server's (launcher/http/server.cpp) share it.
 //   - The acceptor was closed: nothing more.
 //   - The peer left between its SYN and accept(): accept again at once.

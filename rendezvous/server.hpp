@@ -107,7 +107,7 @@ class CoordinatorServer {
   size_t jobs() const { return jobs_.size(); }
 
   // What the server has seen since it started, for the metrics
-  // (launcher/jobwide/metrics.hpp): counts of events that happen inside it and
+  // (launcher/metrics/metrics.hpp): counts of events that happen inside it and
   // that no hook reports.
   struct Counters {
     std::uint64_t hellos = 0;        // Hellos received: attempts to join, refused or not

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rewrites docs/monitoring.md's metric list from the code's metric table
-# (launcher/core/prometheus.cpp), between its two `<!-- metrics: ... -->` lines.
+# (launcher/metrics/prometheus.cpp), between its two `<!-- metrics: ... -->` lines.
 # A unit test ("docs/monitoring.md's metric list is the one the table generates") fails
 # until this has run after a change to the table.
 #   scripts/docs-metrics.sh [BUILD_DIR]     (default: build; needs dlaunch-docgen built)

@@ -25,7 +25,7 @@ package_pkgs=(dpkg-dev file python3-build python3-setuptools python3-wheel)
 test_pkgs=(iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server openssh-client pdsh time
            slurm-wlm slurmctld slurmd slurm-client munge
            python3-jsonschema  # tests/integration/test_events.sh: docs/events.schema.json
-           python3-pytest  # tests/launcher/process/stack_hook_test.py: the stack hook's Python
+           python3-pytest  # tests/launcher/stacks/stack_hook_test.py: the stack hook's Python
            gdb  # --hang-timeout: stacks of workers that are not Python
            shellcheck  # scripts/shellcheck.sh: the quick tier's lint of scripts/ and tests/
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client

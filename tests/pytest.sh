@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pytest.sh FILE...: runs pytest on the Python tests named (the stack hook's,
-# tests/launcher/process/stack_hook_test.py) with Debian's Python, where
+# tests/launcher/stacks/stack_hook_test.py) with Debian's Python, where
 # scripts/install-deps.sh installs python3-pytest; the tests start whatever
 # other interpreters they cover themselves. Exits 77 (ctest: skipped), saying
 # why, where that Python or its pytest is missing. DLAUNCH_PYTEST_PYTHON picks

@@ -1,6 +1,6 @@
 // `dlaunch status [RUN_ID] [--watch] [--dir DIR]` and `dlaunch stacks [RUN_ID]
 // [--dir DIR]`: the words after the command, made into what the live-view
-// client (launcher/modes/live_client.hpp) runs.
+// client (launcher/commands/live_client.hpp) runs.
 #pragma once
 
 #include <string>
@@ -15,7 +15,7 @@ struct LivePlan {
   Ask ask = Ask::kStatus;
   std::string run_id;  // empty: every job of this user here
   bool watch = false;  // status only: redraw every second until the job ends
-  std::string dir;     // empty: LiveDir (launcher/process/live.hpp)
+  std::string dir;     // empty: LiveDir (launcher/live/live.hpp)
   bool help = false;
 };
 

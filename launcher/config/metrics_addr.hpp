@@ -1,5 +1,5 @@
 // --metrics-addr HOST:PORT (or DLAUNCH_METRICS_ADDR, for containers): where a
-// dlaunch serves /metrics, /healthz and /readyz (launcher/jobwide/metrics.hpp).
+// dlaunch serves /metrics, /healthz and /readyz (launcher/metrics/metrics.hpp).
 // PORT alone binds loopback; port 0 takes any free port, which dlaunch then
 // prints and writes to --events (metrics_listening).
 #pragma once

@@ -49,7 +49,7 @@ class EventLog {
   // `observer` (or empty) sees every event from now on, its name and its own
   // fields, written or not (with no --events too), before it is written: the
   // metrics count hangs, stacks and restarts from what the parts report here
-  // (launcher/jobwide/metrics.hpp), rather than each part keeping counts.
+  // (launcher/metrics/metrics.hpp), rather than each part keeping counts.
   using Observer = std::function<void(std::string_view event, const boost::json::object& fields)>;
   void Observe(Observer observer) { observer_ = std::move(observer); }
 

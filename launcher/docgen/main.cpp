@@ -4,7 +4,7 @@
 //
 //   dlaunch-docgen man VERSION OUT
 //   dlaunch-docgen completion OUT
-//   dlaunch-docgen metrics OUT     docs/monitoring.md's metric list (launcher/core/prometheus.hpp)
+//   dlaunch-docgen metrics OUT     docs/monitoring.md's metric list (launcher/metrics/prometheus.hpp)
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +13,7 @@
 
 #include "launcher/config/completion.hpp"
 #include "launcher/config/man_page.hpp"
-#include "launcher/core/prometheus.hpp"
+#include "launcher/metrics/prometheus.hpp"
 
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "";

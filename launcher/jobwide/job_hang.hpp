@@ -16,7 +16,7 @@
 #include "launcher/core/events.hpp"
 #include "launcher/core/private_dir.hpp"
 #include "launcher/jobwide/node_items.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {

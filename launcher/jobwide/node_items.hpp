@@ -1,7 +1,7 @@
 // The items of a job-wide answer, checked against the node that sent them. The
 // coordinator hands back each node's items unchecked (rendezvous::NodeStacks):
 // the stacks of a hang report (job_hang.hpp) and the rows or stacks of a live
-// query (job_live.hpp). Both read them one way: a node that did not answer is
+// query (live/job_live.hpp). Both read them one way: a node that did not answer is
 // named, an item that does not parse, names a rank that is not one of its node's,
 // or repeats one is refused and counted, and what is left comes out by rank.
 #pragma once

@@ -22,7 +22,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/jobwide/job_hang.hpp"
-#include "launcher/jobwide/job_live.hpp"
+#include "launcher/live/job_live.hpp"
 #include "launcher/process/process.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/server.hpp"

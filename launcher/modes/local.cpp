@@ -24,14 +24,14 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
-#include "launcher/jobwide/job_live.hpp"
-#include "launcher/modes/metrics_service.hpp"
+#include "launcher/live/job_live.hpp"
+#include "launcher/live/live.hpp"
+#include "launcher/metrics/metrics_service.hpp"
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
-#include "launcher/process/live.hpp"
 #include "launcher/process/process.hpp"
-#include "launcher/process/python_hook.hpp"
 #include "launcher/process/runner.hpp"
+#include "launcher/stacks/python_hook.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "launcher/process/live.hpp"
+#include "launcher/live/live.hpp"
 #include "rendezvous/auth.hpp"
 
 namespace dlaunch::launcher {

@@ -21,7 +21,7 @@
 #include "rendezvous/agent_session.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_hang.hpp"
-#include "launcher/jobwide/job_live.hpp"
+#include "launcher/live/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"

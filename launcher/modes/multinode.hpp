@@ -5,9 +5,9 @@
 #include "envmap/layout.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/core/event_loop.hpp"
-#include "launcher/jobwide/job_live.hpp"
-#include "launcher/jobwide/metrics.hpp"
-#include "launcher/process/live.hpp"
+#include "launcher/live/job_live.hpp"
+#include "launcher/live/live.hpp"
+#include "launcher/metrics/metrics.hpp"
 #include "launcher/process/process.hpp"
 #include "launcher/process/runner.hpp"
 

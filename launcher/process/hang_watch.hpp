@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "launcher/core/events.hpp"
-#include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
+#include "launcher/stacks/stacks.hpp"
 #include "rendezvous/awake_clock.hpp"
 
 namespace dlaunch::launcher {

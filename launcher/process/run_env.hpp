@@ -19,7 +19,7 @@
 #include "launcher/core/signals.hpp"
 #include "launcher/core/timers.hpp"
 #include "launcher/process/process_control.hpp"
-#include "launcher/process/stacks.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 

@@ -42,10 +42,10 @@ struct RunPlan {
   std::vector<int> stop_signals;     // signals that stop the job
   EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
   // The hang watch: no rank wrote a line for hang_timeout (0: off) -> every
-  // rank's stack (launcher/process/stacks.hpp), then the job runs on or, with
+  // rank's stack (launcher/stacks/stacks.hpp), then the job runs on or, with
   // hang_stop, ends with exit code 124. Only without a JobChannel: in a
   // rendezvous job the coordinator judges silence across every node. python_hook: load the stack hook in
-  // the workers, whose command names Python: hook_dir first on PYTHONPATH (python_hook.hpp).
+  // the workers, whose command names Python: hook_dir first on PYTHONPATH (launcher/stacks/python_hook.hpp).
   std::chrono::milliseconds hang_timeout{0};
   bool hang_stop = false;
   bool python_hook = false;

@@ -17,10 +17,10 @@
 #include "launcher/process/hang_watch.hpp"
 #include "launcher/process/process_control.hpp"
 #include "launcher/process/run_env.hpp"
-#include "launcher/process/stacks.hpp"
 #include "launcher/process/summary.hpp"
 #include "launcher/process/worker_group.hpp"
 #include "launcher/process/worker_rows.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 namespace {

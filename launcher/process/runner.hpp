@@ -20,8 +20,8 @@
 #include "launcher/process/process.hpp"
 #include "launcher/process/run_env.hpp"
 #include "launcher/process/run_plan.hpp"
-#include "launcher/process/stacks.hpp"
 #include "launcher/process/supervisor.hpp"
+#include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
 
@@ -55,7 +55,7 @@ class WorkerRun {
   virtual boost::json::array Rows() = 0;
   // The same rows from dlaunch's own records alone, without /proc: a live worker's
   // state is "running", its cpu_pct and rss_kib 0. For a scrape a second
-  // (launcher/jobwide/metrics.hpp), where two /proc files a rank were most of its cost.
+  // (launcher/metrics/metrics.hpp), where two /proc files a rank were most of its cost.
   virtual boost::json::array RecordRows() { return Rows(); }
   // Every running rank's stack (one collection at a time; a call while one runs gets the same result) ->
   // `done` once, on the loop. Workers keep running.

@@ -14,7 +14,7 @@
 #include "launcher/core/private_dir.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/watchdog/job_mark.hpp"
-#include "launcher/process/python_hook.hpp"
+#include "launcher/stacks/python_hook.hpp"
 #include "launcher/process/summary.hpp"
 
 namespace dlaunch::launcher {

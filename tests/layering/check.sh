@@ -128,10 +128,10 @@ if [[ ${1:-} == --self-test ]]; then
   out=$(check "$tmp")
   rc=$?
   expect1="launcher/core/text.cpp: includes launcher/process/runner.hpp, but launcher/core may include only: base envmap"
-  expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: base envmap rendezvous launcher/core launcher/watchdog"
+  expect2="launcher/process/summary.cpp: includes launcher/config/cli.hpp, but launcher/process may include only: base envmap rendezvous launcher/core launcher/watchdog launcher/stacks"
   expect3="launcher/modes/remote.cpp: runs an io_context ($(wc -l <"$tmp/launcher/modes/remote.cpp"): void Planted(boost::asio::io_context& io) { io.run_one(); }); only launcher/core/event_loop.cpp may (event_loop.hpp)"
   expect5="tests/launcher/things/runner_test.cpp: tests/ mirrors the source folders, and there is no launcher/things/"
-  expect6="tests/launcher/process/runner_test.cpp: includes launcher/modes/local.hpp, but launcher/process may include only: base envmap rendezvous launcher/core launcher/watchdog"
+  expect6="tests/launcher/process/runner_test.cpp: includes launcher/modes/local.hpp, but launcher/process may include only: base envmap rendezvous launcher/core launcher/watchdog launcher/stacks"
   expect4="rendezvous/codec.cpp: uses std::regex ($(wc -l <"$tmp/rendezvous/codec.cpp"): #include <regex>); base/, envmap/, rendezvous/ and launcher/ scan text by hand (issue 18)"
   if ((rc != 1)) || ! grep -qxF "$expect1" <<<"$out" || ! grep -qxF "$expect2" <<<"$out" ||
     ! grep -qxF "$expect3" <<<"$out" || ! grep -qxF "$expect4" <<<"$out" || ! grep -qxF "$expect5" <<<"$out" ||

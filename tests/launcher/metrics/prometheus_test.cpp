@@ -1,0 +1,112 @@
+#include "launcher/metrics/prometheus.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+namespace dlaunch::launcher {
+
+TEST_CASE("Every metric of the table follows Prometheus's naming rules", "[prometheus]") {
+  std::set<std::string> seen;
+  for (const MetricDef& d : MetricTable()) {
+    std::string name = d.name;
+    INFO(name);
+    CHECK(ValidMetricName(name));
+    CHECK(seen.insert(name).second);
+    CHECK((name.rfind("dlaunch_", 0) == 0 || name.rfind("process_", 0) == 0));
+    bool total = name.size() > 6 && name.compare(name.size() - 6, 6, "_total") == 0;
+    CHECK(total == (d.type == MetricType::kCounter));  // _total on every counter and no gauge
+    CHECK(std::string(d.help).find('\n') == std::string::npos);
+    CHECK_FALSE(std::string(d.help).empty());
+    std::string labels = d.labels;
+    std::istringstream in(labels);
+    for (std::string label; std::getline(in, label, ',');) {
+      CHECK(ValidLabelName(label));
+      // Low cardinality: no label that grows with hosts, processes or output.
+      for (const char* bad : {"host", "pid", "line", "path", "peer"}) CHECK(label != bad);
+    }
+  }
+  CHECK(FindMetric("dlaunch_ranks_running") != nullptr);
+  CHECK(FindMetric("dlaunch_nope") == nullptr);
+}
+
+TEST_CASE("Metric and label names: the format's character classes", "[prometheus]") {
+  for (const char* good : {"a", "_x", "a:b", "dlaunch_rank_state", "x9"}) CHECK(ValidMetricName(good));
+  for (const char* bad : {"", "9x", "a-b", "a b", "a{", "é"}) CHECK_FALSE(ValidMetricName(bad));
+  for (const char* good : {"rank", "_a", "a9"}) CHECK(ValidLabelName(good));
+  for (const char* bad : {"", "__name__", "a:b", "9", "a-b"}) CHECK_FALSE(ValidLabelName(bad));
+}
+
+TEST_CASE("Label values escape backslash, double quote and line feed; HELP escapes backslash and line feed",
+          "[prometheus]") {
+  CHECK(EscapeLabelValue("plain") == "plain");
+  CHECK(EscapeLabelValue("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
+  CHECK(EscapeLabelValue("tab\there") == "tab\there");  // only the three are escaped
+  CHECK(EscapeHelp("a\\b\"c\nd") == "a\\\\b\"c\\nd");   // a quote stays in HELP
+}
+
+TEST_CASE("Sample values: integers plain, fractions round-trip, NaN and infinities spelt as the format says",
+          "[prometheus]") {
+  CHECK(FormatSampleValue(0) == "0");
+  CHECK(FormatSampleValue(3) == "3");
+  CHECK(FormatSampleValue(-1) == "-1");
+  CHECK(FormatSampleValue(123456789012.0) == "123456789012");
+  CHECK(FormatSampleValue(0.5) == "0.5");
+  CHECK(FormatSampleValue(0.1) == "0.1");
+  CHECK(FormatSampleValue(1e300) == "1e+300");
+  CHECK(FormatSampleValue(std::numeric_limits<double>::quiet_NaN()) == "NaN");
+  CHECK(FormatSampleValue(std::numeric_limits<double>::infinity()) == "+Inf");
+  CHECK(FormatSampleValue(-std::numeric_limits<double>::infinity()) == "-Inf");
+}
+
+TEST_CASE("Exposition writes one HELP and TYPE per metric, in the table's order, samples grouped", "[prometheus]") {
+  Exposition e;
+  e.Add("dlaunch_rank_silent_seconds", 1.5, {{"rank", "1"}});
+  e.Add("dlaunch_ranks_running", 2);
+  e.Add("dlaunch_rank_silent_seconds", 0, {{"rank", "0"}});
+  e.Add("dlaunch_job_info", 1, {{"run_id", "j\"1\n"}, {"mode", "static"}});
+  CHECK(e.Text() ==
+        "# HELP dlaunch_job_info always 1; the job's run id and mode (single-node, static, rendezvous)\n"
+        "# TYPE dlaunch_job_info gauge\n"
+        "dlaunch_job_info{run_id=\"j\\\"1\\n\",mode=\"static\"} 1\n"
+        "# HELP dlaunch_ranks_running this node's ranks whose process runs (sum over the job's targets for the job)\n"
+        "# TYPE dlaunch_ranks_running gauge\n"
+        "dlaunch_ranks_running 2\n"
+        "# HELP dlaunch_rank_silent_seconds seconds since a rank last wrote output (0 while the console holds its "
+        "output back)\n"
+        "# TYPE dlaunch_rank_silent_seconds gauge\n"
+        "dlaunch_rank_silent_seconds{rank=\"1\"} 1.5\n"
+        "dlaunch_rank_silent_seconds{rank=\"0\"} 0\n");
+  CHECK(Exposition().Text().empty());
+}
+
+TEST_CASE("Exposition refuses a metric not in the table, or labels not the table's", "[prometheus]") {
+  Exposition e;
+  CHECK_THROWS_AS(e.Add("dlaunch_made_up", 1), std::logic_error);
+  CHECK_THROWS_AS(e.Add("dlaunch_rank_state", 1, {{"rank", "0"}}), std::logic_error);
+  CHECK_THROWS_AS(e.Add("dlaunch_rank_state", 1, {{"state", "running"}, {"rank", "0"}}), std::logic_error);
+  CHECK_THROWS_AS(e.Add("dlaunch_ranks_running", 1, {{"rank", "0"}}), std::logic_error);
+  CHECK_NOTHROW(e.Add("dlaunch_rank_state", 1, {{"rank", "0"}, {"state", "running"}}));
+}
+
+TEST_CASE("docs/monitoring.md's metric list is the one the table generates", "[prometheus][docs]") {
+  std::ifstream in(std::string(DLAUNCH_SOURCE_DIR) + "/docs/monitoring.md");
+  REQUIRE(in);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string page = buf.str();
+  const std::string begin = "<!-- metrics: generated by `dlaunch-docgen metrics`; do not edit -->\n";
+  const std::string end = "<!-- metrics: end -->";
+  size_t b = page.find(begin);
+  REQUIRE(b != std::string::npos);
+  size_t e = page.find(end, b);
+  REQUIRE(e != std::string::npos);
+  INFO("run scripts/docs-metrics.sh to rewrite docs/monitoring.md's list from the table");
+  CHECK(page.substr(b + begin.size(), e - b - begin.size()) == MetricsMarkdown());
+}
+
+}  // namespace dlaunch::launcher
