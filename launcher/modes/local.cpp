@@ -282,6 +282,28 @@ Status CheckRunFiles(const WorkerPlan& w) {
   return Status::Ok();
 }
 
+namespace {
+
+// Opens --events (if given) and says the job started. Fails, with nothing
+// written, when the file cannot be opened.
+Status StartEvents(const Plan& p, const RunPlan& plan, EventLog& events) {
+  const WorkerPlan& w = *p.workers();
+  if (!w.events.empty()) {
+    if (Status s = events.Open(w.events); !s.ok()) return s;
+  }
+  events.SetRunId(w.run_id);
+  if (const auto* node = std::get_if<NodePlan>(&p.run)) events.SetNodeRank(node->layout.node_rank);
+  boost::json::array argv;
+  for (const std::string& a : plan.argv) argv.emplace_back(a);
+  events.Emit("job_started", {{"mode", ModeName(p.mode())},
+                              {"nproc", w.nproc},
+                              {"command", std::move(argv)},
+                              {"pid", static_cast<int>(getpid())}});
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunLocal(const Plan& p, const std::string& exe) {
   const WorkerPlan& w = *p.workers();
   Result<RunDirs> dirs = MakeRunDirs(w);
@@ -289,23 +311,13 @@ int RunLocal(const Plan& p, const std::string& exe) {
   auto remove_dirs = [&dirs](bool keep_run) { dirs->Remove(keep_run); };
   RunPlan plan = RunPlanFor(p, exe, *dirs);
   EventLog events;
-  if (!w.events.empty()) {
-    if (Status s = events.Open(w.events); !s.ok()) {
-      remove_dirs(false);
-      return Fail(kExitUsage, s.message());
-    }
+  if (Status s = StartEvents(p, plan, events); !s.ok()) {
+    remove_dirs(false);
+    return Fail(kExitUsage, s.message());
   }
   plan.events = &events;
   const std::string& run_id = w.run_id;
-  events.SetRunId(run_id);
   const auto* node = std::get_if<NodePlan>(&p.run);
-  if (node != nullptr) events.SetNodeRank(node->layout.node_rank);
-  boost::json::array argv;
-  for (const std::string& a : plan.argv) argv.emplace_back(a);
-  events.Emit("job_started", {{"mode", ModeName(p.mode())},
-                              {"nproc", w.nproc},
-                              {"command", std::move(argv)},
-                              {"pid", static_cast<int>(getpid())}});
 
   // Supervision: a watchdog kills every worker group if we are killed outright,
   // and orphans of workers come to us, not to init. The watchdog starts first, so

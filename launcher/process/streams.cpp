@@ -205,6 +205,44 @@ void Streams::Wait(Stream* s) {
   });
 }
 
+// Lines queued or owed ahead (another stream's splice, a short chunk's,
+// dlaunch's own): splice once they are out rather than copy behind them. Only
+// when every stream on the console splices: a copying one could keep the queue
+// from ever emptying. Asked before tee, so that the streams woken together, of
+// which one wins, pay no call for it. True when `s` now waits for the queue.
+bool Streams::WaitForQueue(Stream* s) {
+  StreamRoute& r = s->route;
+  if (s->tagger.has_partial() || !console_.Splices(*r.console) || console_.CanSplice(*r.console) ||
+      console_.full() || !AllSplice())
+    return false;
+  s->paused = true;
+  console_.WhenIdle(*r.console, [this, s, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired() || !s->open) return;
+    s->paused = false;
+    Continue(s);
+  });
+  return true;
+}
+
+// Finishes the tagger's partial line through it (the bytes up to its end are
+// read for real, `seen` shows them), so that the next round splices from a
+// line start.
+void Streams::FinishPartial(Stream* s, std::string_view seen) {
+  StreamRoute& r = s->route;
+  size_t end = seen.find('\n');
+  if (end == std::string_view::npos || !ReadAll(s->fd, s->buf.get(), end + 1)) {
+    s->bulk = false;
+    return Read(s);
+  }
+  std::string_view head(s->buf.get(), end + 1);
+  out_.clear();
+  s->tagger.Feed(head, r.prefix, out_);
+  console_.Write(*r.console, out_);
+  Deliver(s, head);
+  Moved(s, head.size());
+  Continue(s);
+}
+
 // One chunk of a spliceable stream. tee(2) shows what the pipe holds without
 // taking it; the whole lines at its head then go to the console by splice (a
 // large chunk) or through the queue (a short one, which also ends the bulk),
@@ -214,21 +252,7 @@ void Streams::Wait(Stream* s) {
 // holds the start of is finished through it first.
 void Streams::Round(Stream* s) {
   StreamRoute& r = s->route;
-  if (!s->tagger.has_partial() && console_.Splices(*r.console) && !console_.CanSplice(*r.console) &&
-      !console_.full() && AllSplice()) {
-    // Lines queued or owed ahead (another stream's splice, a short chunk's,
-    // dlaunch's own): splice once they are out rather than copy behind them.
-    // Only when every stream on the console splices: a copying one could keep
-    // the queue from ever emptying. Asked before tee, so that the streams woken
-    // together, of which one wins, pay no call for it.
-    s->paused = true;
-    console_.WhenIdle(*r.console, [this, s, alive = std::weak_ptr<int>(alive_)] {
-      if (alive.expired() || !s->open) return;
-      s->paused = false;
-      Continue(s);
-    });
-    return;
-  }
+  if (WaitForQueue(s)) return;
   ssize_t got;
   do got = tee(s->fd, scratch_[1], s->size, SPLICE_F_NONBLOCK);
   while (got < 0 && errno == EINTR);
@@ -255,22 +279,7 @@ void Streams::Round(Stream* s) {
     return Read(s);
   }
   std::string_view view(s->buf.get(), seen);
-  if (partial) {
-    // Finish the tagger's line through it (the bytes up to its end are read
-    // for real), then splice from a line start.
-    size_t end = view.find('\n');
-    if (end == std::string_view::npos || !ReadAll(s->fd, s->buf.get(), end + 1)) {
-      s->bulk = false;
-      return Read(s);
-    }
-    std::string_view head(s->buf.get(), end + 1);
-    out_.clear();
-    s->tagger.Feed(head, r.prefix, out_);
-    console_.Write(*r.console, out_);
-    Deliver(s, head);
-    Moved(s, head.size());
-    return Continue(s);
-  }
+  if (partial) return FinishPartial(s, view);
   size_t nl = view.rfind('\n');
   if (nl == std::string_view::npos) {
     if (base > 0 || len == s->size || HungUp(s->fd)) {

@@ -92,6 +92,8 @@ class Streams {
   void Continue(Stream* s);
   void Wait(Stream* s);
   void Round(Stream* s);
+  bool WaitForQueue(Stream* s);
+  void FinishPartial(Stream* s, std::string_view seen);
   void Deliver(Stream* s, std::string_view data);
   bool OpenScratch();
   void ClearScratch();
