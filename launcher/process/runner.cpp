@@ -125,8 +125,11 @@ void Runner::OnSignal(int sig) {
     // A stalled reader must not hold up the teardown the user asked for.
     console_.NoteStop();
     supervisor().OnStopSignal(sig, Now());
-  } else {
+  } else if (std::string sender = env_.signals().SenderCommand(sig); PassOnToWorkers(plan_.slurm, sender)) {
     supervisor().Forward(sig);
+  } else {
+    console_.Say(fmt::format("{} from {} reached every process of the Slurm step: not passed on again",
+                             SignalName(sig), sender));
   }
   AfterEvent();
 }
