@@ -56,6 +56,10 @@ class Runner : public WorkerRun {
   boost::json::array Rows() override { return RowsOf(true); }
   boost::json::array RecordRows() override { return RowsOf(false); }
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
+  void PassOn(int sig) override {
+    supervisor().Forward(sig);
+    AfterEvent();
+  }
   Clock::time_point last_output() const override { return group_.last_output(); }
 
  private:

@@ -1,5 +1,6 @@
 #include "launcher/process/slurm_signals.hpp"
 
+#include <csignal>
 #include <fstream>
 
 #include "launcher/core/text.hpp"
@@ -49,6 +50,19 @@ std::string ReadProctrackType(const envmap::EnvMap& env) {
 
 bool PassOnToWorkers(const SlurmSignalScope& scope, std::string_view sender_command) {
   return !(scope.step_wide && sender_command == "slurmstepd");
+}
+
+namespace {
+constexpr std::string_view kPassOnPrefix = "signal ";
+}  // namespace
+
+std::string PassOnQuery(int sig) { return std::string(kPassOnPrefix) + SignalName(sig); }
+
+std::optional<int> PassedOnSignal(std::string_view what) {
+  if (!what.starts_with(kPassOnPrefix)) return std::nullopt;
+  int sig = SignalNumber(what.substr(kPassOnPrefix.size()));
+  if (sig != SIGUSR1 && sig != SIGUSR2) return std::nullopt;
+  return sig;
 }
 
 }  // namespace dlaunch::launcher

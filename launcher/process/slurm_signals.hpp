@@ -17,6 +17,7 @@
 // has the table.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,5 +43,12 @@ std::string ReadProctrackType(const envmap::EnvMap& env);
 // SenderCommand; empty when unknown) on to the workers: always, but for
 // slurmstepd's when it signals the whole step.
 bool PassOnToWorkers(const SlurmSignalScope& scope, std::string_view sender_command);
+
+// A head-node launch passes a SIGUSR1 or SIGUSR2 it catches on to every agent
+// as the coordinator's query "signal SIGUSR1" (rendezvous/codec.hpp Query); each
+// agent passes it on to its workers. PassedOnSignal reads such a query: the
+// signal, or nullopt for any other question or signal.
+std::string PassOnQuery(int sig);
+std::optional<int> PassedOnSignal(std::string_view what);
 
 }  // namespace dlaunch::launcher

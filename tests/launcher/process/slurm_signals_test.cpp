@@ -1,5 +1,6 @@
 #include "launcher/process/slurm_signals.hpp"
 
+#include <csignal>
 #include <fstream>
 
 #include <catch2/catch.hpp>
@@ -39,6 +40,18 @@ TEST_CASE("ReadProctrackType: slurm.conf's value, from $SLURM_CONF", "[slurm_sig
   CHECK(ReadProctrackType({{"SLURM_JOB_ID", "1"}, {"SLURM_CONF", conf}}) == "proctrack/pgid");
   CHECK(ReadProctrackType({{"SLURM_CONF", conf}}).empty());  // not in a job: not read
   CHECK(ReadProctrackType({{"SLURM_JOB_ID", "1"}, {"SLURM_CONF", dir.path + "/none"}}).empty());
+}
+
+TEST_CASE("a head passes SIGUSR1/2 on as the query 'signal SIGUSR1'; nothing else reads as one", "[slurm_signals]") {
+  CHECK(PassOnQuery(SIGUSR1) == "signal SIGUSR1");
+  CHECK(PassedOnSignal(PassOnQuery(SIGUSR1)) == SIGUSR1);
+  CHECK(PassedOnSignal(PassOnQuery(SIGUSR2)) == SIGUSR2);
+  // A stop signal goes by Abort, never as a pass-on.
+  CHECK_FALSE(PassedOnSignal("signal SIGTERM").has_value());
+  CHECK_FALSE(PassedOnSignal("signal SIGKILL").has_value());
+  CHECK_FALSE(PassedOnSignal("status").has_value());
+  CHECK_FALSE(PassedOnSignal("signal").has_value());
+  CHECK_FALSE(PassedOnSignal("signal nonsense").has_value());
 }
 
 }  // namespace
