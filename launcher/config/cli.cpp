@@ -12,6 +12,7 @@
 
 #include "launcher/config/flag_table.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/refused_flags.hpp"
 #include "launcher/config/subcommands.hpp"
 #include "launcher/core/text.hpp"
 
@@ -46,6 +47,13 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
     Status s = f.set(o, it->second);
     if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
     o.given[std::string(f.name)] = var;
+  }
+  // torchrun reads these as the flags' defaults: refused as the flags are.
+  for (std::string_view name : RefusedFlagNames()) {
+    std::string var = "PET_" + Upper(name);
+    for (char& c : var) if (c == '-') c = '_';
+    if (auto it = env.find(var); it != env.end() && !it->second.empty())
+      return Status::InvalidArgument(fmt::format("{} (from {})", *RefusedFlag(name), var));
   }
   return Status::Ok();
 }
@@ -117,7 +125,10 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
     shown = "--" + name;
     for (char& c : name) if (c == '_') c = '-';
     flag = FindFlag(name);
-    if (!flag) return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
+    if (!flag) {
+      if (std::optional<std::string> refused = RefusedFlag(name)) return Status::InvalidArgument(*refused);
+      return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
+    }
   } else {
     flag = arg.size() >= 2 ? FindShort(arg[1]) : nullptr;
     shown = arg.substr(0, 2);
