@@ -92,7 +92,7 @@ with open(f"{out}/count.{rank}", "w") as f:
 PYEOF
 mkdir -p "$TMP/usr1"
 RUN_SEQ=$((RUN_SEQ + 1))
-OUT=$TMP/run$RUN_SEQ.out ERR=$TMP/run$RUN_SEQ.err HUNG=
+OUT=$TMP/run$RUN_SEQ.out ERR=$TMP/run$RUN_SEQ.err
 timeout -k 5 60 "$DLAUNCH" -H localhost:1,127.0.0.1:1 -- "$PY" -u "$TMP/usr1.py" "$TMP/usr1" >"$OUT" 2>"$ERR" </dev/null &
 head_pid=$!
 # shellcheck disable=SC2317  # called through wait_for
@@ -100,6 +100,7 @@ both_ready() { [[ -f $TMP/usr1/ready.0 && -f $TMP/usr1/ready.1 ]]; }
 wait_for 30 both_ready || fail_run "head launch: the two workers did not start within 30 s"
 kill -USR1 "$(pgrep -P "$head_pid" | head -n 1)"
 wait "$head_pid"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
 RC=$?
 expect_rc 0 "SIGUSR1 to the head"
 for r in 0 1; do

@@ -246,7 +246,7 @@ check_counts() {
 for case in a c; do
   d=$TMP/usr1_$case
   mkdir -p "$d"
-  OUT=$d/out ERR=$d/err HUNG=
+  OUT=$d/out ERR=$d/err
   timeout -k 5 90 srun --label -N1 -n1 "$DLAUNCH" --nproc-per-node 2 -- "$PY" -u "$TMP/usr1.py" "$d" \
     >"$OUT" 2>"$ERR" </dev/null &
   srun_pid=$!
@@ -257,6 +257,7 @@ for case in a c; do
     kill -USR1 "$(cat "$d/ready.0")"
   fi
   wait "$srun_pid"
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
   RC=$?
   expect_rc 0 "signals ($case): srun dlaunch"
   check_counts "$d" "signals ($case)"
