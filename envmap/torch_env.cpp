@@ -1,4 +1,5 @@
 // The PyTorch (torchrun) variables, and WorkerEnv, which joins every dialect.
+#include <optional>
 #include <string>
 
 #include <fmt/core.h>
@@ -23,6 +24,27 @@ void Append(EnvVars& env, EnvVars more) {
 
 }  // namespace
 
+std::optional<std::string> VirtualGpu(const EnvMap& inherited, int local_rank) {
+  auto it = inherited.find("CUDA_VISIBLE_DEVICES");
+  if (it == inherited.end()) return std::to_string(local_rank);
+  int i = 0;
+  size_t start = 0;
+  const std::string& list = it->second;
+  while (true) {
+    size_t comma = list.find(',', start);
+    if (i == local_rank) {
+      std::string id = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      // Python's str.strip(): every kind of whitespace at either end.
+      size_t first = id.find_first_not_of(" \t\n\r\f\v");
+      if (first == std::string::npos) return std::string();
+      return id.substr(first, id.find_last_not_of(" \t\n\r\f\v") - first + 1);
+    }
+    if (comma == std::string::npos) return std::nullopt;
+    start = comma + 1;
+    ++i;
+  }
+}
+
 EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
                  const EnvMap& inherited) {
   const auto [local_rank, local_world, node_rank, nnodes] = ShapeOf(layout, slot);
@@ -46,6 +68,11 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
       // torch compares it with str(True), so the capitalisation matters.
       {"TORCHELASTIC_USE_AGENT_STORE", layout.agent_store ? "True" : "False"},
   };
+  if (flavors.virtual_local_rank) {
+    Override(env, "LOCAL_RANK", "0");
+    // Plans check the list first; a short one leaves the inherited value.
+    if (std::optional<std::string> gpu = VirtualGpu(inherited, local_rank)) env.emplace_back("CUDA_VISIBLE_DEVICES", *gpu);
+  }
   if (!flavors.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", flavors.error_file);
   // torchrun caps OpenMP at one thread per worker only when several workers share a
   // node, and never overrides a value the user chose.

@@ -9,6 +9,7 @@
 // See shared/REFERENCE.md section 1 for each contract.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct Flavors {
   // --env horovod: this node's network interface toward node rank 0's store
   // (HOROVOD_GLOO_IFACE), found at the edge; empty: not set.
   std::string horovod_iface;
+  // --virtual-local-rank (torchrun 2.x): every worker sees LOCAL_RANK=0 and only
+  // its own GPU (VirtualGpu) in CUDA_VISIBLE_DEVICES.
+  bool virtual_local_rank = false;
 };
 
 // The variables to set in `slot`'s worker on top of the inherited environment.
@@ -53,6 +57,12 @@ EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors
 // the child launcher sets those for its own workers, and Lightning takes a
 // LOCAL_RANK or TORCHELASTIC_RUN_ID in its environment to mean it must not spawn.
 EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors);
+
+// The one GPU a worker at `local_rank` sees under --virtual-local-rank, as torch
+// 2.x's LocalElasticAgent picks it: entry `local_rank` of the launcher's
+// CUDA_VISIBLE_DEVICES (split at ',', blanks trimmed), or the local rank itself
+// when the variable is unset. nullopt when the list has no such entry.
+std::optional<std::string> VirtualGpu(const EnvMap& inherited, int local_rank);
 
 // Each dialect on its own (WorkerEnv is their concatenation).
 EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,

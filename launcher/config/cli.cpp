@@ -13,6 +13,7 @@
 
 #include "launcher/config/flag_table.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/refused_flags.hpp"
 #include "launcher/config/subcommands.hpp"
 #include "launcher/config/torchrun_flags.hpp"
 #include "launcher/core/text.hpp"
@@ -53,6 +54,7 @@ Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& sho
   }
   if (candidates.size() == 1 && torchrun) {
     if (const Flag* f = FindFlag(candidates[0])) return f;
+    if (std::optional<std::string> refused = RefusedFlag(candidates[0])) return Status::InvalidArgument(*refused);
     return Status::InvalidArgument(fmt::format("unknown flag '{}' (torchrun's --{}, which dlaunch does not take)", shown, candidates[0]));
   }
   if (candidates.size() == 1)
@@ -75,6 +77,13 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
     Status s = f.set(o, it->second);
     if (!s.ok()) return Status::InvalidArgument(fmt::format("{} (from {})", s.message(), var));
     o.given[std::string(f.name)] = var;
+  }
+  // torchrun reads these as the flags' defaults: refused as the flags are.
+  for (std::string_view name : RefusedFlagNames()) {
+    std::string var = "PET_" + Upper(name);
+    for (char& c : var) if (c == '-') c = '_';
+    if (auto it = env.find(var); it != env.end() && !it->second.empty())
+      return Status::InvalidArgument(fmt::format("{} (from {})", *RefusedFlag(name), var));
   }
   return Status::Ok();
 }
@@ -146,6 +155,9 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
     shown = "--" + name;
     for (char& c : name) if (c == '_') c = '-';
     flag = FindFlag(name);
+    if (!flag) {
+      if (std::optional<std::string> refused = RefusedFlag(name)) return Status::InvalidArgument(*refused);
+    }
     if (!flag && !np) {
       Result<const Flag*> by_prefix = FlagByPrefix(name, shown);
       if (!by_prefix.ok()) return by_prefix.status();

@@ -117,6 +117,7 @@ struct Options {
   // Placement.
   std::string bind_to = "none";  // none | core | numa
   bool pin_gpu = false;
+  bool virtual_local_rank = false;  // torchrun 2.x: LOCAL_RANK=0, one GPU in CUDA_VISIBLE_DEVICES
 
   bool help = false;
   bool version = false;

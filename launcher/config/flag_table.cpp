@@ -308,7 +308,8 @@ bool ForAgents(std::string_view name) {
   return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
                        "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
                        "shutdown-timeout", "hang-timeout", "hang-action", "no-python-hook", "signals-to-handle", "legacy-launch", "use-env",
-                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu", "metrics-addr"});
+                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu", "metrics-addr",
+                       "virtual-local-rank"});
 }
 
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
@@ -441,6 +442,8 @@ const std::vector<Flag>& Flags() {
       {"bind-to", 0, Arity::kValue, SetBindTo, "CPU binding per local rank: none, core or numa",
        {.value = "none|core|numa", .choices = "none core numa", .others = "mpirun --bind-to"}},
       {"pin-gpu", 0, Arity::kSwitch, SwitchFlag(&Options::pin_gpu), "CUDA_VISIBLE_DEVICES = this rank's GPU"},
+      {"virtual-local-rank", 0, Arity::kSwitch, SwitchFlag(&Options::virtual_local_rank),
+       "LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = this worker's GPU only", {.torchrun = true}},
       {"help", 'h', Arity::kSwitch, SwitchFlag(&Options::help), "show this help"},
       {"version", 'V', Arity::kSwitch, SwitchFlag(&Options::version), "show the version"},
   };

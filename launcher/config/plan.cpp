@@ -163,6 +163,24 @@ Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& 
   return Status::Ok();
 }
 
+// --virtual-local-rank: every local rank must find its GPU in
+// CUDA_VISIBLE_DEVICES, where torch 2.x fails the worker group's start.
+Status CheckVirtualLocalRank(const envmap::EnvMap& inherited, const Shape& shape, int n, bool per_node) {
+  if (per_node)
+    return Status::InvalidArgument(
+        "--virtual-local-rank: not with --launch-mode per-node (the command is a launcher that sets LOCAL_RANK itself)");
+  int first = shape.process_view ? shape.process_view->local_rank : 0;
+  int last = shape.process_view ? first : n - 1;
+  for (int local_rank = first; local_rank <= last; ++local_rank) {
+    if (envmap::VirtualGpu(inherited, local_rank)) continue;
+    return Status::InvalidArgument(
+        fmt::format("--virtual-local-rank: local rank {} has no GPU in CUDA_VISIBLE_DEVICES={} ({} for {} workers)",
+                    local_rank, Printable(inherited.at("CUDA_VISIBLE_DEVICES")),
+                    Split(inherited.at("CUDA_VISIBLE_DEVICES"), ',').size(), last + 1));
+  }
+  return Status::Ok();
+}
+
 // This node's workers: how many, the command, what they inherit, how they are
 // watched and where their output goes.
 Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n, bool rendezvous,
@@ -199,6 +217,10 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
     w.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   w.inherited = Inherited(env, s, per_node, n);
   if (Status st = DecideOutput(o, shape, env, w); !st.ok()) return st;
+  if (o.virtual_local_rank) {
+    if (Status st = CheckVirtualLocalRank(w.inherited, shape, n, per_node); !st.ok()) return st;
+    w.flavors.virtual_local_rank = true;
+  }
   w.bind_to = o.bind_to;
   w.gpus = facts.gpus;
   w.pin_gpu = o.pin_gpu;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -27,6 +28,11 @@ class SignalSource {
   // Catches `signals` and calls `on_signal(sig)`, from a handler of its own,
   // for each that arrives, until the watch is cancelled or destroyed.
   virtual std::unique_ptr<SignalWatch> Watch(const std::vector<int>& signals, std::function<void(int sig)> on_signal) = 0;
+  // The command name (/proc/PID/comm, e.g. "slurmstepd") of the process that
+  // sent the last `sig` a watch heard; empty when unknown: the kernel sent it,
+  // the sender lives in another PID namespace or is gone, or the source cannot
+  // tell. Meant for the handler of `sig`, which runs before any later one.
+  virtual std::string SenderCommand(int /*sig*/) const { return ""; }
 };
 
 // asio signal sets on `io` (which must outlive the watches).
@@ -34,6 +40,7 @@ class AsioSignals final : public SignalSource {
  public:
   explicit AsioSignals(boost::asio::io_context& io) : io_(io) {}
   std::unique_ptr<SignalWatch> Watch(const std::vector<int>& signals, std::function<void(int sig)> on_signal) override;
+  std::string SenderCommand(int sig) const override;
 
  private:
   boost::asio::io_context& io_;

@@ -152,7 +152,9 @@ constexpr SignalEntry kSignals[] = {
     {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
     {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
     {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
-    {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+    {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},     {SIGSTKFLT, "SIGSTKFLT"}, {SIGTTIN, "SIGTTIN"},
+    {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},     {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},
+    {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},     {SIGPWR, "SIGPWR"},
 };
 }  // namespace
 
@@ -167,6 +169,10 @@ int SignalNumber(std::string_view name) {
 std::string SignalName(int sig) {
   for (const SignalEntry& e : kSignals)
     if (e.sig == sig) return e.name;
+  // Python's signal.Signals, which torch's failure report uses, names these the same way.
+  if (sig == SIGRTMIN) return "SIGRTMIN";
+  if (sig == SIGRTMAX) return "SIGRTMAX";
+  if (sig > SIGRTMIN && sig < SIGRTMAX) return fmt::format("SIGRTMIN+{}", sig - SIGRTMIN);
   return fmt::format("signal {}", sig);
 }
 

@@ -49,7 +49,8 @@ size_t EditDistance(std::string_view a, std::string_view b);
 
 // "SIGTERM", "TERM" or "15" to 15; 0 when unknown.
 int SignalNumber(std::string_view name);
-// 15 to "SIGTERM"; "signal N" when unknown.
+// 15 to "SIGTERM", 9 to "SIGKILL", 36 to "SIGRTMIN+2" (glibc's SIGRTMIN is 34);
+// "signal N" for a number that is no signal.
 std::string SignalName(int sig);
 
 }  // namespace dlaunch::launcher

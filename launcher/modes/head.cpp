@@ -272,7 +272,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   if (!watchdog.fallback_note().empty()) console.Say(watchdog.fallback_note());
   std::unique_ptr<LiveServer> live_server = StartLiveView(io, console, live_path, job_live);
 
-  HeadNodes head(plan, io, console, watchdog, **server, hang);
+  HeadNodes head(plan, *run_id, io, console, watchdog, **server, hang);
   int code = StartAgents(plan, launch, head, console);
   if (code != 0) head.Stop(code, "the launch failed on the head");
   head.Run([&loop](int result) { loop.Exit(result); });

@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/write.hpp>
@@ -11,6 +14,7 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/process/slurm_signals.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -24,18 +28,25 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kFinishSlack{10};
 // Default: bytes per read of one agent pipe.
 constexpr size_t kReadSize = size_t{1} << 16;
+// Default: how long the coordinator waits for the agents to confirm a signal
+// passed on; nothing waits on the answer, so this only bounds the open query.
+constexpr std::chrono::seconds kPassOnTimeout{10};
+// The high bit marks a pass-on query's tag (the signal below it).
+constexpr std::uint64_t kPassOnTagBit = std::uint64_t{1} << 63;
 
 }  // namespace
 
-HeadNodes::HeadNodes(const HeadPlan& plan, asio::io_context& io, Console& console, Watchdog& watchdog, rdzv::CoordinatorServer& server,
-     const JobHangReporter& hang)
+HeadNodes::HeadNodes(const HeadPlan& plan, std::string run_id, asio::io_context& io, Console& console, Watchdog& watchdog,
+                     rdzv::CoordinatorServer& server, const JobHangReporter& hang)
     : plan_(plan),
       io_(io),
       console_(console),
       watchdog_(watchdog),
       server_(server),
       hang_(hang),
+      run_id_(std::move(run_id)),
       signals_(io),
+      pass_on_(io),
       deadline_(io),
       streams_(io, console, kReadSize),
       reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
@@ -86,6 +97,20 @@ void HeadNodes::WaitSignals() {
       KillAll();
     }
     WaitSignals();
+  });
+}
+
+// The head runs no worker: a SIGUSR1 or SIGUSR2 (a pre-emption notice) goes to
+// every agent, each of which passes it on to its workers, once. The head's
+// agents are reached through ssh, pdsh or a local shell, outside any Slurm step
+// the head may run in, so the head passes it on whoever sent it.
+void HeadNodes::WaitPassOn() {
+  pass_on_.async_wait([this, alive = life_.token()](boost::system::error_code ec, int sig) {
+    if (ec || alive.expired()) return;
+    // Tags of their own: the live view's queries count up from 0.
+    server_.Ask(run_id_, kPassOnTagBit | static_cast<std::uint64_t>(sig), PassOnQuery(sig), kPassOnTimeout);
+    console_.Say(fmt::format("{}: passed on to every node's workers", SignalName(sig)));
+    WaitPassOn();
   });
 }
 
@@ -163,6 +188,9 @@ void HeadNodes::Run(std::function<void(int)> done) {
   reaper_.Start();
   for (int sig : plan_.stop_signals) signals_.add(sig);
   WaitSignals();
+  for (int sig : {SIGUSR1, SIGUSR2})
+    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) == plan_.stop_signals.end()) pass_on_.add(sig);
+  WaitPassOn();
   reaper_.ReapNow();  // a node that failed before the reaper was in place
   // Once the coordinator has ended the job, the agents' time to finish starts.
   server_.OnJobEnded([this, alive = life_.token()](const rdzv::JobEnded&) {
@@ -176,6 +204,7 @@ void HeadNodes::Complete() {
   completed_ = true;
   boost::system::error_code ignored;
   signals_.cancel(ignored);
+  pass_on_.cancel(ignored);
   reaper_.Stop();
   deadline_.cancel();
   streams_.CloseAll();

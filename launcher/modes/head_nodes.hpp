@@ -39,8 +39,9 @@ class HeadNodes {
     std::unique_ptr<TailBuffer> err_tail = std::make_unique<TailBuffer>(4096);  // stays put as nodes_ grows
   };
 
-  HeadNodes(const HeadPlan& plan, boost::asio::io_context& io, Console& console, Watchdog& watchdog,
-            rendezvous::CoordinatorServer& server, const JobHangReporter& hang);
+  // `run_id`: the job's, for passing SIGUSR1 and SIGUSR2 on to every agent.
+  HeadNodes(const HeadPlan& plan, std::string run_id, boost::asio::io_context& io, Console& console,
+            Watchdog& watchdog, rendezvous::CoordinatorServer& server, const JobHangReporter& hang);
 
   // Starts node `i`'s launcher; `stdin_data` is written to its stdin, which then closes.
   Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
@@ -53,6 +54,7 @@ class HeadNodes {
 
  private:
   void WaitSignals();
+  void WaitPassOn();
   void Reaped(int pid, int status);
   void MaybeFinished(size_t i);
   void ArmDeadline();
@@ -67,7 +69,9 @@ class HeadNodes {
   Watchdog& watchdog_;
   rendezvous::CoordinatorServer& server_;
   const JobHangReporter& hang_;
+  std::string run_id_;
   boost::asio::signal_set signals_;  // stop signals
+  boost::asio::signal_set pass_on_;  // SIGUSR1, SIGUSR2: to every agent's workers
   boost::asio::steady_timer deadline_;
   bool deadline_armed_ = false;
   bool completed_ = false;

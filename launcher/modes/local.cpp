@@ -155,6 +155,7 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   plan.supervisor = SupervisorOptions{w.nproc, agent ? 0 : w.max_restarts, w.shutdown_timeout};
   if (w.hang_timeout.count() > 0) plan.supervisor.sample_before_kill = kSampleBeforeKill;
   plan.stop_signals = w.stop_signals;
+  plan.slurm = SlurmScopeOf(w.inherited, ReadProctrackType(w.inherited));
   plan.hang_timeout = w.hang_timeout;
   plan.hang_stop = w.hang_stop;
   // The hook costs each Python process it runs in; a command that names no

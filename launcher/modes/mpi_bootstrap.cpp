@@ -16,6 +16,7 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -37,7 +38,7 @@ std::string HelperPath() {
 
 std::string Describe(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  if (WIFSIGNALED(status)) return "was killed by " + SignalName(WTERMSIG(status));
   return "ended";
 }
 

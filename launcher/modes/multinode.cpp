@@ -23,6 +23,7 @@
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/live/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
+#include "launcher/process/slurm_signals.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
 #include "rendezvous/server.hpp"
@@ -125,6 +126,12 @@ class NodeMode {
       run_->Stacks([this, id, alive = life_.token()](std::vector<RankStack> stacks) {
         if (!alive.expired()) agent_.Answer(id, StackItems(stacks));
       });
+      return;
+    }
+    // "signal SIGUSR1": a head passes on a signal it caught (PassOnQuery).
+    if (std::optional<int> sig = PassedOnSignal(what)) {
+      if (run_) run_->PassOn(*sig);
+      agent_.Answer(id, {});
       return;
     }
     std::vector<std::string> items;

@@ -12,6 +12,7 @@
 #include "envmap/layout.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/core/events.hpp"
+#include "launcher/process/slurm_signals.hpp"
 #include "launcher/process/supervisor.hpp"
 
 namespace dlaunch::launcher {
@@ -40,6 +41,9 @@ struct RunPlan {
   bool pin_gpu = false;
   SupervisorOptions supervisor;
   std::vector<int> stop_signals;     // signals that stop the job
+  // Whether slurmstepd's signals reach the workers too, so that dlaunch passes
+  // none of them on (slurm_signals.hpp).
+  SlurmSignalScope slurm;
   EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
   // The hang watch: no rank wrote a line for hang_timeout (0: off) -> every
   // rank's stack (launcher/stacks/stacks.hpp), then the job runs on or, with

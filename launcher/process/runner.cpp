@@ -56,6 +56,10 @@ class Runner : public WorkerRun {
   boost::json::array Rows() override { return RowsOf(true); }
   boost::json::array RecordRows() override { return RowsOf(false); }
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
+  void PassOn(int sig) override {
+    supervisor().Forward(sig);
+    AfterEvent();
+  }
   Clock::time_point last_output() const override { return group_.last_output(); }
 
  private:
@@ -125,8 +129,11 @@ void Runner::OnSignal(int sig) {
     // A stalled reader must not hold up the teardown the user asked for.
     console_.NoteStop();
     supervisor().OnStopSignal(sig, Now());
-  } else {
+  } else if (std::string sender = env_.signals().SenderCommand(sig); PassOnToWorkers(plan_.slurm, sender)) {
     supervisor().Forward(sig);
+  } else {
+    console_.Say(fmt::format("{} from {} reached every process of the Slurm step: not passed on again",
+                             SignalName(sig), sender));
   }
   AfterEvent();
 }

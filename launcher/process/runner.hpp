@@ -62,6 +62,9 @@ class WorkerRun {
   // (state: running, sleeping, disk-wait, stopped, traced, zombie, idle, exiting, "exited (N)",
   // "killed (SIGNAME)" or "not started"; a run destroyed before its collection ends drops `done`.)
   virtual void Stacks(std::function<void(std::vector<RankStack>)> done) = 0;
+  // Passes `sig` on to every running worker, as a signal dlaunch caught itself
+  // and does not stop on: for one a head passed on (launcher/modes/head_nodes.cpp).
+  virtual void PassOn(int /*sig*/) {}
   // When any rank last wrote a byte (or the run started): a rendezvous agent
   // sends the silence since then in every heartbeat (rendezvous/codec.hpp).
   virtual std::chrono::steady_clock::time_point last_output() const = 0;

@@ -18,6 +18,10 @@ ExitStatus FromWaitStatus(int wstatus) {
 
 std::string Describe(const ExitStatus& status) {
   if (status.signal != 0) return "was killed by " + SignalName(status.signal);
+  // A shell or wrapper between dlaunch and the program reports the program's
+  // death by signal N as exit code 128+N: name N, as for a direct kill.
+  if (status.code > 128 && status.code - 128 < NSIG)
+    return fmt::format("exited with code {} (128+{})", status.code, SignalName(status.code - 128));
   return fmt::format("exited with code {}", status.code);
 }
 

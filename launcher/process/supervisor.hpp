@@ -30,7 +30,8 @@ struct ExitStatus {
 
 // Decodes a waitpid() status.
 ExitStatus FromWaitStatus(int wstatus);
-// "exited with code 3" or "was killed by SIGKILL".
+// "exited with code 3", "was killed by SIGKILL", or for a code over 128 (a shell
+// whose child a signal killed) "exited with code 137 (128+SIGKILL)".
 std::string Describe(const ExitStatus& status);
 
 class WorkerControl {

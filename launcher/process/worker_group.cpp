@@ -121,7 +121,8 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   if (plan_.python_hook) AddPythonHook(env, plan_.hook_dir, plan_.private_dir);
   // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
   if (!job_mark_.empty()) env[std::string(kJobMarkVar)] = job_mark_;
-  if (plan_.pin_gpu && !plan_.gpus.empty())
+  // --virtual-local-rank has set CUDA_VISIBLE_DEVICES already, to the same GPU.
+  if (plan_.pin_gpu && !plan_.gpus.empty() && !flavors.virtual_local_rank)
     env["CUDA_VISIBLE_DEVICES"] =
         plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
 

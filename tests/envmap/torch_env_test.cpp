@@ -258,5 +258,39 @@ TEST_CASE("per-node mode gives the node's launcher the node variables and no wor
   CHECK(azure == 1);  // --env azure adds nothing twice
 }
 
+TEST_CASE("--virtual-local-rank: LOCAL_RANK 0 and one GPU, as torch 2.x's LocalElasticAgent", "[envmap][torch][virtual]") {
+  JobLayout layout = ThreeNodesRestarted(1);  // three workers here, global ranks 2-4
+  Flavors flavors;
+  flavors.virtual_local_rank = true;
+  // The launcher's list is narrowed to the worker's own entry, blanks trimmed.
+  EnvMap inherited = {{"CUDA_VISIBLE_DEVICES", "3, 5 ,GPU-ab12"}};
+  for (auto [i, gpu] : {std::pair{0, "3"}, std::pair{1, "5"}, std::pair{2, "GPU-ab12"}}) {
+    EnvVars env = WorkerEnv(layout, LocalSlots(layout)[static_cast<size_t>(i)], flavors, inherited);
+    CHECK(Get(env, "LOCAL_RANK") == "0");
+    CHECK(Count(env, "LOCAL_RANK") == 1);
+    CHECK(Get(env, "CUDA_VISIBLE_DEVICES") == gpu);
+    CHECK(Get(env, "RANK") == std::to_string(2 + i));  // the other ranks stay real
+    CHECK(Get(env, "LOCAL_WORLD_SIZE") == "3");
+  }
+  // Unset: local rank N sees GPU N.
+  EnvVars env = WorkerEnv(layout, LocalSlots(layout)[2], flavors, {});
+  CHECK(Get(env, "CUDA_VISIBLE_DEVICES") == "2");
+  // Off: LOCAL_RANK is real and CUDA_VISIBLE_DEVICES is inherited, not set.
+  flavors.virtual_local_rank = false;
+  env = WorkerEnv(layout, LocalSlots(layout)[2], flavors, inherited);
+  CHECK(Get(env, "LOCAL_RANK") == "2");
+  CHECK(Get(env, "CUDA_VISIBLE_DEVICES") == "<unset>");
+}
+
+TEST_CASE("VirtualGpu: torch's split(',') and strip(), and no entry past the list", "[envmap][torch][virtual]") {
+  CHECK(VirtualGpu({}, 7) == "7");
+  CHECK(VirtualGpu({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 1) == "1");
+  CHECK_FALSE(VirtualGpu({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2).has_value());
+  CHECK(VirtualGpu({{"CUDA_VISIBLE_DEVICES", "0,,2"}}, 1) == "");
+  CHECK(VirtualGpu({{"CUDA_VISIBLE_DEVICES", ""}}, 0) == "");
+  CHECK_FALSE(VirtualGpu({{"CUDA_VISIBLE_DEVICES", ""}}, 1).has_value());
+  CHECK(VirtualGpu({{"CUDA_VISIBLE_DEVICES", "\t6 \n"}}, 0) == "6");
+}
+
 }  // namespace
 }  // namespace dlaunch::envmap

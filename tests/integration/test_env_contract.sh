@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest: LABELS=quick
 # The variables every worker sees (torchrun parity), the user's own values left
-# alone, and the opt-in dialects: --env ompi, --env horovod, --env azure.
+# alone, the opt-in dialects (--env ompi, --env horovod, --env azure), and
+# --virtual-local-rank.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -229,6 +230,15 @@ assert_eq "$(find "$TMP/tmpdir" -mindepth 1 | wc -l)" "0" "what is left under \$
 TMPDIR=$TMP/no-such-dir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
 expect_rc 0 "TMPDIR naming no directory"
 assert_file_matches "$OUT" "^error file: /tmp/dlaunch-[A-Za-z0-9]{6}/error-0-0.json$" "the run directory under /tmp"
+
+# --virtual-local-rank (torchrun 2.x): LOCAL_RANK=0 everywhere, and each worker
+# sees only its own entry of the launcher's CUDA_VISIBLE_DEVICES.
+# shellcheck disable=SC2016  # expanded by the worker's shell
+CUDA_VISIBLE_DEVICES="4, 6" run_dl 30 --virtual-local-rank --nproc-per-node 2 --no-tag -- \
+  sh -c 'echo "virtual: RANK=$RANK LOCAL_RANK=$LOCAL_RANK CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+expect_rc 0 "--virtual-local-rank"
+assert_file_matches "$OUT" "^virtual: RANK=0 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=4$" "--virtual-local-rank: rank 0"
+assert_file_matches "$OUT" "^virtual: RANK=1 LOCAL_RANK=0 CUDA_VISIBLE_DEVICES=6$" "--virtual-local-rank: rank 1"
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the env dumps"

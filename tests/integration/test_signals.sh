@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Signals to dlaunch itself. SIGTERM/SIGINT: forwarded, workers torn down,
 # exit 128+N. SIGKILL: dlaunch's watchdog still kills every worker process
-# group, grandchildren included.
+# group, grandchildren included. SIGUSR1 to a head-node launch's head: each
+# worker on every node gets it once.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -71,5 +72,43 @@ jobdir=$(dirname "$errfile")
 # shellcheck disable=SC2317  # called through wait_for
 jobdir_gone() { [[ ! -e $jobdir ]]; }
 wait_for 2 jobdir_gone || fail "$jobdir is still there 2s after SIGKILL to dlaunch"
+
+# SIGUSR1 to the head of a head-node launch (two agents here, through local
+# shells): the head runs no worker, so it passes the signal on to every agent,
+# which passes it on to its workers, once each. It used to kill the head.
+cat >"$TMP/usr1.py" <<'PYEOF'
+import os, signal, sys, time
+out, rank = sys.argv[1], os.environ["RANK"]
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+open(f"{out}/ready.{rank}.tmp", "w").close()
+os.rename(f"{out}/ready.{rank}.tmp", f"{out}/ready.{rank}")
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(1.5)  # room for a duplicate
+with open(f"{out}/count.{rank}", "w") as f:
+    f.write(str(len(got)))
+PYEOF
+mkdir -p "$TMP/usr1"
+RUN_SEQ=$((RUN_SEQ + 1))
+OUT=$TMP/run$RUN_SEQ.out ERR=$TMP/run$RUN_SEQ.err
+timeout -k 5 60 "$DLAUNCH" -H localhost:1,127.0.0.1:1 -- "$PY" -u "$TMP/usr1.py" "$TMP/usr1" >"$OUT" 2>"$ERR" </dev/null &
+head_pid=$!
+# shellcheck disable=SC2317  # called through wait_for
+both_ready() { [[ -f $TMP/usr1/ready.0 && -f $TMP/usr1/ready.1 ]]; }
+wait_for 30 both_ready || fail_run "head launch: the two workers did not start within 30 s"
+kill -USR1 "$(pgrep -P "$head_pid" | head -n 1)"
+wait "$head_pid"
+# shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
+RC=$?
+expect_rc 0 "SIGUSR1 to the head"
+for r in 0 1; do
+  [[ -f $TMP/usr1/count.$r ]] || fail_run "SIGUSR1 to the head: worker $r wrote no count"
+  assert_eq "$(cat "$TMP/usr1/count.$r")" 1 "SIGUSR1 to the head: SIGUSR1s worker $r got"
+done
+assert_file_matches "$ERR" "^dlaunch: SIGUSR1: passed on to every node's workers$" "the head's line"
+wait_for 5 no_marked_processes
+assert_no_leftovers "after SIGUSR1 to the head"
 
 pass

@@ -10,7 +10,9 @@
 #   2. per-node: `srun -N1 -n1 dlaunch --nproc-per-node 2 -- DDP`;
 #   2b. --launch-mode per-node: the command sees no Slurm task variables;
 #   3. a failure: task 1's worker exits 3, srun exits 3, nothing is left;
-#   4. `srun -n1 dlaunch --explain` names the source.
+#   4. `srun -n1 dlaunch --explain` names the source;
+#   5. SIGUSR1 from scancel (every process of the step, or --batch) and from
+#      kill reaches each worker exactly once.
 # It skips, with the reason, only when the packages are missing or the daemons
 # do not come up.
 # shellcheck source=tests/integration/lib.sh
@@ -205,6 +207,77 @@ run_srun 30 -N1 -n1 "$DLAUNCH" --explain
 expect_rc 0 "srun dlaunch --explain"
 assert_file_matches "$OUT" "^ *0: source: slurm$" "--explain's source"
 assert_file_matches "$OUT" "^ *0: mode: TCP rendezvous at $HOST:[0-9]+, run id [0-9]+$" "--explain's mode"
+
+# ---------------------------------------------------------------------------
+# 5. Pre-emption signals reach each worker exactly once, whoever sends them:
+#   a. `scancel --signal=USR1 JOB`: slurmstepd signals every process of the
+#      step, the workers too; dlaunch must not pass it on again;
+#   b. `scancel --batch --signal=USR1 JOB` (sbatch's B:) to a batch script that
+#      exec'd dlaunch: only dlaunch gets it, and passes it on;
+#   c. `kill -USR1 <dlaunch>` in a step: only dlaunch gets it, and passes it on.
+# Each worker counts its SIGUSR1s, waits a moment for a second copy, and writes
+# the count; one without the handler would die of the first.
+cat >"$TMP/usr1.py" <<'PYEOF'
+import os, signal, sys, time
+out, rank = sys.argv[1], os.environ["RANK"]
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+with open(f"{out}/ready.{rank}.tmp", "w") as f:
+    f.write(str(os.getppid()))
+os.rename(f"{out}/ready.{rank}.tmp", f"{out}/ready.{rank}")
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(1.5)  # room for a duplicate
+with open(f"{out}/count.{rank}", "w") as f:
+    f.write(str(len(got)))
+PYEOF
+both_ready() { [[ -f $1/ready.0 && -f $1/ready.1 ]]; }
+only_job() { squeue -h -o %i | head -n 1; }
+no_jobs() { [[ -z $(squeue -h -o %i) ]]; }
+# check_counts DIR WHAT: both workers counted exactly one SIGUSR1.
+check_counts() {
+  local r
+  for r in 0 1; do
+    [[ -f $1/count.$r ]] || fail_run "$2: worker $r wrote no count (it died of the signal, or never got it)"
+    assert_eq "$(cat "$1/count.$r")" 1 "$2: SIGUSR1s worker $r got"
+  done
+}
+for case in a c; do
+  d=$TMP/usr1_$case
+  mkdir -p "$d"
+  OUT=$d/out ERR=$d/err
+  timeout -k 5 90 srun --label -N1 -n1 "$DLAUNCH" --nproc-per-node 2 -- "$PY" -u "$TMP/usr1.py" "$d" \
+    >"$OUT" 2>"$ERR" </dev/null &
+  srun_pid=$!
+  wait_for 30 both_ready "$d" || fail "signals ($case): the workers did not start within 30 s"
+  if [[ $case == a ]]; then
+    scancel --signal=USR1 "$(only_job)"
+  else
+    kill -USR1 "$(cat "$d/ready.0")"
+  fi
+  wait "$srun_pid"
+  # shellcheck disable=SC2034  # for lib.sh's expect_rc and show_run
+  RC=$?
+  expect_rc 0 "signals ($case): srun dlaunch"
+  check_counts "$d" "signals ($case)"
+  if [[ $case == a ]]; then
+    assert_file_matches "$ERR" "dlaunch: SIGUSR1 from slurmstepd reached every process of the Slurm step: not passed on again" \
+      "signals (a): dlaunch says why it passed nothing on"
+  fi
+  wait_for 5 no_marked_processes
+done
+d=$TMP/usr1_b
+mkdir -p "$d"
+sbatch -Q -o "$d/batch.out" --wrap "exec $DLAUNCH --nproc-per-node 2 -- $PY -u $TMP/usr1.py $d" ||
+  fail "signals (b): sbatch failed"
+wait_for 30 both_ready "$d" || fail "signals (b): the workers did not start within 30 s ($(cat "$d/batch.out" 2>&1))"
+scancel --batch --signal=USR1 "$(only_job)"
+wait_for 30 no_jobs || fail "signals (b): the batch job did not end within 30 s"
+OUT=$d/batch.out ERR=$d/batch.out RC=0
+check_counts "$d" "signals (b)"
+wait_for 5 no_marked_processes
+assert_no_leftovers "after the signal cases"
 
 stop_daemons
 pass

@@ -291,3 +291,42 @@ TEST_CASE("AgentFlags carries exactly the flags an agent needs, as typed", "[cli
   CHECK(AgentFlags(o) ==
         std::vector<std::string>{"--max-restarts", "3", "--tee", "1", "--rdzv-conf", "join_timeout=5"});
 }
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("torchrun 2.x flags dlaunch does not take are refused in one line naming what to use", "[cli][torchrun2]") {
+  auto error = [](std::vector<std::string> args, envmap::EnvMap env = {}) {
+    Result<Options> o = ParseCommandLine(args, env);
+    REQUIRE_FALSE(o.ok());
+    return o.status().message();
+  };
+  CHECK(error({"--numa-binding", "node", "t.py"}) ==
+        "--numa-binding: not supported (a torchrun 2.x flag); use --bind-to numa (CPUs of NUMA node LOCAL_RANK % "
+        "nodes), or numactl --cpunodebind=N --membind=N before the command");
+  CHECK(error({"--numa_binding=exclusive", "t.py"}).starts_with("--numa-binding: not supported"));
+  // A prefix of a refused flag gets the refusal, as the whole name does.
+  CHECK(error({"--numa", "node", "t.py"}).starts_with("--numa-binding: not supported"));
+  CHECK(error({"--duplicate-stdout-filters", "loss,acc", "t.py"}) ==
+        "--duplicate-stdout-filters: not supported (a torchrun 2.x flag); use --tee 1 --log-dir DIR and grep "
+        "DIR/RUN_ID/attempt_N/*/stdout.log");
+  CHECK(error({"--duplicate_stderr_filters=NCCL", "t.py"}) ==
+        "--duplicate-stderr-filters: not supported (a torchrun 2.x flag); use --tee 2 --log-dir DIR and grep "
+        "DIR/RUN_ID/attempt_N/*/stderr.log");
+  CHECK(error({"--event-log-handler", "console", "t.py"}) ==
+        "--event-log-handler: not supported (a torchrun 2.x flag); use --events FILE (the job's events, one JSON "
+        "object per line)");
+  // torchrun takes PET_<FLAG> as the flag's default: refused the same way.
+  CHECK(error({"t.py"}, {{"PET_NUMA_BINDING", "node"}}) ==
+        "--numa-binding: not supported (a torchrun 2.x flag); use --bind-to numa (CPUs of NUMA node LOCAL_RANK % "
+        "nodes), or numactl --cpunodebind=N --membind=N before the command (from PET_NUMA_BINDING)");
+  // After the script they are the script's own.
+  Result<Options> o = ParseCommandLine({"t.py", "--numa-binding", "node"}, {});
+  REQUIRE(o.ok());
+  // A near miss of a real flag still gets a suggestion.
+  CHECK(error({"--virtual-local-ranks", "t.py"}) ==
+        "unknown flag '--virtual-local-ranks' (did you mean '--virtual-local-rank'?)");
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

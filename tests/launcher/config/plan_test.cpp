@@ -429,3 +429,32 @@ TEST_CASE("-np refusals", "[plan][np]") {
 }
 
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("--virtual-local-rank: each local rank needs its entry of CUDA_VISIBLE_DEVICES", "[plan][virtual]") {
+  auto decide = [](EnvMap env, std::vector<std::string> args) {
+    Result<Options> o = ParseCommandLine(args, env);
+    REQUIRE(o.ok());
+    return Decide(*o, envmap::Detect(env), MachineFacts{"here", 2, {}, "x"}, env);
+  };
+  Result<Plan> ok = decide({{"CUDA_VISIBLE_DEVICES", "4,5"}}, {"--virtual-local-rank", "--nproc-per-node", "2", "--", "t"});
+  REQUIRE(ok.ok());
+  CHECK(ok->workers()->flavors.virtual_local_rank);
+  // Unset: torch 2.x gives local rank N GPU N.
+  REQUIRE(decide({}, {"--virtual-local-rank", "--nproc-per-node", "3", "--", "t"}).ok());
+  Result<Plan> short_list =
+      decide({{"CUDA_VISIBLE_DEVICES", "4,5"}}, {"--virtual-local-rank", "--nproc-per-node", "3", "--", "t"});
+  REQUIRE_FALSE(short_list.ok());
+  CHECK(short_list.status().message() ==
+        "--virtual-local-rank: local rank 2 has no GPU in CUDA_VISIBLE_DEVICES=4,5 (2 for 3 workers)");
+  Result<Plan> per_node = decide({}, {"--virtual-local-rank", "--launch-mode", "per-node", "--", "t"});
+  REQUIRE_FALSE(per_node.ok());
+  CHECK(per_node.status().message().starts_with("--virtual-local-rank: not with --launch-mode per-node"));
+  // Without the flag nothing changes.
+  CHECK_FALSE(decide({}, {"--nproc-per-node", "2", "--", "t"})->workers()->flavors.virtual_local_rank);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

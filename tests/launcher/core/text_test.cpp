@@ -1,5 +1,9 @@
 #include "launcher/core/text.hpp"
 
+#include <csignal>
+
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 namespace dlaunch::launcher {
@@ -53,3 +57,21 @@ TEST_CASE("ValidUtf8 keeps valid UTF-8, controls too, and makes each bad byte U+
 }
 
 }  // namespace dlaunch::launcher
+
+TEST_CASE("SignalName names every Linux signal as torch's failure report does", "[text][signals]") {
+  CHECK(SignalName(SIGKILL) == "SIGKILL");
+  CHECK(SignalName(SIGSEGV) == "SIGSEGV");
+  // Python's signal.Signals names these; a bare number says nothing to the reader.
+  CHECK(SignalName(SIGWINCH) == "SIGWINCH");
+  CHECK(SignalName(SIGPROF) == "SIGPROF");
+  CHECK(SignalName(SIGVTALRM) == "SIGVTALRM");
+  CHECK(SignalName(SIGPWR) == "SIGPWR");
+  CHECK(SignalName(SIGTTOU) == "SIGTTOU");
+  CHECK(SignalName(SIGRTMIN) == "SIGRTMIN");
+  CHECK(SignalName(SIGRTMIN + 2) == "SIGRTMIN+2");
+  CHECK(SignalName(SIGRTMAX) == "SIGRTMAX");
+  CHECK(SignalName(0) == "signal 0");
+  CHECK(SignalName(NSIG + 5) == fmt::format("signal {}", NSIG + 5));
+  CHECK(SignalNumber("SIGPWR") == SIGPWR);
+  CHECK(SignalNumber("winch") == SIGWINCH);
+}

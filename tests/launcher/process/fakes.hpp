@@ -190,6 +190,8 @@ class FakeSignals : public launcher::SignalSource {
     return static_cast<int>(hearing.size());
   }
   size_t watches() const { return watches_.size(); }
+  std::string SenderCommand(int) const override { return sender; }
+  std::string sender;  // what SenderCommand says, for every signal
 
  private:
   struct FakeWatch : launcher::SignalWatch {

@@ -201,6 +201,31 @@ TEST_CASE("runner: a stop signal goes to every rank; a second Ctrl-C kills at on
   CHECK(*c.code == 0);
 }
 
+TEST_CASE("runner: a signal slurmstepd sent the whole step is not passed on again", "[runner][slurm]") {
+  // A task of a job step: `scancel --signal=USR1` reached the workers already.
+  RunBench b(2);
+  b.plan.slurm.step_wide = true;
+  b.Start();
+  b.env.signal_source.sender = "slurmstepd";
+  REQUIRE(b.env.signal_source.Raise(SIGUSR1) == 1);
+  CHECK(b.env.processes.SignalsTo(100, SIGUSR1) == 0);
+  CHECK(b.env.processes.SignalsTo(101, SIGUSR1) == 0);
+  // `kill -USR1 <dlaunch>` from a shell, or a sender dlaunch cannot name: passed on, once.
+  for (std::string sender : {"bash", ""}) {
+    b.env.signal_source.sender = sender;
+    b.env.signal_source.Raise(SIGUSR2);
+  }
+  CHECK(b.env.processes.SignalsTo(100, SIGUSR2) == 2);
+  CHECK(b.env.processes.SignalsTo(101, SIGUSR2) == 2);
+  // Outside a step-wide scope (the batch step, proctrack/pgid, no Slurm) even
+  // slurmstepd's signal is passed on: it reached dlaunch alone.
+  RunBench c(1);
+  c.Start();
+  c.env.signal_source.sender = "slurmstepd";
+  c.env.signal_source.Raise(SIGUSR1);
+  CHECK(c.env.processes.SignalsTo(100, SIGUSR1) == 1);
+}
+
 TEST_CASE("runner: --max-restarts restarts the whole node, then gives the last failure's code", "[runner]") {
   RunBench b(2);
   b.plan.supervisor.max_restarts = 2;

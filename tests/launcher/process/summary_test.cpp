@@ -44,6 +44,29 @@ TEST_CASE("the summary names the root cause with its message, then the others", 
   CHECK(lines[2] == "  | RuntimeError: from the error file");
 }
 
+TEST_CASE("a root cause killed by a signal, directly or under a shell, names the signal", "[summary][signals]") {
+  WorkerReport cause;
+  cause.rank = 3;
+  cause.record.local_rank = 1;
+  cause.record.pid = 99;
+  cause.record.status = {0, SIGSEGV};
+  auto lines = FailureSummary(139, &cause, {cause}, 0);
+  REQUIRE(lines.size() >= 2);
+  CHECK(lines[1] == "root cause: rank 3 (local_rank 1, pid 99) was killed by SIGSEGV after 0.00s");
+  // `bash -c 'python train.py; ...'`: the shell exits 128+9 when the kernel's
+  // OOM killer took python.
+  cause.record.status = {137, 0};
+  lines = FailureSummary(137, &cause, {cause}, 0);
+  CHECK(lines[1] == "root cause: rank 3 (local_rank 1, pid 99) exited with code 137 (128+SIGKILL) after 0.00s");
+  cause.record.status = {0, SIGPROF};
+  CHECK(FailureSummary(155, &cause, {cause}, 0)[1] ==
+        "root cause: rank 3 (local_rank 1, pid 99) was killed by SIGPROF after 0.00s");
+  // Codes that are no signal stay plain.
+  CHECK(Describe({3, 0}) == "exited with code 3");
+  CHECK(Describe({128, 0}) == "exited with code 128");
+  CHECK(Describe({255, 0}) == "exited with code 255");
+}
+
 TEST_CASE("a job stopped by a signal says so", "[summary]") {
   auto lines = FailureSummary(143, nullptr, {}, SIGTERM);
   CHECK(lines == std::vector<std::string>{"stopped by SIGTERM; exit code 143"});
