@@ -28,6 +28,7 @@ test_pkgs=(iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server open
            python3-pytest  # tests/launcher/stacks/stack_hook_test.py: the stack hook's Python
            gdb  # --hang-timeout: stacks of workers that are not Python
            shellcheck  # scripts/shellcheck.sh: the quick tier's lint of scripts/ and tests/
+           clang-format  # scripts/clang-format.sh: the quick tier's check of the C++ layout
            libgloo-dev  # tests/integration/test_horovod.sh: the gloo client
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
            libnss-myhostname  # tests/integration/test_nss_names.sh: a name only an NSS module knows
