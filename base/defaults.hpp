@@ -37,12 +37,12 @@ inline constexpr int kMaxJobInstances = 65536;
 
 // Timeouts: the flags' defaults (torchrun's where it has the flag), and the
 // rendezvous's, which agent and coordinator must agree on.
-inline constexpr std::chrono::milliseconds kDefaultJoinTimeout{600'000};     // --rdzv-conf join_timeout
-inline constexpr std::chrono::milliseconds kDefaultLastCallTimeout{30'000};  // --rdzv-conf last_call_timeout
-inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{15'000}; // --rdzv-conf heartbeat_timeout
-inline constexpr std::chrono::milliseconds kHandshakeTimeout{10'000};        // a connection's challenge and answer
-inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{30'000};  // --shutdown-timeout: SIGTERM to SIGKILL
-inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};   // --hang-timeout
+inline constexpr std::chrono::milliseconds kDefaultJoinTimeout{600'000};      // --rdzv-conf join_timeout
+inline constexpr std::chrono::milliseconds kDefaultLastCallTimeout{30'000};   // --rdzv-conf last_call_timeout
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{15'000};  // --rdzv-conf heartbeat_timeout
+inline constexpr std::chrono::milliseconds kHandshakeTimeout{10'000};         // a connection's challenge and answer
+inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{30'000};   // --shutdown-timeout: SIGTERM to SIGKILL
+inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};    // --hang-timeout
 // How long the nodes have to answer a stacks query (a hang's, or `dlaunch
 // stacks` of a whole job); one that does not is named as not sampled. A node
 // takes at most 10 s: gdb attaches take seconds.

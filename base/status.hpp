@@ -15,8 +15,8 @@ enum class Code {
   kInvalidArgument,  // bad flag, value, hostfile line, frame
   kNotFound,         // a command or file that does not exist
   kTimeout,
-  kIo,               // a system call failed
-  kPeerLost,         // a rendezvous peer went away
+  kIo,        // a system call failed
+  kPeerLost,  // a rendezvous peer went away
 };
 
 class Status {
@@ -44,8 +44,8 @@ class Status {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}   // NOLINT: must not be Ok
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be Ok
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }

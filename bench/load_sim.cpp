@@ -55,8 +55,8 @@ Status AssignmentChecker::Finish() const {
     int agent = agent_of_rank_[r];
     if (agent < 0) return Status::InvalidArgument(fmt::format("node rank {} was given to no agent", r));
     if (offset_of_rank_[r] != offset)
-      return Status::InvalidArgument(fmt::format("agent {}: rank offset {} at node rank {}, expected {}",
-                                                 HostOf(agent), offset_of_rank_[r], r, offset));
+      return Status::InvalidArgument(fmt::format("agent {}: rank offset {} at node rank {}, expected {}", HostOf(agent),
+                                                 offset_of_rank_[r], r, offset));
     offset += NprocOf(agent);
   }
   return Status::Ok();
@@ -177,8 +177,8 @@ class LoadSim {
     if (Status s = Step(); !s.ok()) return s;
     Result<Message> got = Wire(hello);
     if (!got.ok()) return got.status();
-    Result<Challenge> challenge = AnswerHello(o_.token, o_.run_id, std::get<rendezvous::Hello>(*got), RandomNonce,
-                                              sh.lobby);
+    Result<Challenge> challenge =
+        AnswerHello(o_.token, o_.run_id, std::get<rendezvous::Hello>(*got), RandomNonce, sh.lobby);
     if (!challenge.ok()) return Refusal(agent, challenge.status().message());
     Result<Message> back = Wire(*challenge);
     if (!back.ok()) return back.status();
@@ -266,10 +266,10 @@ class LoadSim {
       ++dones_back_;
     } else if (!std::holds_alternative<Challenge>(*got)) {
       std::string why = std::holds_alternative<rendezvous::Refused>(*got) ? std::get<rendezvous::Refused>(*got).reason
-                        : std::holds_alternative<Abort>(*got)           ? std::get<Abort>(*got).reason
-                                                                        : std::string(TypeName(*got));
-      return Status::InvalidArgument(fmt::format("agent {}: got {} ({})", AssignmentChecker::HostOf(agent),
-                                                 TypeName(*got), why));
+                        : std::holds_alternative<Abort>(*got)             ? std::get<Abort>(*got).reason
+                                                                          : std::string(TypeName(*got));
+      return Status::InvalidArgument(
+          fmt::format("agent {}: got {} ({})", AssignmentChecker::HostOf(agent), TypeName(*got), why));
     }
     return Status::Ok();
   }

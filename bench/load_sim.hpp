@@ -49,8 +49,8 @@ class AssignmentChecker {
 
  private:
   int n_;
-  std::int64_t workers_ = 0;          // sum of every agent's nproc
-  std::vector<int> agent_of_rank_;    // -1: not given yet
+  std::int64_t workers_ = 0;        // sum of every agent's nproc
+  std::vector<int> agent_of_rank_;  // -1: not given yet
   std::vector<int> offset_of_rank_;
   bool first_ = true;
   int generation_ = 0;
@@ -60,7 +60,7 @@ class AssignmentChecker {
 
 struct LoadSimOptions {
   int agents = 1000;
-  int window = 1024;         // agents between Hello and Join at a time
+  int window = 1024;                     // agents between Hello and Join at a time
   std::string token = "load-sim-token";  // "" runs without authentication
   std::string run_id = "load-sim";
 };

@@ -53,10 +53,10 @@
 //   rdzv_load codec n=N frame_bytes=B per_agent_s=A encode_once_copy_s=C encode_once_s=O
 // per_agent_s: a copy of the Assignment (node table included) per agent, all
 // alive at once, then Encode of each (what the coordinator did before one
-// SendAssignments action built each agent's as it was written); encode_once_copy_s: one Encode, then per agent a copy of the frame with its
-// node rank patched in (4 bytes at a fixed offset); encode_once_s: one Encode and
-// one shared frame, each agent getting only its 4-byte rank (e.g. a small prefix
-// frame, or a scatter-gather write of a rank header and the shared table).
+// SendAssignments action built each agent's as it was written); encode_once_copy_s: one Encode, then per agent a copy
+// of the frame with its node rank patched in (4 bytes at a fixed offset); encode_once_s: one Encode and one shared
+// frame, each agent getting only its 4-byte rank (e.g. a small prefix frame, or a scatter-gather write of a rank header
+// and the shared table).
 //
 // Prints one line on stdout:
 //   rdzv_load n=N seconds=S agents_per_s=R connect_join_s=A assign_s=B
@@ -102,7 +102,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kExitFail = 1;
 constexpr int kExitUsage = 2;
-constexpr std::uint64_t kReservedFds = 64;  // stdio, epoll, the listener, timers, slack
+constexpr std::uint64_t kReservedFds = 64;   // stdio, epoll, the listener, timers, slack
 constexpr std::uint8_t kAssignmentType = 5;  // index of Assignment in Message, plus one
 
 [[noreturn]] void Die(int code, const std::string& line) {
@@ -149,9 +149,10 @@ struct Options {
 Options ParseArgs(int argc, char** argv) {
   Options o;
   auto usage = [](const std::string& why) {
-    Die(kExitUsage, why + " (usage: rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] "
-                          "[--window W] [--timeout S] [--full-check] [--tables] | --max-n | --codec-cost N | "
-                          "--no-sockets N [--token T] [--window W])");
+    Die(kExitUsage, why +
+                        " (usage: rdzv_load N [--endpoint HOST:PORT] [--token T] [--run-id ID] "
+                        "[--window W] [--timeout S] [--full-check] [--tables] | --max-n | --codec-cost N | "
+                        "--no-sockets N [--token T] [--window W])");
   };
   auto number = [&](const std::string& flag, const char* text) {
     char* end = nullptr;
@@ -307,10 +308,10 @@ struct Sim {
   unsigned char header[rdzv::kHeaderSize];
   std::size_t header_got = 0;
   std::uint32_t length = 0;
-  bool skipping = false;            // an Assignment read in the light way
-  unsigned char head[12];           // its generation, node rank, table length
+  bool skipping = false;   // an Assignment read in the light way
+  unsigned char head[12];  // its generation, node rank, table length
   std::size_t payload_got = 0;
-  std::string frame;                // a whole frame to decode (header + payload)
+  std::string frame;  // a whole frame to decode (header + payload)
 };
 
 class Load {
@@ -327,7 +328,8 @@ class Load {
       copts.handshake_timeout = copts.join_timeout;
       copts.heartbeat_timeout = copts.join_timeout;  // the simulated agents never beat
       copts.token = o_.token;
-      auto started = rdzv::CoordinatorServer::Start(io_, rdzv::HostPort{"127.0.0.1", 0}, "rdzv_load", rdzv::CoordinatorServer::OneJob(copts),
+      auto started = rdzv::CoordinatorServer::Start(io_, rdzv::HostPort{"127.0.0.1", 0}, "rdzv_load",
+                                                    rdzv::CoordinatorServer::OneJob(copts),
                                                     [this](const std::string& line) { Log(line); });
       if (!started.ok()) Die(kExitFail, started.status().message());
       server_ = std::move(*started);
@@ -349,14 +351,15 @@ class Load {
     deadline_.expires_after(std::chrono::milliseconds(static_cast<long>(o_.timeout_s * 1000)));
     deadline_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      Die(kExitFail, fmt::format("timed out after {}s: {} of {} agents connected, {} joined, {} assigned",
-                                 o_.timeout_s, started_, o_.n, joined_, assigned_));
+      Die(kExitFail, fmt::format("timed out after {}s: {} of {} agents connected, {} joined, {} assigned", o_.timeout_s,
+                                 started_, o_.n, joined_, assigned_));
     });
 
     t0_ = Clock::now();
     Pump();
     io_.run();
-    if (assigned_ != o_.n) Die(kExitFail, fmt::format("the event loop ran dry with {} of {} agents assigned", assigned_, o_.n));
+    if (assigned_ != o_.n)
+      Die(kExitFail, fmt::format("the event loop ran dry with {} of {} agents assigned", assigned_, o_.n));
     return Report();
   }
 
@@ -374,7 +377,8 @@ class Load {
       sim.phase = Sim::Phase::kConnecting;
       BindSource(sim);
       sim.sock.async_connect(target_, [this, &sim](boost::system::error_code ec) {
-        if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot connect to {} ({})", sim.index, Target(), ec.message()));
+        if (ec)
+          Die(kExitFail, fmt::format("agent sim-{}: cannot connect to {} ({})", sim.index, Target(), ec.message()));
         OnConnected(sim);
       });
     }
@@ -397,7 +401,8 @@ class Load {
     setsockopt(sim.sock.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     auto source = asio::ip::make_address_v4(0x7f000002u + static_cast<unsigned>(sim.index % 64));
     sim.sock.bind(tcp::endpoint(source, 0), ec);
-    if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot bind {} ({})", sim.index, source.to_string(), ec.message()));
+    if (ec)
+      Die(kExitFail, fmt::format("agent sim-{}: cannot bind {} ({})", sim.index, source.to_string(), ec.message()));
   }
 
   std::string Target() const { return fmt::format("{}:{}", target_.address().to_string(), target_.port()); }
@@ -405,7 +410,8 @@ class Load {
   void Write(Sim& sim, const rdzv::Message& m) {
     boost::system::error_code ec;
     asio::write(sim.sock, asio::buffer(rdzv::Encode(m)), ec);
-    if (ec) Die(kExitFail, fmt::format("agent sim-{}: cannot send {} ({})", sim.index, rdzv::TypeName(m), ec.message()));
+    if (ec)
+      Die(kExitFail, fmt::format("agent sim-{}: cannot send {} ({})", sim.index, rdzv::TypeName(m), ec.message()));
   }
 
   void OnConnected(Sim& sim) {
@@ -502,7 +508,8 @@ class Load {
       if (!c->nonce.empty()) {
         if (o_.token.empty()) Die(kExitFail, "the coordinator wants a token (--token)");
         // As a real agent does (protocol 3): the coordinator proves the token first.
-        if (dlaunch::Status s = rdzv::CheckCoordinatorProof(o_.token, sim.nonce, c->nonce, o_.run_id, c->proof); !s.ok())
+        if (dlaunch::Status s = rdzv::CheckCoordinatorProof(o_.token, sim.nonce, c->nonce, o_.run_id, c->proof);
+            !s.ok())
           Die(kExitFail, fmt::format("agent sim-{}: the coordinator did not prove it holds the token ({})", sim.index,
                                      s.message()));
         Write(sim, rdzv::Proof{rdzv::ProofFor(o_.token, rdzv::Prover::kAgent, sim.nonce, c->nonce, o_.run_id)});
@@ -524,16 +531,17 @@ class Load {
         if (a->nodes.size() != 1 || a->nodes[0].host != fmt::format("sim-{}", sim.index) || a->nnodes != o_.n ||
             a->world_size != o_.n || a->rank_offset != a->node_rank)
           Die(kExitFail, fmt::format("agent sim-{}: a compact assignment with {} rows, host '{}', nnodes {}, world {}, "
-                                     "rank offset {} at node rank {}", sim.index, a->nodes.size(),
-                                     a->nodes.empty() ? "" : a->nodes[0].host, a->nnodes, a->world_size,
-                                     a->rank_offset, a->node_rank));
+                                     "rank offset {} at node rank {}",
+                                     sim.index, a->nodes.size(), a->nodes.empty() ? "" : a->nodes[0].host, a->nnodes,
+                                     a->world_size, a->rank_offset, a->node_rank));
         if (!decoded_one_) generation_ = a->generation;
         decoded_one_ = true;
         Assigned(sim, a->generation, a->node_rank, static_cast<std::uint32_t>(o_.n));
         return;
       }
       if (static_cast<long>(a->nodes.size()) != o_.n)
-        Die(kExitFail, fmt::format("agent sim-{}: a node table of {} nodes, expected {}", sim.index, a->nodes.size(), o_.n));
+        Die(kExitFail,
+            fmt::format("agent sim-{}: a node table of {} nodes, expected {}", sim.index, a->nodes.size(), o_.n));
       if (!decoded_one_) {
         decoded_one_ = true;
         hosts_.clear();
@@ -572,7 +580,8 @@ class Load {
     if (node_rank < 0 || node_rank >= o_.n)
       Die(kExitFail, fmt::format("agent sim-{}: node rank {} out of 0..{}", sim.index, node_rank, o_.n - 1));
     int& owner = rank_owner_[static_cast<std::size_t>(node_rank)];
-    if (owner >= 0) Die(kExitFail, fmt::format("node rank {} given to both sim-{} and sim-{}", node_rank, owner, sim.index));
+    if (owner >= 0)
+      Die(kExitFail, fmt::format("node rank {} given to both sim-{} and sim-{}", node_rank, owner, sim.index));
     owner = sim.index;
     ranks_[static_cast<std::size_t>(sim.index)] = node_rank;
     generations_.push_back(generation);
@@ -599,11 +608,11 @@ class Load {
     getrusage(RUSAGE_SELF, &ru);
     double seconds = std::chrono::duration<double>(t_end_ - t0_).count();
     double join_s = std::chrono::duration<double>(t_joined_ - t0_).count();
-    std::printf("rdzv_load n=%ld seconds=%.6f agents_per_s=%.0f connect_join_s=%.6f assign_s=%.6f bytes_in=%llu "
-                "rss_mib=%.1f mode=%s token=%d tables=%d\n",
-                o_.n, seconds, o_.n / seconds, join_s, seconds - join_s, static_cast<unsigned long long>(bytes_in_),
-                ru.ru_maxrss / 1024.0, o_.endpoint ? "endpoint" : "in-process", o_.token.empty() ? 0 : 1,
-                o_.tables ? 1 : 0);
+    std::printf(
+        "rdzv_load n=%ld seconds=%.6f agents_per_s=%.0f connect_join_s=%.6f assign_s=%.6f bytes_in=%llu "
+        "rss_mib=%.1f mode=%s token=%d tables=%d\n",
+        o_.n, seconds, o_.n / seconds, join_s, seconds - join_s, static_cast<unsigned long long>(bytes_in_),
+        ru.ru_maxrss / 1024.0, o_.endpoint ? "endpoint" : "in-process", o_.token.empty() ? 0 : 1, o_.tables ? 1 : 0);
     std::fflush(stdout);
     // Tearing down N connections and the coordinator's copies of the table
     // measures nothing: leave it to the kernel.

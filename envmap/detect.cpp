@@ -15,8 +15,10 @@ std::string Shown(std::string_view value) {
   std::string out;
   for (char c : value.substr(0, kShown)) {
     auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", byte);
+    if (byte >= 0x20 && byte < 0x7f)
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", byte);
   }
   return value.size() > kShown ? out + "..." : out;
 }
@@ -48,9 +50,9 @@ Result<std::optional<int>> Int(const EnvMap& env, const char* name, int min = 0,
 }
 
 // Reads a required-or-optional number into `out`, noting where it came from.
-#define DLAUNCH_READ(var, name, ...)                          \
-  auto var##_r = Int(env, name, __VA_ARGS__);                 \
-  if (!var##_r.ok()) return var##_r.status();                 \
+#define DLAUNCH_READ(var, name, ...)          \
+  auto var##_r = Int(env, name, __VA_ARGS__); \
+  if (!var##_r.ok()) return var##_r.status(); \
   std::optional<int> var = *var##_r
 
 // "addr:port" (the port optional) into the master fields.
@@ -78,7 +80,8 @@ Result<Detected> Kubeflow(const EnvMap& env) {
     size_t colon = nnodes->find(':');
     EnvMap max = {{"PET_NNODES", colon == std::string::npos ? *nnodes : nnodes->substr(colon + 1)}};
     auto n = Int(max, "PET_NNODES", 1, kMaxCount);
-    if (!n.ok() || !*n) return Status::InvalidArgument(fmt::format("PET_NNODES: expected N or MIN:MAX, got '{}'", *nnodes));
+    if (!n.ok() || !*n)
+      return Status::InvalidArgument(fmt::format("PET_NNODES: expected N or MIN:MAX, got '{}'", *nnodes));
     d.nnodes = **n;
     d.evidence.push_back(fmt::format("{} nodes from PET_NNODES={}", d.nnodes, *nnodes));
   }
@@ -100,7 +103,8 @@ Result<Detected> Kubeflow(const EnvMap& env) {
   d.master_port = port;
   if (const std::string* ep = Get(env, "PET_RDZV_ENDPOINT")) d.rdzv_endpoint = *ep;
   if (const std::string* id = Get(env, "PET_RDZV_ID")) d.run_id = *id;
-  if (!d.master_addr.empty()) d.evidence.push_back(fmt::format("master {} from PET_MASTER_ADDR/MASTER_ADDR", d.master_addr));
+  if (!d.master_addr.empty())
+    d.evidence.push_back(fmt::format("master {} from PET_MASTER_ADDR/MASTER_ADDR", d.master_addr));
   return d;
 }
 
@@ -116,8 +120,8 @@ Result<Detected> Slurm(const EnvMap& env) {
   d.node_rank = node.value_or(0);
   d.nnodes = nnodes.value_or(1);
   d.run_id = *Get(env, "SLURM_JOB_ID");
-  d.evidence.push_back(fmt::format("Slurm job {}: node {} of {} from SLURM_NODEID/SLURM_NNODES", d.run_id,
-                                   d.node_rank, d.nnodes));
+  d.evidence.push_back(
+      fmt::format("Slurm job {}: node {} of {} from SLURM_NODEID/SLURM_NNODES", d.run_id, d.node_rank, d.nnodes));
   const std::string* list = Get(env, "SLURM_JOB_NODELIST");
   if (list == nullptr) list = Get(env, "SLURM_NODELIST");
   if (list != nullptr) {
@@ -144,8 +148,9 @@ Result<Detected> Slurm(const EnvMap& env) {
     for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
       if (const std::string* counts = Get(env, name); counts != nullptr && !here) {
         here = TasksOnNode(*counts, d.node_rank);
-        if (!here) return Status::InvalidArgument(fmt::format("{}: expected counts like '2(x3),1' covering node {}, got '{}'",
-                                                              name, d.node_rank, *counts));
+        if (!here)
+          return Status::InvalidArgument(
+              fmt::format("{}: expected counts like '2(x3),1' covering node {}, got '{}'", name, d.node_rank, *counts));
       }
     }
     d.local_size = here.value_or(per_node.value_or(std::max(1, *ntasks / std::max(1, d.nnodes))));
@@ -227,10 +232,12 @@ Result<Detected> TfConfig(const EnvMap& env) {
   if (ec || !v.is_object()) return bad("not a JSON object");
   const auto* cluster = v.as_object().if_contains("cluster");
   const auto* task = v.as_object().if_contains("task");
-  if (cluster == nullptr || !cluster->is_object() || task == nullptr || !task->is_object()) return bad("no cluster or task");
+  if (cluster == nullptr || !cluster->is_object() || task == nullptr || !task->is_object())
+    return bad("no cluster or task");
   const auto* type = task->as_object().if_contains("type");
   const auto* index = task->as_object().if_contains("index");
-  if (type == nullptr || !type->is_string() || index == nullptr || !index->is_int64()) return bad("task without type and index");
+  if (type == nullptr || !type->is_string() || index == nullptr || !index->is_int64())
+    return bad("task without type and index");
   Detected d;
   d.source = Source::kTfConfig;
   // Nodes in TensorFlow's order: chief, workers, ps; this task's position is its node rank.
@@ -266,12 +273,18 @@ Result<Detected> TfConfig(const EnvMap& env) {
 
 std::string_view SourceName(Source source) {
   switch (source) {
-    case Source::kKubeflow: return "kubeflow";
-    case Source::kSlurm: return "slurm";
-    case Source::kOpenMpi: return "openmpi";
-    case Source::kAzure: return "azure";
-    case Source::kTfConfig: return "tfconfig";
-    case Source::kLocal: return "local";
+    case Source::kKubeflow:
+      return "kubeflow";
+    case Source::kSlurm:
+      return "slurm";
+    case Source::kOpenMpi:
+      return "openmpi";
+    case Source::kAzure:
+      return "azure";
+    case Source::kTfConfig:
+      return "tfconfig";
+    case Source::kLocal:
+      return "local";
   }
   return "local";
 }
@@ -291,18 +304,18 @@ Result<Detected> Detect(const EnvMap& env) {
 bool IsLauncherPrivate(std::string_view name) {
   // What mpirun (Open MPI 4) puts in each process it starts. OMPI_MCA_ess=^singleton
   // alone would stop a worker's own MPI_Init from running as a singleton.
-  for (std::string_view prefix : {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_APP_CTX_", "OMPI_NUM_APP_CTX",
-                                  "OMPI_FIRST_RANKS", "OMPI_FILE_LOCATION", "OMPI_ARGV", "OMPI_COMMAND",
-                                  "OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix", "OMPI_MCA_initial_wdir",
-                                  "OMPI_MCA_shmem_RUNTIME_QUERY_hint", "PMIX_"})
+  for (std::string_view prefix :
+       {"OMPI_COMM_WORLD_", "OMPI_UNIVERSE_SIZE", "OMPI_APP_CTX_", "OMPI_NUM_APP_CTX", "OMPI_FIRST_RANKS",
+        "OMPI_FILE_LOCATION", "OMPI_ARGV", "OMPI_COMMAND", "OMPI_MCA_ess", "OMPI_MCA_orte_", "OMPI_MCA_pmix",
+        "OMPI_MCA_initial_wdir", "OMPI_MCA_shmem_RUNTIME_QUERY_hint", "PMIX_"})
     if (name.starts_with(prefix)) return true;
   return false;
 }
 
 bool IsSlurmTaskVariable(std::string_view name) {
-  for (std::string_view v : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
-                             "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
-                             "SLURM_GTIDS", "SLURM_TASK_PID"})
+  for (std::string_view v :
+       {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
+        "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_GTIDS", "SLURM_TASK_PID"})
     if (name == v) return true;
   return false;
 }

@@ -33,8 +33,8 @@ struct Detected {
   Source source = Source::kLocal;
   int node_rank = 0;
   int nnodes = 1;
-  std::optional<int> nproc;        // workers per node, when the source says
-  std::string master_addr;         // empty: not known from the source
+  std::optional<int> nproc;  // workers per node, when the source says
+  std::string master_addr;   // empty: not known from the source
   std::optional<int> master_port;
   std::optional<int> rdzv_port;    // a port the source reserved for this job step
   std::string rdzv_endpoint;       // Kubeflow's PET_RDZV_ENDPOINT

@@ -14,10 +14,7 @@ namespace dlaunch::envmap {
 
 using base::kHorovodStorePortOffset;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot) {
   const std::string world = std::to_string(WorldSize(layout));

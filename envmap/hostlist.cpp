@@ -61,7 +61,8 @@ Result<Pattern> ParsePattern(std::string_view pattern, std::string_view whole) {
     p.text.emplace_back(text);
     if (open == std::string_view::npos) return p;
     size_t close = pattern.find(']', open);
-    if (close == std::string_view::npos) return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", Shown(whole)));
+    if (close == std::string_view::npos)
+      return Status::InvalidArgument(fmt::format("unbalanced '[' in '{}'", Shown(whole)));
     std::vector<Range>& group = p.groups.emplace_back();
     std::string_view body = pattern.substr(open + 1, close - open - 1);
     size_t start = 0;
@@ -105,8 +106,7 @@ void Expand(const Pattern& p, std::vector<std::string>& out) {
   for (size_t g = 0; g < n; ++g) value[g] = p.groups[g][0].lo;
   for (;;) {
     std::string host = p.text[0];
-    for (size_t g = 0; g < n; ++g)
-      host += fmt::format("{:0{}}", value[g], p.groups[g][range[g]].width) + p.text[g + 1];
+    for (size_t g = 0; g < n; ++g) host += fmt::format("{:0{}}", value[g], p.groups[g][range[g]].width) + p.text[g + 1];
     out.push_back(std::move(host));
     size_t g = n;
     for (;;) {
@@ -148,8 +148,8 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view list) {
       uint64_t count = Count(*p, longest);
       if (__builtin_add_overflow(total, count, &total)) total = UINT64_MAX;
       if (longest > kMaxHostName)
-        return Status::InvalidArgument(
-            fmt::format("'{}' makes a host name of {} bytes, over the limit of {}", Shown(list), longest, kMaxHostName));
+        return Status::InvalidArgument(fmt::format("'{}' makes a host name of {} bytes, over the limit of {}",
+                                                   Shown(list), longest, kMaxHostName));
       patterns.push_back(std::move(*p));
       start = i + 1;
     }
@@ -171,7 +171,8 @@ std::optional<int> TasksOnNode(std::string_view counts, int node) {
   size_t start = 0;
   while (start <= counts.size()) {
     size_t comma = counts.find(',', start);
-    std::string_view item = counts.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view item =
+        counts.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     int n = 0, times = 1;
     auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
     if (item.empty() || ec != std::errc() || n < 1) return std::nullopt;

@@ -46,8 +46,8 @@ Status ValidateNodes(const JobLayout& layout) {
           fmt::format("{}: {} worker processes (need at least 1)", NodeName(layout, i), node.nproc));
     }
     if (!node.task_ports.empty() && static_cast<int>(node.task_ports.size()) != node.nproc) {
-      return Status::InvalidArgument(fmt::format("{}: {} task ports for {} worker processes",
-                                                 NodeName(layout, i), node.task_ports.size(), node.nproc));
+      return Status::InvalidArgument(fmt::format("{}: {} task ports for {} worker processes", NodeName(layout, i),
+                                                 node.task_ports.size(), node.nproc));
     }
   }
   return Status::Ok();
@@ -58,8 +58,8 @@ Status ValidateRoles(const JobLayout& layout) {
   int total = 0;
   for (const RoleSpec& role : layout.roles) {
     if (!IsKnownRole(role.name)) {
-      return Status::InvalidArgument(fmt::format(
-          "--roles: unknown role '{}' (expected chief, worker, ps or evaluator)", role.name));
+      return Status::InvalidArgument(
+          fmt::format("--roles: unknown role '{}' (expected chief, worker, ps or evaluator)", role.name));
     }
     if (role.count < 1) {
       return Status::InvalidArgument(
@@ -91,8 +91,7 @@ Status ValidateRoles(const JobLayout& layout) {
   }
   for (size_t i = 0; i < layout.nodes.size(); ++i) {
     if (layout.nodes[i].task_ports.empty()) {
-      return Status::InvalidArgument(
-          fmt::format("--roles: every task needs its own port (node {} has none)", i));
+      return Status::InvalidArgument(fmt::format("--roles: every task needs its own port (node {} has none)", i));
     }
   }
   return Status::Ok();
@@ -140,9 +139,7 @@ LocalShape ShapeOf(const JobLayout& layout, const WorkerSlot& slot) {
           static_cast<int>(layout.nodes.size())};
 }
 
-int WorldSize(const JobLayout& layout) {
-  return RankOffset(layout, static_cast<int>(layout.nodes.size()));
-}
+int WorldSize(const JobLayout& layout) { return RankOffset(layout, static_cast<int>(layout.nodes.size())); }
 
 int RankOffset(const JobLayout& layout, int node_rank) {
   int offset = 0;

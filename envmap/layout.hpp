@@ -22,10 +22,10 @@ using EnvMap = std::map<std::string, std::string>;
 const std::string* Find(const EnvVars& vars, const std::string& name);
 
 struct Node {
-  std::string host;            // a name for people and for HOROVOD_HOSTNAME
-  std::string addr;            // the address other nodes reach it at
-  int nproc = 1;               // worker processes on this node
-  std::vector<int> task_ports; // one free port per local worker (TF tasks); may be empty
+  std::string host;             // a name for people and for HOROVOD_HOSTNAME
+  std::string addr;             // the address other nodes reach it at
+  int nproc = 1;                // worker processes on this node
+  std::vector<int> task_ports;  // one free port per local worker (TF tasks); may be empty
 };
 
 // A TensorFlow-style role: chief, worker, ps or evaluator. Roles are job-wide:
@@ -57,20 +57,20 @@ struct JobLayout {
   std::string run_id;
   int restart_count = 0;
   int max_restarts = 0;
-  std::string role = "default";  // torchrun's --role, used when `roles` is empty
-  std::vector<RoleSpec> roles;   // empty: no TF roles
-  bool agent_store = false;      // TORCHELASTIC_USE_AGENT_STORE
+  std::string role = "default";             // torchrun's --role, used when `roles` is empty
+  std::vector<RoleSpec> roles;              // empty: no TF roles
+  bool agent_store = false;                 // TORCHELASTIC_USE_AGENT_STORE
   std::optional<ProcessView> process_view;  // set: one dlaunch per worker
 };
 
 // What one local worker is.
 struct WorkerSlot {
   int local_rank = 0;
-  int rank = 0;                 // global rank
+  int rank = 0;  // global rank
   std::string role = "default";
   int role_rank = 0;
   int role_world_size = 0;
-  int port = 0;                 // this task's own port (from Node::task_ports), 0 if none
+  int port = 0;  // this task's own port (from Node::task_ports), 0 if none
 };
 
 int WorldSize(const JobLayout& layout);

@@ -10,7 +10,6 @@ namespace dlaunch::envmap {
 
 namespace {
 
-
 // Appends name=value after removing any earlier entry of the same name, so that the
 // result holds each name once and a later layer overrides an earlier one.
 void Override(EnvVars& env, const std::string& name, const std::string& value) {
@@ -45,8 +44,7 @@ std::optional<std::string> VirtualGpu(const EnvMap& inherited, int local_rank) {
   }
 }
 
-EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
-                 const EnvMap& inherited) {
+EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors, const EnvMap& inherited) {
   const auto [local_rank, local_world, node_rank, nnodes] = ShapeOf(layout, slot);
   EnvVars env = {
       {"RANK", std::to_string(slot.rank)},
@@ -71,7 +69,8 @@ EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors&
   if (flavors.virtual_local_rank) {
     Override(env, "LOCAL_RANK", "0");
     // Plans check the list first; a short one leaves the inherited value.
-    if (std::optional<std::string> gpu = VirtualGpu(inherited, local_rank)) env.emplace_back("CUDA_VISIBLE_DEVICES", *gpu);
+    if (std::optional<std::string> gpu = VirtualGpu(inherited, local_rank))
+      env.emplace_back("CUDA_VISIBLE_DEVICES", *gpu);
   }
   if (!flavors.error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", flavors.error_file);
   // torchrun caps OpenMP at one thread per worker only when several workers share a
@@ -99,8 +98,7 @@ EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors) {
   return env;
 }
 
-EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
-                  const EnvMap& inherited) {
+EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors, const EnvMap& inherited) {
   EnvVars env = flavors.per_node ? PerNodeEnv(layout, flavors) : TorchEnv(layout, slot, flavors, inherited);
   if (!layout.roles.empty()) env.emplace_back("TF_CONFIG", TfConfig(layout, slot));
   if (flavors.ompi) Append(env, OmpiEnv(layout, slot));

@@ -28,8 +28,8 @@ struct Flavors {
   bool ompi = false;
   bool azure = false;
   bool horovod = false;
-  std::string azure_hostfile;   // path of the hostfile the launcher wrote (AZUREML_MPI_HOSTFILE)
-  std::string error_file;       // TORCHELASTIC_ERROR_FILE for this worker; empty: not set
+  std::string azure_hostfile;  // path of the hostfile the launcher wrote (AZUREML_MPI_HOSTFILE)
+  std::string error_file;      // TORCHELASTIC_ERROR_FILE for this worker; empty: not set
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   // --launch-mode per-node: the one process per node is itself a launcher.
   bool per_node = false;
@@ -47,8 +47,7 @@ struct Flavors {
 // TORCH_NCCL_ASYNC_ERROR_HANDLING) is left out of the result when present there.
 // Role-specific variables (RoleSpec::env) come last and win. With
 // Flavors::per_node the PyTorch set is PerNodeEnv's instead.
-EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
-                  const EnvMap& inherited);
+EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors, const EnvMap& inherited);
 
 // What a per-node launcher (torch.distributed.launch, Lightning, accelerate, seed
 // 004's launch.py) reads on its node: NODE_RANK, GROUP_RANK, NNODES,
@@ -65,8 +64,7 @@ EnvVars PerNodeEnv(const JobLayout& layout, const Flavors& flavors);
 std::optional<std::string> VirtualGpu(const EnvMap& inherited, int local_rank);
 
 // Each dialect on its own (WorkerEnv is their concatenation).
-EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors,
-                 const EnvMap& inherited);
+EnvVars TorchEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors& flavors, const EnvMap& inherited);
 EnvVars OmpiEnv(const JobLayout& layout, const WorkerSlot& slot);
 EnvVars AzureEnv(const JobLayout& layout, const Flavors& flavors);
 // Horovod's variables as horovodrun's gloo mode sets them: the rank ones

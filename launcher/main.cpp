@@ -3,7 +3,8 @@
 // main() only wires: it reads the outside world once (argv, the environment,
 // this machine), decides (launcher/config/plan.hpp, job_plan.hpp), and hands
 // the Plan to the mode that runs it (launcher/modes/dispatch.hpp), or to the
-// subcommand that runs it (launcher/commands/), returning its code. A decision that fails is exit code 2 (launcher/core/exit.hpp).
+// subcommand that runs it (launcher/commands/), returning its code. A decision that fails is exit code 2
+// (launcher/core/exit.hpp).
 #include <cstdio>
 #include <random>
 

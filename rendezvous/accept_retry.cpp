@@ -16,8 +16,7 @@ void AcceptRetry::Failed(const boost::system::error_code& ec, std::function<void
   if (ec == error::operation_aborted) return;  // the acceptor was closed
   if (ec == error::connection_aborted) return accept();
   AcceptBackoff::Retry retry = backoff_.Failed(AcceptBackoff::Clock::now());
-  if (retry.say && say_)
-    say_(fmt::format("cannot accept connections ({}); retrying, backing off to 1s", ec.message()));
+  if (retry.say && say_) say_(fmt::format("cannot accept connections ({}); retrying, backing off to 1s", ec.message()));
   timer_.expires_after(retry.wait);
   timer_.async_wait([alive = alive_, accept = std::move(accept)](boost::system::error_code e) {
     if (!e && *alive) accept();

@@ -47,8 +47,8 @@ std::vector<AgentAction> AgentMachine::Start(Clock::time_point now) {
   if (state_ != State::kIdle) return Flush();
   // The wire refuses what it cannot carry whole (a run id or an address too long):
   // say so now, naming the field, rather than fail at the first send.
-  for (const Message& m : {Message(Hello{kProtocolVersion, options_.join.run_id, std::string(kNonceSize, 'n')}),
-                           Message(options_.join)}) {
+  for (const Message& m :
+       {Message(Hello{kProtocolVersion, options_.join.run_id, std::string(kNonceSize, 'n')}), Message(options_.join)}) {
     if (Status s = CheckEncodable(m); !s.ok()) {
       state_ = State::kEnded;
       Emit(DoFinish{2, fmt::format("{}: {}", Subject(), s.message())});
@@ -125,8 +125,10 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
 std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::time_point now) {
   if (Joined()) last_heard_ = now;
   if (auto* query = std::get_if<Query>(&message); query && Joined()) {
-    if (state_ == State::kRunning) Emit(DoQuery{query->id, query->what});
-    else Emit(DoSend{Report{query->id, node_rank_, {}}});  // no ranks run here now
+    if (state_ == State::kRunning)
+      Emit(DoQuery{query->id, query->what});
+    else
+      Emit(DoSend{Report{query->id, node_rank_, {}}});  // no ranks run here now
     return Flush();
   }
   auto* refused = std::get_if<Refused>(&message);
@@ -156,15 +158,15 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
         next_ = *assignment;
         outcome_.reset();
         state_ = State::kStopping;
-        Emit(DoStopWorkers{1, fmt::format("{}: restarting the job as generation {}", Subject(),
-                                          assignment->generation)});
+        Emit(DoStopWorkers{1,
+                           fmt::format("{}: restarting the job as generation {}", Subject(), assignment->generation)});
       } else if (abort || done || refused) {
         int code = abort ? abort->code : done ? done->exit_code : 1;
         outcome_ = code;
         state_ = State::kStopping;
         std::string reason = abort && !options_.hosted ? abort->reason
-                             : refused ? fmt::format("{}: refused ({})", Subject(), refused->reason)
-                                       : "";
+                             : refused                 ? fmt::format("{}: refused ({})", Subject(), refused->reason)
+                                                       : "";
         Emit(DoStopWorkers{code, reason});
       }
       break;
@@ -212,8 +214,8 @@ void AgentMachine::OnHandshakeMessage(const Message& message, Clock::time_point 
 
 void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now) {
   if (options_.token.empty() && !challenge.nonce.empty()) {
-    return Finish(1, fmt::format("{}: the coordinator wants a token (--rdzv-token, {} or --rdzv-token-file)",
-                                 Subject(), kTokenEnvVar));
+    return Finish(1, fmt::format("{}: the coordinator wants a token (--rdzv-token, {} or --rdzv-token-file)", Subject(),
+                                 kTokenEnvVar));
   }
   if (!options_.token.empty()) {
     // The coordinator proves the token first: a fake coordinator on the endpoint
@@ -223,8 +225,10 @@ void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now
     if (!proved.ok()) {
       std::string hint = options_.token_from.empty()
                              ? ""
-                             : fmt::format("; given no token, this agent used {}: give it the job's token ({}, "
-                                           "--rdzv-token or --rdzv-token-file)", options_.token_from, kTokenEnvVar);
+                             : fmt::format(
+                                   "; given no token, this agent used {}: give it the job's token ({}, "
+                                   "--rdzv-token or --rdzv-token-file)",
+                                   options_.token_from, kTokenEnvVar);
       return Finish(1, fmt::format("{}: the coordinator did not prove it holds the token ({}){}", Subject(),
                                    proved.message(), hint));
     }
@@ -294,8 +298,7 @@ void AgentMachine::Lost(const std::string& why) {
 }
 
 std::vector<AgentAction> AgentMachine::OnWorkerFailed(int rank, int code, const std::string& reason) {
-  if (state_ == State::kRunning && connected_)
-    Emit(DoSend{WorkerFailed{generation_, node_rank_, rank, code, reason}});
+  if (state_ == State::kRunning && connected_) Emit(DoSend{WorkerFailed{generation_, node_rank_, rank, code, reason}});
   return Flush();
 }
 
@@ -339,9 +342,10 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread
         HangUp();
         if (!warned_silent_) {
           warned_silent_ = true;
-          Emit(DoNotice{fmt::format("{}: no answer to hello within {} (not a dlaunch coordinator, or a stopped "
-                                    "one?); trying again until the join timeout",
-                                    Subject(), Seconds(options_.handshake_timeout))});
+          Emit(
+              DoNotice{fmt::format("{}: no answer to hello within {} (not a dlaunch coordinator, or a stopped "
+                                   "one?); trying again until the join timeout",
+                                   Subject(), Seconds(options_.handshake_timeout))});
         }
         Retry(fmt::format("no answer to hello within {}", Seconds(options_.handshake_timeout)), now);
       }
@@ -377,9 +381,10 @@ void AgentMachine::NoticeWait(Clock::time_point now) {
     return;
   }
   auto left = std::chrono::duration_cast<std::chrono::seconds>(join_deadline_ - now);
-  Emit(DoNotice{fmt::format("{}: no coordinator yet after {}s (last try: {}); trying until the join timeout, {}s "
-                            "from now",
-                            Subject(), waited.count(), last_error_, left.count())});
+  Emit(
+      DoNotice{fmt::format("{}: no coordinator yet after {}s (last try: {}); trying until the join timeout, {}s "
+                           "from now",
+                           Subject(), waited.count(), last_error_, left.count())});
 }
 
 std::vector<AgentAction> AgentMachine::Answer(int id, std::vector<std::string> items) {

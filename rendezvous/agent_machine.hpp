@@ -124,8 +124,7 @@ struct DoQuery {
   int id = 0;
   std::string what;  // "stacks" or "status"; anything else: answer with no items
 };
-using AgentAction =
-    std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
+using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
 // The longest pause between connect attempts for a job of `max_nodes` agents:
 // 32ms × √max_nodes, within 100ms and 2s (64 agents 256ms, 1,024 agents 1,024ms).
@@ -204,15 +203,15 @@ class AgentMachine {
   AgentMachineOptions options_;
   State state_ = State::kIdle;
   Clock::time_point join_deadline_{};
-  Clock::time_point deadline_{};   // connect or handshake deadline; next retry in kBackoff
+  Clock::time_point deadline_{};  // connect or handshake deadline; next retry in kBackoff
   Clock::time_point last_heard_{};
   Clock::time_point next_beat_{};
   std::chrono::milliseconds pause_{0};
   std::string last_error_ = "timed out";
   bool warned_silent_ = false;
   bool said_unresolved_ = false;  // OnUnresolved's notice was given
-  WaitNotice wait_notice_;  // from Start until the first Assignment
-  bool connected_ = false;  // a connection is open or being opened
+  WaitNotice wait_notice_;        // from Start until the first Assignment
+  bool connected_ = false;        // a connection is open or being opened
   std::string nonce_;
   int generation_ = 0;
   int node_rank_ = -1;

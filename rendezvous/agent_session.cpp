@@ -167,7 +167,7 @@ void AgentSession::Connect() {
   // Resolution runs on Asio's resolver thread, so a slow DNS answer never holds the loop.
   resolver_.async_resolve(target_.host, std::to_string(target_.port),
                           [this, attempt, alive = alive_, failed, connect](boost::system::error_code ec,
-                                                                          tcp::resolver::results_type results) {
+                                                                           tcp::resolver::results_type results) {
                             if (!*alive || attempt != attempt_) return;
                             if (ec) {
                               Apply(machine_.OnUnresolved(fmt::format("cannot resolve {} ({}; {})", target_.host,

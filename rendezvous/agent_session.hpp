@@ -36,8 +36,7 @@ class AgentSession {
   };
 
   // `target` is where to connect; options.endpoint names it in messages.
-  AgentSession(boost::asio::io_context& io, HostPort target, AgentMachineOptions options,
-        Hooks hooks);
+  AgentSession(boost::asio::io_context& io, HostPort target, AgentMachineOptions options, Hooks hooks);
   ~AgentSession();
 
   void Start();

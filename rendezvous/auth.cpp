@@ -80,16 +80,15 @@ std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_
   return HmacSha256(token, data);
 }
 
-bool Verify(std::string_view token, Prover who, std::string_view nonce_agent,
-            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof) {
+bool Verify(std::string_view token, Prover who, std::string_view nonce_agent, std::string_view nonce_coordinator,
+            std::string_view run_id, std::string_view proof) {
   if (proof.size() != kProofSize) return false;
   std::string expected = ProofFor(token, who, nonce_agent, nonce_coordinator, run_id);
   return CRYPTO_memcmp(expected.data(), proof.data(), kProofSize) == 0;
 }
 
-Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent,
-                             std::string_view nonce_coordinator, std::string_view run_id,
-                             std::string_view proof) {
+Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent, std::string_view nonce_coordinator,
+                             std::string_view run_id, std::string_view proof) {
   if (nonce_coordinator.empty() && proof.empty()) return Status::InvalidArgument("it sent no challenge");
   if (nonce_coordinator.size() != kNonceSize) {
     return Status::InvalidArgument(
@@ -131,9 +130,8 @@ Result<std::string> ChooseToken(const TokenSources& sources) {
   const TokenFile& file = *sources.file;
   // Checked before the contents, so a leaked file is reported even when empty.
   if ((file.mode & 077) != 0) {
-    return Status::InvalidArgument(
-        fmt::format("token file {}: mode {:04o} lets group or others read it (chmod 600 {})",
-                    file.path, file.mode, file.path));
+    return Status::InvalidArgument(fmt::format("token file {}: mode {:04o} lets group or others read it (chmod 600 {})",
+                                               file.path, file.mode, file.path));
   }
   std::string token = file.contents;
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
@@ -160,9 +158,11 @@ Result<TokenFile> ReadTokenFile(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
-                       : S_ISSOCK(st.st_mode) ? "a socket" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                       : "not a file";
+    const char* kind = S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                       : S_ISDIR(st.st_mode)                        ? "a directory"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a file";
     return Status::InvalidArgument(fmt::format("token file {}: not a regular file ({})", path, kind));
   }
   file.mode = st.st_mode & 07777;

@@ -39,17 +39,16 @@ std::string ProofFor(std::string_view token, Prover who, std::string_view nonce_
 
 // True when `proof` is ProofFor(token, who, ...) of the same values. Compares in
 // constant time (CRYPTO_memcmp); a proof of the wrong length is simply false.
-bool Verify(std::string_view token, Prover who, std::string_view nonce_agent,
-            std::string_view nonce_coordinator, std::string_view run_id, std::string_view proof);
+bool Verify(std::string_view token, Prover who, std::string_view nonce_agent, std::string_view nonce_coordinator,
+            std::string_view run_id, std::string_view proof);
 
 // The agent's check of a Challenge when it holds a token: Ok when the nonce is
 // kNonceSize bytes and `proof` is the coordinator's proof for it. Else
 // InvalidArgument with the cause alone, for "rendezvous HOST:PORT: the coordinator
 // did not prove it holds the token (CAUSE)": "it sent no challenge", "challenge
 // nonce of 5 bytes (expected 32)" or "its proof does not match this agent's token".
-Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent,
-                             std::string_view nonce_coordinator, std::string_view run_id,
-                             std::string_view proof);
+Status CheckCoordinatorProof(std::string_view token, std::string_view nonce_agent, std::string_view nonce_coordinator,
+                             std::string_view run_id, std::string_view proof);
 
 // kNonceSize bytes from the kernel's CSPRNG (getrandom), or Io when it fails.
 Result<std::string> RandomNonce();

@@ -18,8 +18,8 @@ namespace dlaunch::rendezvous {
 namespace {
 
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
-    "hello", "challenge", "proof",  "join",  "assignment", "heartbeat",
-    "worker-failed", "abort", "done", "leave", "refused", "query", "report"};
+    "hello", "challenge", "proof", "join",    "assignment", "heartbeat", "worker-failed",
+    "abort", "done",      "leave", "refused", "query",      "report"};
 
 std::uint32_t LoadU32(const char* p) {
   auto b = [p](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])); };
@@ -41,7 +41,8 @@ std::string Hex(std::string_view bytes) {
 template <typename M, typename T>
 concept Is = std::same_as<std::remove_const_t<M>, T>;
 
-template <typename V, Is<Hello> M> void Fields(V& v, M& m) {
+template <typename V, Is<Hello> M>
+void Fields(V& v, M& m) {
   v.Int("version", m.version);
   v.Str("run_id", m.run_id);
   v.Str("nonce", m.nonce);
@@ -51,12 +52,17 @@ template <typename V, Is<Hello> M> void Fields(V& v, M& m) {
   v.Int("hang_timeout_ms", m.hang_timeout_ms);
   v.Int("hang_stop", m.hang_stop);
 }
-template <typename V, Is<Challenge> M> void Fields(V& v, M& m) {
+template <typename V, Is<Challenge> M>
+void Fields(V& v, M& m) {
   v.Str("nonce", m.nonce);
   v.Str("proof", m.proof);
 }
-template <typename V, Is<Proof> M> void Fields(V& v, M& m) { v.Str("mac", m.mac); }
-template <typename V, Is<Join> M> void Fields(V& v, M& m) {
+template <typename V, Is<Proof> M>
+void Fields(V& v, M& m) {
+  v.Str("mac", m.mac);
+}
+template <typename V, Is<Join> M>
+void Fields(V& v, M& m) {
   v.Str("run_id", m.run_id);
   v.Str("host", m.host);
   v.List("addrs", m.addrs, [](V& v, auto& addr) { v.Str("addrs", addr); });
@@ -68,15 +74,15 @@ template <typename V, Is<Join> M> void Fields(V& v, M& m) {
   v.List("task_ports", m.task_ports, [](V& v, auto& port) { v.Int("task_ports", port); });
   v.Int("wants_table", m.wants_table);
 }
-template <typename V, Is<Assignment> M> void Fields(V& v, M& m) {
+template <typename V, Is<Assignment> M>
+void Fields(V& v, M& m) {
   v.Int("generation", m.generation);
   v.Int("node_rank", m.node_rank);
   v.List("nodes", m.nodes, [](V& v, auto& node) {
     v.Str("nodes.host", node.host);
     v.Str("nodes.addr", node.addr);
     v.Int("nodes.nproc", node.nproc);
-    v.List("nodes.task_ports", node.task_ports,
-           [](V& v, auto& port) { v.Int("nodes.task_ports", port); });
+    v.List("nodes.task_ports", node.task_ports, [](V& v, auto& port) { v.Int("nodes.task_ports", port); });
   });
   v.Str("master_addr", m.master_addr);
   v.Int("master_port", m.master_port);
@@ -86,30 +92,44 @@ template <typename V, Is<Assignment> M> void Fields(V& v, M& m) {
   v.Int("rank_offset", m.rank_offset);
   v.Int("world_size", m.world_size);
 }
-template <typename V, Is<Heartbeat> M> void Fields(V& v, M& m) { v.Int("silent_ms", m.silent_ms); }
-template <typename V, Is<WorkerFailed> M> void Fields(V& v, M& m) {
+template <typename V, Is<Heartbeat> M>
+void Fields(V& v, M& m) {
+  v.Int("silent_ms", m.silent_ms);
+}
+template <typename V, Is<WorkerFailed> M>
+void Fields(V& v, M& m) {
   v.Int("generation", m.generation);
   v.Int("node_rank", m.node_rank);
   v.Int("rank", m.rank);
   v.Int("code", m.code);
   v.Str("reason", m.reason);
 }
-template <typename V, Is<Abort> M> void Fields(V& v, M& m) {
+template <typename V, Is<Abort> M>
+void Fields(V& v, M& m) {
   v.Str("reason", m.reason);
   v.Int("code", m.code);
 }
-template <typename V, Is<Done> M> void Fields(V& v, M& m) {
+template <typename V, Is<Done> M>
+void Fields(V& v, M& m) {
   v.Int("generation", m.generation);
   v.Int("node_rank", m.node_rank);
   v.Int("exit_code", m.exit_code);
 }
-template <typename V, Is<Leave> M> void Fields(V& v, M& m) { v.Int("node_rank", m.node_rank); }
-template <typename V, Is<Refused> M> void Fields(V& v, M& m) { v.Str("reason", m.reason); }
-template <typename V, Is<Query> M> void Fields(V& v, M& m) {
+template <typename V, Is<Leave> M>
+void Fields(V& v, M& m) {
+  v.Int("node_rank", m.node_rank);
+}
+template <typename V, Is<Refused> M>
+void Fields(V& v, M& m) {
+  v.Str("reason", m.reason);
+}
+template <typename V, Is<Query> M>
+void Fields(V& v, M& m) {
   v.Int("id", m.id);
   v.Str("what", m.what);
 }
-template <typename V, Is<Report> M> void Fields(V& v, M& m) {
+template <typename V, Is<Report> M>
+void Fields(V& v, M& m) {
   v.Int("id", m.id);
   v.Int("node_rank", m.node_rank);
   v.List("items", m.items, [](V& v, auto& item) { v.Str("items", item); });
@@ -124,7 +144,8 @@ class Writer {
     U32(static_cast<std::uint32_t>(s.size()));
     out_.append(s);
   }
-  template <typename T, typename F> void List(const char*, const std::vector<T>& items, F item) {
+  template <typename T, typename F>
+  void List(const char*, const std::vector<T>& items, F item) {
     U32(static_cast<std::uint32_t>(items.size()));
     for (const T& x : items) item(*this, x);
   }
@@ -147,15 +168,16 @@ class Sizer {
   void Str(const char* name, const std::string& s) {
     size += 4 + s.size();
     if (s.size() > kMaxString && status.ok()) {
-      status = Status::InvalidArgument(fmt::format("frame: string '{}' of {} is {} bytes, over its cap of {}",
-                                                   name, message_, s.size(), kMaxString));
+      status = Status::InvalidArgument(fmt::format("frame: string '{}' of {} is {} bytes, over its cap of {}", name,
+                                                   message_, s.size(), kMaxString));
     }
   }
-  template <typename T, typename F> void List(const char* name, const std::vector<T>& items, F item) {
+  template <typename T, typename F>
+  void List(const char* name, const std::vector<T>& items, F item) {
     size += 4;
     if (items.size() > kMaxListItems && status.ok()) {
-      status = Status::InvalidArgument(fmt::format("frame: list '{}' of {} has {} items, over its cap of {}",
-                                                   name, message_, items.size(), kMaxListItems));
+      status = Status::InvalidArgument(fmt::format("frame: list '{}' of {} has {} items, over its cap of {}", name,
+                                                   message_, items.size(), kMaxListItems));
     }
     for (const T& x : items) item(*this, x);
   }
@@ -180,19 +202,20 @@ class Reader {
     std::uint32_t n = 0;
     if (!Count(name, n)) return;
     if (n > kMaxString) {
-      return Fail(fmt::format("frame: string '{}' of {} is {} bytes, over its cap of {}", name,
-                              message_, n, kMaxString));
+      return Fail(
+          fmt::format("frame: string '{}' of {} is {} bytes, over its cap of {}", name, message_, n, kMaxString));
     }
     if (!Need(name, n)) return;
     s.assign(data_.substr(pos_, n));
     pos_ += n;
   }
-  template <typename T, typename F> void List(const char* name, std::vector<T>& items, F item) {
+  template <typename T, typename F>
+  void List(const char* name, std::vector<T>& items, F item) {
     std::uint32_t n = 0;
     if (!Count(name, n)) return;
     if (n > kMaxListItems) {
-      return Fail(fmt::format("frame: list '{}' of {} has {} items, over its cap of {}", name,
-                              message_, n, kMaxListItems));
+      return Fail(
+          fmt::format("frame: list '{}' of {} has {} items, over its cap of {}", name, message_, n, kMaxListItems));
     }
     // No reserve(n): items are added only as their bytes arrive, so a lying count
     // costs no more memory than the payload itself.
@@ -202,8 +225,7 @@ class Reader {
 
   Status Finish() {
     if (status_.ok() && pos_ != data_.size()) {
-      Fail(fmt::format("frame: {} trailing bytes after the last field of {}", data_.size() - pos_,
-                       message_));
+      Fail(fmt::format("frame: {} trailing bytes after the last field of {}", data_.size() - pos_, message_));
     }
     return status_;
   }
@@ -238,8 +260,8 @@ Status CheckHeader(std::string_view h) {
         fmt::format("frame: bad magic {} (expected {})", Hex(h.substr(0, have)), Hex(magic)));
   }
   if (h.size() > 4 && static_cast<std::uint8_t>(h[4]) != kProtocolVersion) {
-    return Status::InvalidArgument(fmt::format("{} {} (expected {})", kVersionProblem,
-                                               static_cast<unsigned char>(h[4]), kProtocolVersion));
+    return Status::InvalidArgument(
+        fmt::format("{} {} (expected {})", kVersionProblem, static_cast<unsigned char>(h[4]), kProtocolVersion));
   }
   if (h.size() > 5) {
     unsigned type = static_cast<unsigned char>(h[5]);
@@ -253,8 +275,7 @@ Status CheckHeader(std::string_view h) {
   if (h.size() >= kHeaderSize) {
     std::uint32_t length = LoadU32(h.data() + 8);
     if (length > kMaxPayload) {
-      return Status::InvalidArgument(
-          fmt::format("frame: payload length {} over the cap of {}", length, kMaxPayload));
+      return Status::InvalidArgument(fmt::format("frame: payload length {} over the cap of {}", length, kMaxPayload));
     }
   }
   return Status::Ok();
@@ -271,14 +292,13 @@ Message Empty(std::size_t index, std::index_sequence<I...>) {
 
 bool operator==(const Assignment& a, const Assignment& b) {
   auto same_node = [](const envmap::Node& x, const envmap::Node& y) {
-    return x.host == y.host && x.addr == y.addr && x.nproc == y.nproc &&
-           x.task_ports == y.task_ports;
+    return x.host == y.host && x.addr == y.addr && x.nproc == y.nproc && x.task_ports == y.task_ports;
   };
   return a.generation == b.generation && a.node_rank == b.node_rank &&
          std::equal(a.nodes.begin(), a.nodes.end(), b.nodes.begin(), b.nodes.end(), same_node) &&
-         a.master_addr == b.master_addr && a.master_port == b.master_port &&
-         a.run_id == b.run_id && a.restart_count == b.restart_count && a.nnodes == b.nnodes &&
-         a.rank_offset == b.rank_offset && a.world_size == b.world_size;
+         a.master_addr == b.master_addr && a.master_port == b.master_port && a.run_id == b.run_id &&
+         a.restart_count == b.restart_count && a.nnodes == b.nnodes && a.rank_offset == b.rank_offset &&
+         a.world_size == b.world_size;
 }
 
 std::uint8_t TypeOf(const Message& message) { return static_cast<std::uint8_t>(message.index() + 1); }
@@ -296,8 +316,8 @@ Status CheckEncodable(const Message& message) {
   std::visit([&](const auto& m) { Fields(sizer, m); }, message);
   if (!sizer.status.ok()) return sizer.status;
   if (sizer.size > kMaxPayload) {
-    return Status::InvalidArgument(fmt::format("frame: {} payload of {} bytes over the cap of {}",
-                                               TypeName(message), sizer.size, kMaxPayload));
+    return Status::InvalidArgument(
+        fmt::format("frame: {} payload of {} bytes over the cap of {}", TypeName(message), sizer.size, kMaxPayload));
   }
   return Status::Ok();
 }

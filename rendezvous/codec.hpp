@@ -85,10 +85,10 @@ struct Join {
   std::vector<std::string> addrs;  // where others reach it, preferred first; never empty
   int nproc = 1;
   int gpus = 0;
-  int requested_node_rank = -1;    // --node-rank, -1 none
-  int list_position = -1;          // its position in --nodes/--hostfile, -1 none
-  int master_port_hint = 0;        // a port free on this node for MASTER_PORT, 0 none
-  std::vector<int> task_ports;     // one free port per local worker (TF_CONFIG), or empty
+  int requested_node_rank = -1;  // --node-rank, -1 none
+  int list_position = -1;        // its position in --nodes/--hostfile, -1 none
+  int master_port_hint = 0;      // a port free on this node for MASTER_PORT, 0 none
+  std::vector<int> task_ports;   // one free port per local worker (TF_CONFIG), or empty
   // 1: the Assignment carries the whole node table (for TF_CONFIG and Azure ML's
   // hostfile); 0: only this node's row. With n nodes the whole table costs O(n^2)
   // bytes across the job: 3 GB at 10,000 nodes.
@@ -185,8 +185,8 @@ struct Report {
 };
 
 // The wire type of each message is its index in this variant plus one.
-using Message = std::variant<Hello, Challenge, Proof, Join, Assignment, Heartbeat, WorkerFailed,
-                             Abort, Done, Leave, Refused, Query, Report>;
+using Message = std::variant<Hello, Challenge, Proof, Join, Assignment, Heartbeat, WorkerFailed, Abort, Done, Leave,
+                             Refused, Query, Report>;
 
 // envmap::Node has no operator==, so Assignment spells its own out.
 bool operator==(const Assignment& a, const Assignment& b);

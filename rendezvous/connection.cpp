@@ -138,20 +138,21 @@ void Connection::WriteNext() {
   std::size_t n = socket_.write_some(asio::buffer(writing_bytes_), ec);
   if (!ec && n == writing_bytes_.size()) return WriteNext();
   if (!ec) writing_bytes_.erase(0, n);
-  asio::async_write(socket_, asio::buffer(writing_bytes_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-    if (!self->open_) return;
-    if (ec) {
-      self->queued_.clear();
-      if (self->closing_) {
-        self->writing_ = false;
-        self->WriteNext();
-      } else {
-        self->Fail(Status::PeerLost(ec.message()));
-      }
-      return;
-    }
-    self->WriteNext();
-  });
+  asio::async_write(socket_, asio::buffer(writing_bytes_),
+                    [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                      if (!self->open_) return;
+                      if (ec) {
+                        self->queued_.clear();
+                        if (self->closing_) {
+                          self->writing_ = false;
+                          self->WriteNext();
+                        } else {
+                          self->Fail(Status::PeerLost(ec.message()));
+                        }
+                        return;
+                      }
+                      self->WriteNext();
+                    });
 }
 
 size_t Connection::unread() const {

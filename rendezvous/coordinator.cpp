@@ -49,7 +49,8 @@ Status CheckProof(const std::string& token, const std::string& run_id, const Han
 }
 
 std::string JoinProblem(const Join& join, const std::string& run_id) {
-  if (join.run_id != run_id) return fmt::format("run id {} is not this job's ({})", QuoteId(join.run_id), QuoteId(run_id));
+  if (join.run_id != run_id)
+    return fmt::format("run id {} is not this job's ({})", QuoteId(join.run_id), QuoteId(run_id));
   if (join.host.empty()) return "join without a host name";
   if (join.host.size() > kMaxHostLength) {
     return fmt::format("join: host name of {} bytes (at most {})", join.host.size(), kMaxHostLength);
@@ -66,7 +67,8 @@ std::string JoinProblem(const Join& join, const std::string& run_id) {
     return fmt::format("{}: nproc {} is over the cap of {}", from, join.nproc, kMaxNprocPerNode);
   }
   if (join.gpus < 0) return fmt::format("{}: gpus {} is negative", from, join.gpus);
-  if (join.wants_table != 0 && join.wants_table != 1) return fmt::format("{}: wants_table {} is not 0 or 1", from, join.wants_table);
+  if (join.wants_table != 0 && join.wants_table != 1)
+    return fmt::format("{}: wants_table {} is not 0 or 1", from, join.wants_table);
   if (join.master_port_hint < 0 || join.master_port_hint > 65535) {
     return fmt::format("{}: master port hint {} is outside 0..65535", from, join.master_port_hint);
   }
@@ -99,7 +101,8 @@ Status Validate(const CoordinatorOptions& o) {
   if (!o.node_list.empty() && o.node_list.size() != static_cast<std::size_t>(o.max_nodes)) {
     return bad(fmt::format("--nodes: {} hosts, but --nnodes allows {}", o.node_list.size(), o.max_nodes));
   }
-  if (o.hang_timeout.count() < 0) return bad(fmt::format("--hang-timeout: {} is negative", FormatDuration(o.hang_timeout)));
+  if (o.hang_timeout.count() < 0)
+    return bad(fmt::format("--hang-timeout: {} is negative", FormatDuration(o.hang_timeout)));
   return Status::Ok();
 }
 
@@ -135,8 +138,7 @@ struct Coordinator::Parts final : CoreListener {
     hangs.OnNodeFinished(node_rank, now);
     return router.OnNodeDone(conn);
   }
-  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what,
-                                 Clock::time_point now) override {
+  std::vector<Action> OnNodeGone(ConnId conn, int node_rank, const std::string& what, Clock::time_point now) override {
     hangs.OnNodeFinished(node_rank, now);
     return router.OnNodeGone(conn, what);
   }

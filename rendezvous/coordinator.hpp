@@ -91,7 +91,7 @@ using ConnId = std::uint64_t;
 // Ports, caps and exit codes have their home in base/defaults.hpp.
 using base::kDefaultMasterPort;
 using base::kDefaultRdzvPort;
-inline constexpr int kMaxHostLength = 255;  // a DNS name is at most 253
+inline constexpr int kMaxHostLength = 255;                         // a DNS name is at most 253
 inline constexpr int kMaxNprocPerNode = base::kMaxWorkersPerNode;  // workers one Join may ask for
 inline constexpr int kJobHangExitCode = base::kExitHang;           // a job stopped because it hung
 // How long the nodes have to answer a hang's stacks query (defaults.hpp).
@@ -120,8 +120,7 @@ Result<Challenge> AnswerHello(const std::string& token, const std::string& run_i
                               const std::function<Result<std::string>()>& nonce_source, HandshakeState& state);
 // Ok when `proof` is the agent's proof for `state` under `token`; else
 // InvalidArgument "wrong token (proof does not match)".
-Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state,
-                  const Proof& proof);
+Status CheckProof(const std::string& token, const std::string& run_id, const HandshakeState& state, const Proof& proof);
 // Why `join` is refused by job `run_id`, the problem alone ("join from host 'a':
 // nproc 0 is below 1"); empty when its values are fine. Whether its slot is free
 // is ClaimSlot's to say (ranks.hpp).
@@ -243,11 +242,11 @@ struct CoordinatorOptions {
   std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
   // A connection must Join within this. Default: 10s.
   std::chrono::milliseconds handshake_timeout{base::kHandshakeTimeout};
-  int max_restarts = 0;    // --max-restarts, across the whole job
-  std::string token;       // "" = no authentication
+  int max_restarts = 0;  // --max-restarts, across the whole job
+  std::string token;     // "" = no authentication
   // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.
   std::vector<std::string> node_list;
-  int master_port = 0;     // 0: node rank 0's master_port_hint, else kDefaultMasterPort
+  int master_port = 0;  // 0: node rank 0's master_port_hint, else kDefaultMasterPort
   // --hang-timeout: no rank on any node wrote for this long -> HangSuspected and
   // a stacks query. Default: 0, off.
   std::chrono::milliseconds hang_timeout{0};

@@ -37,10 +37,11 @@ std::uint64_t AgentsAllowed(const FdLimit& limit) {
 std::string FdShortage(const std::string& subject, const std::string& run_id, int max_nodes, const FdLimit& limit) {
   std::uint64_t allowed = AgentsAllowed(limit);
   if (max_nodes < 0 || static_cast<std::uint64_t>(max_nodes) <= allowed) return "";
-  return fmt::format("{}: job {} may have up to {} agents, but the descriptor limit allows about {} (RLIMIT_NOFILE {}{}); "
-                     "raise the hard limit (ulimit -Hn, systemd's LimitNOFILE=) for more",
-                     subject, QuoteId(run_id), max_nodes, allowed, limit.soft,
-                     limit.soft == limit.hard ? ", its hard limit" : fmt::format(", hard limit {}", limit.hard));
+  return fmt::format(
+      "{}: job {} may have up to {} agents, but the descriptor limit allows about {} (RLIMIT_NOFILE {}{}); "
+      "raise the hard limit (ulimit -Hn, systemd's LimitNOFILE=) for more",
+      subject, QuoteId(run_id), max_nodes, allowed, limit.soft,
+      limit.soft == limit.hard ? ", its hard limit" : fmt::format(", hard limit {}", limit.hard));
 }
 
 }  // namespace dlaunch::rendezvous

@@ -45,8 +45,8 @@ Generation PlanGeneration(const std::vector<GenerationMember>& members, const Ge
     return g;
   }
   if (std::size_t size = any_table ? PayloadSize(a) : 0; size > kMaxPayload) {
-    g.problem = fmt::format("the node table of {} nodes takes {} bytes, over the frame cap of {}", g.table.size(),
-                            size, kMaxPayload);
+    g.problem = fmt::format("the node table of {} nodes takes {} bytes, over the frame cap of {}", g.table.size(), size,
+                            kMaxPayload);
     return g;
   }
   g.rank_offsets.assign(g.table.size(), 0);

@@ -20,10 +20,10 @@ struct GenerationMember {
 };
 
 struct GenerationSettings {
-  int number = 0;         // the generation, from 1
+  int number = 0;  // the generation, from 1
   int restart_count = 0;
   std::string run_id;
-  int master_port = 0;    // 0: node rank 0's master_port_hint, else default_master_port
+  int master_port = 0;  // 0: node rank 0's master_port_hint, else default_master_port
   int default_master_port = 0;
 };
 
@@ -35,8 +35,8 @@ struct Generation {
   // With the whole table when a member asked for it (else without); node_rank
   // and rank_offset unset.
   Assignment whole;
-  Assignment own_row;               // the same without the table
-  std::string problem;              // why the job cannot run; empty when it can
+  Assignment own_row;   // the same without the table
+  std::string problem;  // why the job cannot run; empty when it can
 };
 
 // Generation `settings.number` of `members` (at least one). When the job cannot

@@ -51,7 +51,7 @@ std::optional<std::chrono::milliseconds> HangDetector::Check() {
   std::optional<Clock::time_point> earliest_beat, latest_output;
   for (const Watch& node : nodes_) {
     if (!latest_output || node.quiet_since > *latest_output) latest_output = node.quiet_since;
-    if (!node.running) continue;  // its end counts as output, and it beats no more
+    if (!node.running) continue;             // its end counts as output, and it beats no more
     if (!node.beat_at) return std::nullopt;  // not heard from in this generation yet
     if (!earliest_beat || *node.beat_at < *earliest_beat) earliest_beat = node.beat_at;
   }

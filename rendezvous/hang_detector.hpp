@@ -51,7 +51,7 @@ class HangDetector {
     std::string host;
     bool running = true;
     std::optional<Clock::time_point> beat_at;  // its last heartbeat
-    Clock::time_point quiet_since;              // its ranks' last output, as that beat told
+    Clock::time_point quiet_since;             // its ranks' last output, as that beat told
   };
 
   std::string subject_;

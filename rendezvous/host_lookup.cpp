@@ -47,7 +47,8 @@ std::string DescribeHostLookup() {
   std::stringstream text;
   text << in.rdbuf();
   std::string hosts = NsswitchHosts(text.str());
-  return "looked up through /etc/nsswitch.conf: " + (hosts.empty() ? std::string("no hosts line, glibc's default") : hosts);
+  return "looked up through /etc/nsswitch.conf: " +
+         (hosts.empty() ? std::string("no hosts line, glibc's default") : hosts);
 }
 
 }  // namespace dlaunch::rendezvous

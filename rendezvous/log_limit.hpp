@@ -30,8 +30,7 @@ class LogLimiter {
   // connections in the last 10s").
   using Held = std::function<std::string(std::size_t held)>;
 
-  explicit LogLimiter(Sink sink, std::chrono::milliseconds window = kPeerLogWindow,
-                      std::size_t burst = kPeerLogBurst);
+  explicit LogLimiter(Sink sink, std::chrono::milliseconds window = kPeerLogWindow, std::size_t burst = kPeerLogBurst);
 
   // Writes `line` when `key` has written fewer than `burst` lines in its current
   // window (which starts now when it has none), else counts it. `held` makes the

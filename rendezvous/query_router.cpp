@@ -82,8 +82,8 @@ std::vector<Action> QueryRouter::OnReport(ConnId conn, const std::string& name, 
   for (const std::string& item : report.items) bytes += item.size();
   q.asked.erase(asked);
   if (q.bytes + bytes > kMaxHangReportBytes) {
-    node.problem = fmt::format("its report of {} bytes is over the {} MiB kept for one query", bytes,
-                               kMaxHangReportBytes >> 20);
+    node.problem =
+        fmt::format("its report of {} bytes is over the {} MiB kept for one query", bytes, kMaxHangReportBytes >> 20);
   } else {
     q.bytes += bytes;
     node.answered = true;
@@ -158,7 +158,8 @@ bool QueryRouter::Finish(int id, const std::string& problem) {
   queries_.erase(it);
   if (q.hang) hang_query_.reset();
   for (const auto& [conn, node_rank] : q.asked)
-    q.nodes[node_rank].problem = problem.empty() ? fmt::format("no answer within {}", FormatDuration(q.timeout)) : problem;
+    q.nodes[node_rank].problem =
+        problem.empty() ? fmt::format("no answer within {}", FormatDuration(q.timeout)) : problem;
   std::vector<NodeStacks> nodes;
   for (auto& [node_rank, node] : q.nodes) nodes.push_back(std::move(node));
   if (!q.hang) {

@@ -18,17 +18,17 @@ Result<int> ClaimFromList(const Join& join, const NodeList& node_list, const std
   if (join.list_position >= 0) {
     int pos = join.list_position;
     if (static_cast<std::size_t>(pos) >= list.size()) {
-      return Status::InvalidArgument(fmt::format("list position {} is outside the node list of {} hosts",
-                                                 pos, list.size()));
+      return Status::InvalidArgument(
+          fmt::format("list position {} is outside the node list of {} hosts", pos, list.size()));
     }
     const std::string& entry = list[static_cast<std::size_t>(pos)];
     if (!Names(join, entry)) {
-      return Status::InvalidArgument(fmt::format("list position {} is '{}' in the node list, not '{}'",
-                                                 pos, entry, join.host));
+      return Status::InvalidArgument(
+          fmt::format("list position {} is '{}' in the node list, not '{}'", pos, entry, join.host));
     }
     if (auto it = taken.find(pos); it != taken.end()) {
-      return Status::InvalidArgument(fmt::format("node list position {} ('{}') is already taken by host '{}'",
-                                                 pos, entry, it->second));
+      return Status::InvalidArgument(
+          fmt::format("node list position {} ('{}') is already taken by host '{}'", pos, entry, it->second));
     }
     return pos;
   }
@@ -43,11 +43,9 @@ Result<int> ClaimFromList(const Join& join, const NodeList& node_list, const std
   for (int i : named)
     if (!taken.count(i)) return i;
   if (named.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("host '{}' is not in the node list ({})", join.host, NameList(list)));
+    return Status::InvalidArgument(fmt::format("host '{}' is not in the node list ({})", join.host, NameList(list)));
   }
-  return Status::InvalidArgument(
-      fmt::format("every node list position of host '{}' is already taken", join.host));
+  return Status::InvalidArgument(fmt::format("every node list position of host '{}' is already taken", join.host));
 }
 
 }  // namespace
@@ -79,8 +77,8 @@ Result<int> ClaimSlot(const Join& join, const NodeList& node_list, int max_nodes
                                                  join.list_position, max_nodes - 1, max_nodes));
     }
     if (auto it = taken.find(join.list_position); it != taken.end()) {
-      return Status::InvalidArgument(fmt::format("list position {} is already taken by host '{}'",
-                                                 join.list_position, it->second));
+      return Status::InvalidArgument(
+          fmt::format("list position {} is already taken by host '{}'", join.list_position, it->second));
     }
     return join.list_position;
   }
@@ -91,8 +89,7 @@ Result<int> ClaimSlot(const Join& join, const NodeList& node_list, int max_nodes
         fmt::format("node rank {} is outside 0..{} (at most {} nodes)", rank, max_nodes - 1, max_nodes));
   }
   if (auto it = taken.find(rank); it != taken.end()) {
-    return Status::InvalidArgument(
-        fmt::format("node rank {} is already taken by host '{}'", rank, it->second));
+    return Status::InvalidArgument(fmt::format("node rank {} is already taken by host '{}'", rank, it->second));
   }
   return rank;
 }

@@ -111,8 +111,8 @@ void RendezvousCore::OnUnexpected(ConnId conn, Phase phase, const Message& messa
 }
 
 void RendezvousCore::OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now) {
-  Result<Challenge> challenge = AnswerHello(options_.token, options_.run_id, hello, options_.nonce_source,
-                                            agent.handshake);
+  Result<Challenge> challenge =
+      AnswerHello(options_.token, options_.run_id, hello, options_.nonce_source, agent.handshake);
   if (!challenge.ok()) return Refuse(conn, challenge.status().message(), now);
   agent.phase = options_.token.empty() ? Phase::kJoin : Phase::kProof;
   Emit(Send{conn, *challenge});
@@ -130,8 +130,10 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
     return Refuse(conn, problem, now);
   }
   if (state_ == State::kRunning && options_.min_nodes == options_.max_nodes) {
-    return Refuse(conn, fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id,
-                                    plan_->table.size(), options_.max_nodes), now);
+    return Refuse(conn,
+                  fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id, plan_->table.size(),
+                              options_.max_nodes),
+                  now);
   }
   Result<int> slot = ClaimSlot(join, node_list_, options_.max_nodes, slots_);
   if (!slot.ok()) return Refuse(conn, slot.status().message(), now);
@@ -164,8 +166,8 @@ void RendezvousCore::UpdateGathering(Clock::time_point now) {
     last_call_deadline_.reset();
   } else if (!last_call_deadline_) {
     last_call_deadline_ = now + options_.last_call_timeout;
-    Emit(Log{fmt::format("{}: {} of {}..{} nodes joined; last call for {}", Subject(), waiting,
-                         options_.min_nodes, options_.max_nodes, FormatDuration(options_.last_call_timeout)),
+    Emit(Log{fmt::format("{}: {} of {}..{} nodes joined; last call for {}", Subject(), waiting, options_.min_nodes,
+                         options_.max_nodes, FormatDuration(options_.last_call_timeout)),
              "last calls"});
   }
 }
@@ -203,11 +205,12 @@ void RendezvousCore::Assign(Clock::time_point now) {
   join_deadline_.reset();
   last_call_deadline_.reset();
   std::vector<ConnId> by_rank(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i) by_rank[static_cast<std::size_t>(g.node_ranks[i])] = members[i].first;
+  for (std::size_t i = 0; i < members.size(); ++i)
+    by_rank[static_cast<std::size_t>(g.node_ranks[i])] = members[i].first;
   for (Action& action : listener_.OnGeneration(by_rank, g.table, now)) Emit(std::move(action));
   Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
-                       generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port,
-                       restart_count_, options_.max_restarts)});
+                       generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port, restart_count_,
+                       options_.max_restarts)});
   unfinished_ = static_cast<int>(members.size());
   SendAssignments sends{plan_, {}};
   sends.to.reserve(members.size());
@@ -225,15 +228,17 @@ void RendezvousCore::Assign(Clock::time_point now) {
 void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now) {
   if (failed.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring a worker failure of generation {} from {} (now {})", Subject(),
-                         failed.generation, NodeName(agent), generation_), kLimitIgnored});
+                         failed.generation, NodeName(agent), generation_),
+             kLimitIgnored});
     return;
   }
   // The code becomes every dlaunch's exit status, and one outside 1..255 wraps
   // (256 would exit 0); the rank is named on the host's console.
   int code = failed.code != 0 ? failed.code : 1;
   if (code < 1 || code > 255) {
-    Emit(Log{fmt::format("{}: {} says a worker failed with code {}; counting 1", Subject(), NodeName(agent),
-                         failed.code), kLimitNumbers});
+    Emit(Log{
+        fmt::format("{}: {} says a worker failed with code {}; counting 1", Subject(), NodeName(agent), failed.code),
+        kLimitNumbers});
     code = 1;
   }
   // (A node rank outside the table, -1 included, owns no rank.)
@@ -242,8 +247,9 @@ void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Cl
   int count = node < plan_->table.size() ? plan_->table[node].nproc : 0;
   std::string rank = fmt::format("rank {}", failed.rank);
   if (failed.rank < first || failed.rank - first >= count) {
-    Emit(Log{fmt::format("{}: {} says rank {} failed, which is not one of its ranks {}-{}", Subject(),
-                         NodeName(agent), failed.rank, first, first + count - 1), kLimitNumbers});
+    Emit(Log{fmt::format("{}: {} says rank {} failed, which is not one of its ranks {}-{}", Subject(), NodeName(agent),
+                         failed.rank, first, first + count - 1),
+             kLimitNumbers});
     rank = "a rank";
   }
   std::string how = failed.reason.empty() ? fmt::format("failed with code {}", code) : failed.reason;
@@ -253,14 +259,16 @@ void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Cl
 void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::time_point now) {
   if (done.generation != generation_) {
     Emit(Log{fmt::format("{}: ignoring done of generation {} from {} (now {})", Subject(), done.generation,
-                         NodeName(agent), generation_), kLimitIgnored});
+                         NodeName(agent), generation_),
+             kLimitIgnored});
     return;
   }
   if (done.exit_code != 0) {
     int code = done.exit_code;
     if (code < 1 || code > 255) {  // as a worker failure's code
       Emit(Log{fmt::format("{}: {} says it finished with exit code {}; counting 1", Subject(), NodeName(agent),
-                           done.exit_code), kLimitNumbers});
+                           done.exit_code),
+               kLimitNumbers});
       code = 1;
     }
     return Fail(fmt::format("{} finished with exit code {}", NodeName(agent), code), code, false, now);
@@ -405,21 +413,21 @@ void RendezvousCore::GatheringDeadlines(Clock::time_point now) {
     Clock::time_point since = *join_deadline_ - options_.join_timeout;
     if (!last_call_deadline_ && wait_notice_.Due(since, now)) {
       std::vector<std::string> hosts = WaitingHosts();
-      Emit(Log{fmt::format("{}: still waiting for {} of {} nodes after {} (joined: {}); the join timeout ends it "
-                           "in {}",
-                           Subject(), options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
-                           FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - since)),
-                           NameList(hosts),
-                           FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(*join_deadline_ - now))),
-               "waits"});
+      Emit(Log{
+          fmt::format("{}: still waiting for {} of {} nodes after {} (joined: {}); the join timeout ends it "
+                      "in {}",
+                      Subject(), options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
+                      FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - since)), NameList(hosts),
+                      FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(*join_deadline_ - now))),
+          "waits"});
     }
     return;
   }
   std::vector<std::string> hosts = WaitingHosts();
-  std::string reason = fmt::format("{}: timed out after {} waiting for {} of {} nodes (joined: {})", Subject(),
-                                   FormatDuration(options_.join_timeout),
-                                   options_.min_nodes - static_cast<int>(hosts.size()), options_.min_nodes,
-                                   NameList(hosts));
+  std::string reason =
+      fmt::format("{}: timed out after {} waiting for {} of {} nodes (joined: {})", Subject(),
+                  FormatDuration(options_.join_timeout), options_.min_nodes - static_cast<int>(hosts.size()),
+                  options_.min_nodes, NameList(hosts));
   End(1, reason, [reason](int) { return Message(Abort{reason, 1}); });
 }
 

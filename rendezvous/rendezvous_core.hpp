@@ -137,8 +137,8 @@ class RendezvousCore {
   NodeList node_list_;  // options_.node_list, indexed by name
   State state_ = State::kGathering;
   std::map<ConnId, Agent> agents_;
-  int waiting_ = 0;                   // agents in Phase::kWaiting
-  int unfinished_ = 0;                // agents in Phase::kAssigned without Done
+  int waiting_ = 0;     // agents in Phase::kWaiting
+  int unfinished_ = 0;  // agents in Phase::kAssigned without Done
   // No connection's deadline (handshake or heartbeat) comes before this, so a tick
   // before it need not look at any: a heartbeat only moves a deadline later, and
   // each new deadline (a connect, a Join) lowers it. ExpireConnections makes it

@@ -20,9 +20,10 @@ CoordinatorServer::CoordinatorServer(asio::io_context& io, JobFactory factory, L
       ticker_(io),
       factory_(std::move(factory)),
       log_(std::move(log)),
-      accept_retry_(io, [this](const std::string& what) {
-        if (log_) log_(subject_ + ": " + what);
-      }),
+      accept_retry_(io,
+                    [this](const std::string& what) {
+                      if (log_) log_(subject_ + ": " + what);
+                    }),
       peer_log_(log_) {}
 
 CoordinatorServer::~CoordinatorServer() {
@@ -36,16 +37,15 @@ CoordinatorServer::~CoordinatorServer() {
 CoordinatorServer::JobFactory CoordinatorServer::OneJob(CoordinatorOptions options) {
   return [options](const Hello& hello) -> Result<CoordinatorOptions> {
     if (hello.run_id != options.run_id)
-      return Status::InvalidArgument(
-          fmt::format("this coordinator serves job {}, not {} (check --rdzv-id)", QuoteId(options.run_id),
-                      QuoteId(hello.run_id)));
+      return Status::InvalidArgument(fmt::format("this coordinator serves job {}, not {} (check --rdzv-id)",
+                                                 QuoteId(options.run_id), QuoteId(hello.run_id)));
     return options;
   };
 }
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(asio::io_context& io, const HostPort& listen,
-                                                                     const std::string& what, JobFactory factory,
-                                                                     LogSink log) {
+                                                                    const std::string& what, JobFactory factory,
+                                                                    LogSink log) {
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(io, std::move(factory), std::move(log)));
   boost::system::error_code ec;
   tcp::resolver resolver(io);
@@ -122,8 +122,9 @@ void CoordinatorServer::SendTo(Connection& conn, const Message& message) {
   // Coordinator messages are built from bounded parts; this is the last guard, so
   // that an oversized one is a logged refusal rather than an exception.
   if (Status s = CheckEncodable(message); !s.ok()) {
-    if (log_) log_(fmt::format("{}: closed {}: cannot send its {} ({})", subject_, conn.peer(), TypeName(message),
-                               s.message()));
+    if (log_)
+      log_(
+          fmt::format("{}: closed {}: cannot send its {} ({})", subject_, conn.peer(), TypeName(message), s.message()));
     conn.Close();
     return;
   }
@@ -131,10 +132,13 @@ void CoordinatorServer::SendTo(Connection& conn, const Message& message) {
 }
 
 void CoordinatorServer::LogDrop(const std::string& line, Clock::time_point now) {
-  peer_log_.Log("drops", line, [subject = subject_, window = peer_log_.window()](std::size_t n) {
-    return fmt::format("{}: dropped {} more connection{} in the last {}", subject, n, n == 1 ? "" : "s",
-                       FormatDuration(window));
-  }, now);
+  peer_log_.Log(
+      "drops", line,
+      [subject = subject_, window = peer_log_.window()](std::size_t n) {
+        return fmt::format("{}: dropped {} more connection{} in the last {}", subject, n, n == 1 ? "" : "s",
+                           FormatDuration(window));
+      },
+      now);
 }
 
 void CoordinatorServer::RefuseInLobby(ConnId id, const std::string& why) {
@@ -324,7 +328,8 @@ void CoordinatorServer::Tick() {
       auto conn = conns_.find(it->first);
       if (conn != conns_.end()) {
         LogDrop(fmt::format("{}: dropped {} (no join within {})", subject_, conn->second->peer(),
-                            FormatDuration(hello_timeout_)), now);
+                            FormatDuration(hello_timeout_)),
+                now);
         conn->second->Close();
         conns_.erase(conn);
       }

@@ -15,11 +15,10 @@
 // lines ("rendezvous HOST:PORT: refused PEER (why)") and a job's lines that its
 // peers cause (Log::limit) are rate-limited per kind (log_limit.hpp: the first
 // kPeerLogBurst in each kPeerLogWindow, then one line with the count of the
-// others); a refused agent gets Refused{"rendezvous HOST:PORT: why"}; when accept() fails for want of resources (EMFILE, ENFILE,
-// ENOBUFS, ENOMEM) it logs once, retries after 100ms, doubling up to 1s, and logs
-// again once it accepts. A job whose --nnodes maximum needs more descriptors than
-// the soft RLIMIT_NOFILE allows raises it to the hard limit, and when even that
-// is short, one line says how many agents it allows (fd_limit.hpp), once.
+// others); a refused agent gets Refused{"rendezvous HOST:PORT: why"}; when accept() fails for want of resources
+// (EMFILE, ENFILE, ENOBUFS, ENOMEM) it logs once, retries after 100ms, doubling up to 1s, and logs again once it
+// accepts. A job whose --nnodes maximum needs more descriptors than the soft RLIMIT_NOFILE allows raises it to the hard
+// limit, and when even that is short, one line says how many agents it allows (fd_limit.hpp), once.
 //
 // The cost of an agent is O(1) and, idle, a few hundred bytes (bench/SCALE.md):
 // no per-connection timer (one ticker serves every deadline), no read buffer of
@@ -62,8 +61,7 @@ class CoordinatorServer {
   // InvalidArgument "--rdzv-endpoint HOST:PORT: cannot listen (Address already in
   // use)" and the like, naming `what`.
   static Result<std::unique_ptr<CoordinatorServer>> Start(boost::asio::io_context& io, const HostPort& listen,
-                                                          const std::string& what, JobFactory factory,
-                                                          LogSink log);
+                                                          const std::string& what, JobFactory factory, LogSink log);
   // The factory of a dlaunch hosting its own job: `options`, for its run id only.
   // It is called for each Hello, but a job is created only on an authenticated Join.
   static JobFactory OneJob(CoordinatorOptions options);
@@ -110,13 +108,13 @@ class CoordinatorServer {
   // (launcher/metrics/metrics.hpp): counts of events that happen inside it and
   // that no hook reports.
   struct Counters {
-    std::uint64_t hellos = 0;        // Hellos received: attempts to join, refused or not
+    std::uint64_t hellos = 0;  // Hellos received: attempts to join, refused or not
     // Refused for the token: none when one is needed, a wrong proof, or a peer that
     // hung up after the challenge instead of proving (an agent with another token
     // does: it checks the coordinator's proof before sending its own).
     std::uint64_t auth_refused = 0;
-    std::uint64_t joined = 0;        // authenticated Joins handed to a job
-    std::uint64_t nodes_lost = 0;    // nodes lost by every job (NodeLost)
+    std::uint64_t joined = 0;      // authenticated Joins handed to a job
+    std::uint64_t nodes_lost = 0;  // nodes lost by every job (NodeLost)
   };
   const Counters& counters() const { return counters_; }
 
@@ -129,7 +127,7 @@ class CoordinatorServer {
     // each idle connection holding a copy of the options (node lists included).
     std::string token;
     HandshakeState handshake;
-    bool proven = false;                 // its Proof checked out (or no token)
+    bool proven = false;  // its Proof checked out (or no token)
   };
 
   CoordinatorServer(boost::asio::io_context& io, JobFactory factory, LogSink log);
@@ -164,21 +162,21 @@ class CoordinatorServer {
   bool log_job_ends_ = true;
   std::map<std::string, std::unique_ptr<Coordinator>> jobs_;
   std::map<ConnId, std::shared_ptr<Connection>> conns_;
-  std::map<ConnId, std::string> route_;   // connection -> run id, after its Join
-  std::map<ConnId, Lobby> lobby_;         // connected, not joined yet
-  std::vector<std::weak_ptr<Connection>> all_;    // outlive conns_ while flushing
-  std::size_t swept_size_ = 64;                   // all_ is swept at twice this
-  bool fd_warned_ = false;                        // the fd limit's line was said
+  std::map<ConnId, std::string> route_;         // connection -> run id, after its Join
+  std::map<ConnId, Lobby> lobby_;               // connected, not joined yet
+  std::vector<std::weak_ptr<Connection>> all_;  // outlive conns_ while flushing
+  std::size_t swept_size_ = 64;                 // all_ is swept at twice this
+  bool fd_warned_ = false;                      // the fd limit's line was said
   ConnId next_id_ = 1;
   std::optional<JobEnded> ended_;
-  std::optional<std::string> aborted_;  // why new agents are refused
+  std::optional<std::string> aborted_;              // why new agents are refused
   std::chrono::milliseconds hello_timeout_{10000};  // Default: 10s, as the handshake
   std::optional<std::chrono::milliseconds> expire_after_;
   std::map<std::string, Clock::time_point> idle_since_;  // jobs with no connection, since when
   AcceptRetry accept_retry_;
   LogLimiter peer_log_;  // the lines peers cause: drops, and the jobs' limited Log lines
   Counters counters_;
-  std::string subject_ = "rendezvous";           // "rendezvous HOST:PORT" once listening
+  std::string subject_ = "rendezvous";  // "rendezvous HOST:PORT" once listening
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -35,7 +35,9 @@ namespace {
 void LogHangs(rdzv::CoordinatorServer& server, const std::function<void(const std::string&)>& say) {
   auto dir = KeptStacksDir(say);
   auto job_say = [&say](const std::string& run_id) {
-    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) { say(prefix + line); };
+    return [&say, prefix = fmt::format("job {}: ", rdzv::QuoteId(run_id))](const std::string& line) {
+      say(prefix + line);
+    };
   };
   server.OnHang({[=](const std::string& run_id, const rdzv::HangSuspected& s) {
                    JobHangReporter(job_say(run_id), nullptr, dir).Suspected(s);
@@ -74,9 +76,7 @@ int RunCoordinatorDaemon(const DaemonPlan& plan) {
   // from ours. The factory runs for every Hello, but the server creates a job only
   // once that agent has proven the token and joined (server.hpp).
   std::string endpoint = at.ToString();
-  auto factory = [&own](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> {
-    return JobFor(own, hello);
-  };
+  auto factory = [&own](const rdzv::Hello& hello) -> Result<rdzv::CoordinatorOptions> { return JobFor(own, hello); };
   // The log goes through the console: a stalled stderr must not stop the coordinator.
   Console console(io, STDOUT_FILENO, STDERR_FILENO);
   std::function<void(const std::string&)> say = [&console](const std::string& line) {

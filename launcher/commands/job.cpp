@@ -31,7 +31,8 @@ int RunJob(const JobPlan& job, const envmap::EnvMap& env) {
     std::fflush(stdout);
   }
   if (!spec.code_dir.empty() && chdir(spec.code_dir.c_str()) != 0)
-    return Fail(kExitUsage, fmt::format("{}: code.path {}: cannot enter ({})", job.file, spec.code_dir, std::strerror(errno)));
+    return Fail(kExitUsage,
+                fmt::format("{}: code.path {}: cannot enter ({})", job.file, spec.code_dir, std::strerror(errno)));
   std::string hostfile;
   if (!job.hostfile.empty() && !job.plan.explain) {
     // mpirun reads it by name: in a directory where no other user can swap it.

@@ -109,11 +109,10 @@ Answer Ask(const std::string& path, std::string_view request, std::chrono::milli
       opts.max_depth = 16;
       boost::json::value v = boost::json::parse(text, ec, {}, opts);
       if (ec || !v.is_object()) {
-        a.status = Status::Io(fmt::format("{}: {}", path, text.empty() ? "closed without an answer"
-                                                                        : "the answer is not a JSON object"));
-      } else if (const boost::json::string* e = v.as_object().if_contains("error") != nullptr
-                                                    ? v.as_object().at("error").if_string()
-                                                    : nullptr) {
+        a.status = Status::Io(
+            fmt::format("{}: {}", path, text.empty() ? "closed without an answer" : "the answer is not a JSON object"));
+      } else if (const boost::json::string* e =
+                     v.as_object().if_contains("error") != nullptr ? v.as_object().at("error").if_string() : nullptr) {
         a.status = Status::Io(fmt::format("{}: {}", path, SafeUtf8(std::string_view(e->data(), e->size()), false)));
       } else {
         a.doc = std::move(v.as_object());
@@ -290,9 +289,9 @@ int ShowStatus(const LivePlan& plan, const std::string& dir, const envmap::EnvMa
                                   : fmt::format("{}: the job has ended\n", who));
         return 0;
       }
-      return Fail(1, plan.run_id.empty()
-                         ? fmt::format("no running job of this user on this machine (looked in {})", dir)
-                         : fmt::format("no running job with this id on this machine (looked in {})", dir),
+      return Fail(1,
+                  plan.run_id.empty() ? fmt::format("no running job of this user on this machine (looked in {})", dir)
+                                      : fmt::format("no running job with this id on this machine (looked in {})", dir),
                   who);
     }
     std::string view = plan.run_id.empty() ? JobTable(f.docs, width) : StatusView(f.docs, width);
@@ -316,9 +315,11 @@ int ShowStacks(const LivePlan& plan, const std::string& dir) {
     std::vector<std::string> ids;
     for (const auto& d : all.docs)
       if (std::find(ids.begin(), ids.end(), Str(d, "run_id")) == ids.end()) ids.push_back(Str(d, "run_id"));
-    if (ids.empty()) return Fail(1, fmt::format("no running job of this user on this machine (looked in {})", dir), who);
+    if (ids.empty())
+      return Fail(1, fmt::format("no running job of this user on this machine (looked in {})", dir), who);
     if (ids.size() > 1)
-      return Fail(kExitUsage, fmt::format("{} jobs are running here ({}): name one", ids.size(), fmt::join(ids, ", ")), who);
+      return Fail(kExitUsage, fmt::format("{} jobs are running here ({}): name one", ids.size(), fmt::join(ids, ", ")),
+                  who);
     run_id = ids.front();
   }
   Found f = AskAll(dir, run_id, "stacks\n", kStacksLimit);
@@ -331,8 +332,10 @@ int ShowStacks(const LivePlan& plan, const std::string& dir) {
     if (s == nullptr || !s->is_array()) continue;
     for (const boost::json::value& v : s->as_array()) {
       Result<RankStack> r = RankStackFromJson(v);
-      if (r.ok()) stacks.push_back(std::move(*r));
-      else WriteAll(STDERR_FILENO, fmt::format("{}: {}\n", who, r.status().message()));
+      if (r.ok())
+        stacks.push_back(std::move(*r));
+      else
+        WriteAll(STDERR_FILENO, fmt::format("{}: {}\n", who, r.status().message()));
     }
   }
   std::sort(stacks.begin(), stacks.end(), [](const RankStack& a, const RankStack& b) { return a.rank < b.rank; });
@@ -380,8 +383,9 @@ std::string StatusTable(const boost::json::array& rows, size_t width) {
 }
 
 std::string JobTable(const std::vector<boost::json::object>& docs, size_t width) {
-  std::string out = Cut(fmt::format("{:<24}  {:>8}  {:>5}  {:<27}  {}", "RUN ID", "PID", "RANKS", "STARTED", "COMMAND"),
-                        width) + "\n";
+  std::string out =
+      Cut(fmt::format("{:<24}  {:>8}  {:>5}  {:<27}  {}", "RUN ID", "PID", "RANKS", "STARTED", "COMMAND"), width) +
+      "\n";
   for (const auto& d : docs) {
     std::string command;
     if (const boost::json::value* c = d.if_contains("command"); c != nullptr && c->is_array())
@@ -389,7 +393,8 @@ std::string JobTable(const std::vector<boost::json::object>& docs, size_t width)
         if (a.is_string()) command += (command.empty() ? "" : " ") + ShellQuote(SafeUtf8(a.as_string().c_str(), false));
     out += Cut(fmt::format("{:<24}  {:>8}  {:>5}  {:<27}  {}", Str(d, "run_id"), static_cast<long>(Num(d, "pid")),
                            static_cast<long>(Num(d, "ranks")), Str(d, "started"), command),
-               width) + "\n";
+               width) +
+           "\n";
   }
   return out;
 }
@@ -406,9 +411,9 @@ int RunLiveClient(const LivePlan& plan, const envmap::EnvMap& env) {
   // controls, a socket could be anyone's, and its answer junk for the terminal.
   if (dlaunch::Status s = CheckLiveDir(dir, geteuid()); !s.ok()) {
     if (s.code() == Code::kNotFound)
-      return Fail(1, plan.run_id.empty()
-                         ? fmt::format("no running job of this user on this machine (looked in {})", dir)
-                         : fmt::format("no running job with this id on this machine (looked in {})", dir),
+      return Fail(1,
+                  plan.run_id.empty() ? fmt::format("no running job of this user on this machine (looked in {})", dir)
+                                      : fmt::format("no running job with this id on this machine (looked in {})", dir),
                   who);
     return Fail(1, s.message(), who);
   }

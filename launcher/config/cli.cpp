@@ -33,7 +33,10 @@ std::string Suggest(std::string_view name) {
   size_t best_d = 4;  // suggest only close names
   for (const Flag& f : Flags()) {
     size_t d = EditDistance(name, f.name);
-    if (d < best_d) { best_d = d; best = &f; }
+    if (d < best_d) {
+      best_d = d;
+      best = &f;
+    }
   }
   return best ? fmt::format(" (did you mean '--{}'?)", best->name) : "";
 }
@@ -46,7 +49,8 @@ std::string Suggest(std::string_view name) {
 Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& shown) {
   if (name.empty()) return Status::InvalidArgument(fmt::format("unknown flag '{}'", shown));
   std::vector<std::string> candidates = FlagsWithPrefix(name, FlagNames());
-  bool torchrun = std::any_of(candidates.begin(), candidates.end(), [](const std::string& c) { return IsTorchrunFlag(c); });
+  bool torchrun =
+      std::any_of(candidates.begin(), candidates.end(), [](const std::string& c) { return IsTorchrunFlag(c); });
   if (candidates.size() > 1 && torchrun) {
     std::vector<std::string> dashed;
     for (const std::string& c : candidates) dashed.push_back("--" + c);
@@ -55,7 +59,8 @@ Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& sho
   if (candidates.size() == 1 && torchrun) {
     if (const Flag* f = FindFlag(candidates[0])) return f;
     if (std::optional<std::string> refused = RefusedFlag(candidates[0])) return Status::InvalidArgument(*refused);
-    return Status::InvalidArgument(fmt::format("unknown flag '{}' (torchrun's --{}, which dlaunch does not take)", shown, candidates[0]));
+    return Status::InvalidArgument(
+        fmt::format("unknown flag '{}' (torchrun's --{}, which dlaunch does not take)", shown, candidates[0]));
   }
   if (candidates.size() == 1)
     return Status::InvalidArgument(fmt::format("unknown flag '{}' (did you mean '--{}'?)", shown, candidates[0]));
@@ -70,7 +75,8 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
   for (const Flag& f : Flags()) {
     if (!TakesPetDefault(f.name)) continue;
     std::string var = "PET_" + Upper(f.name);
-    for (char& c : var) if (c == '-') c = '_';
+    for (char& c : var)
+      if (c == '-') c = '_';
     auto it = env.find(var);
     if (it == env.end() || f.arity == Arity::kOptionalValue) continue;
     if (f.arity == Arity::kSwitch && (it->second.empty() || it->second == "0")) continue;
@@ -81,7 +87,8 @@ Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {
   // torchrun reads these as the flags' defaults: refused as the flags are.
   for (std::string_view name : RefusedFlagNames()) {
     std::string var = "PET_" + Upper(name);
-    for (char& c : var) if (c == '-') c = '_';
+    for (char& c : var)
+      if (c == '-') c = '_';
     if (auto it = env.find(var); it != env.end() && !it->second.empty())
       return Status::InvalidArgument(fmt::format("{} (from {})", *RefusedFlag(name), var));
   }
@@ -153,7 +160,8 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
       name.resize(eq);
     }
     shown = "--" + name;
-    for (char& c : name) if (c == '_') c = '-';
+    for (char& c : name)
+      if (c == '_') c = '-';
     flag = FindFlag(name);
     if (!flag) {
       if (std::optional<std::string> refused = RefusedFlag(name)) return Status::InvalidArgument(*refused);
@@ -173,7 +181,8 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
   std::string value;
   switch (flag->arity) {
     case Arity::kSwitch:
-      if (inline_value) return Status::InvalidArgument(fmt::format("--{}: takes no value, got '{}'", flag->name, *inline_value));
+      if (inline_value)
+        return Status::InvalidArgument(fmt::format("--{}: takes no value, got '{}'", flag->name, *inline_value));
       break;
     case Arity::kOptionalValue:
       value = inline_value.value_or("");
@@ -197,22 +206,26 @@ Result<const Flag*> ReadFlag(const std::vector<std::string>& args, size_t& i, Op
 // The checks that need the whole command line: combinations of flags.
 Status CheckCombinations(const Options& o) {
   if (o.legacy_launch && o.no_python && !o.use_env)
-    return Status::InvalidArgument("--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)");
-  if (o.module && o.no_python)
-    return Status::InvalidArgument("--module: cannot be combined with --no-python");
+    return Status::InvalidArgument(
+        "--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)");
+  if (o.module && o.no_python) return Status::InvalidArgument("--module: cannot be combined with --no-python");
   if (o.np > 0 && o.nproc_given)
     return Status::InvalidArgument("-np: counts the whole job's processes; give it or --nproc-per-node, not both");
   if (o.np > kMaxWorkersPerNode && o.nodes.empty() && o.hostfile.empty() && o.host_list.empty())
-    return Status::InvalidArgument(fmt::format("-np: {} processes on this node is over the limit of {} (give the hosts with -H or --hostfile)",
-                                               o.np, kMaxWorkersPerNode));
+    return Status::InvalidArgument(
+        fmt::format("-np: {} processes on this node is over the limit of {} (give the hosts with -H or --hostfile)",
+                    o.np, kMaxWorkersPerNode));
   if (o.node_rank >= o.max_nodes)
-    return Status::InvalidArgument(fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
+    return Status::InvalidArgument(
+        fmt::format("--node-rank: {} is outside the job's {} node(s)", o.node_rank, o.max_nodes));
   if (o.min_nodes != o.max_nodes && o.rdzv_endpoint.empty())
-    return Status::InvalidArgument(fmt::format("--nnodes: elastic {}:{} needs --rdzv-endpoint", o.min_nodes, o.max_nodes));
+    return Status::InvalidArgument(
+        fmt::format("--nnodes: elastic {}:{} needs --rdzv-endpoint", o.min_nodes, o.max_nodes));
   int lists = !o.nodes.empty() + !o.hostfile.empty() + !o.host_list.empty();
   if (lists > 1) return Status::InvalidArgument("--nodes, --hostfile and -H each give the node list: use one");
   if ((!o.include.empty() || !o.exclude.empty()) && lists == 0)
-    return Status::InvalidArgument(fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
+    return Status::InvalidArgument(
+        fmt::format("--{}: needs a node list (--hostfile, -H or --nodes)", o.include.empty() ? "exclude" : "include"));
   // Here rather than in Decide, so that --explain refuses what a run would. A
   // head launch's node count is its list's: its agents check their share.
   bool head_launch = lists > 0 && o.rdzv_endpoint.empty();
@@ -227,23 +240,24 @@ Status CheckCombinations(const Options& o) {
           "--roles: across nodes the tasks meet through the rendezvous; give --rdzv-endpoint, or a node list (-H, "
           "--hostfile) without one");
     if (o.max_nodes > 1 && o.min_nodes != o.max_nodes)
-      return Status::InvalidArgument(fmt::format("--roles: needs a fixed node count, got --nnodes {}:{}", o.min_nodes, o.max_nodes));
+      return Status::InvalidArgument(
+          fmt::format("--roles: needs a fixed node count, got --nnodes {}:{}", o.min_nodes, o.max_nodes));
     if (o.nproc_given && o.nproc_kind == NprocKind::kNumber && static_cast<int64_t>(o.nproc) * o.max_nodes != total)
       return Status::InvalidArgument(
-          o.max_nodes == 1
-              ? fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc)
-              : fmt::format("--roles: counts add up to {} but {} nodes of --nproc-per-node {} make {}", total, o.max_nodes,
-                            o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes));
+          o.max_nodes == 1 ? fmt::format("--roles: counts add up to {} but --nproc-per-node is {}", total, o.nproc)
+                           : fmt::format("--roles: counts add up to {} but {} nodes of --nproc-per-node {} make {}",
+                                         total, o.max_nodes, o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes));
     if (o.max_nodes > 1 && !o.nproc_given && total % o.max_nodes != 0)
-      return Status::InvalidArgument(fmt::format(
-          "--roles: {} tasks do not split evenly over {} nodes; give each node's --nproc-per-node", total, o.max_nodes));
+      return Status::InvalidArgument(
+          fmt::format("--roles: {} tasks do not split evenly over {} nodes; give each node's --nproc-per-node", total,
+                      o.max_nodes));
   }
   // WORLD_SIZE is an int everywhere downstream.
   if (o.nproc_kind == NprocKind::kNumber &&
       static_cast<int64_t>(o.nproc) * o.max_nodes > std::numeric_limits<int32_t>::max())
-    return Status::InvalidArgument(fmt::format("--nproc-per-node: {} nodes of {} workers make {}, over the limit of {} in a job",
-                                               o.max_nodes, o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes,
-                                               std::numeric_limits<int32_t>::max()));
+    return Status::InvalidArgument(
+        fmt::format("--nproc-per-node: {} nodes of {} workers make {}, over the limit of {} in a job", o.max_nodes,
+                    o.nproc, static_cast<int64_t>(o.nproc) * o.max_nodes, std::numeric_limits<int32_t>::max()));
   return Status::Ok();
 }
 

@@ -49,8 +49,8 @@ struct Options {
   std::chrono::milliseconds join_timeout{base::kDefaultJoinTimeout};
   std::chrono::milliseconds last_call_timeout{base::kDefaultLastCallTimeout};
   std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
-  std::string rdzv_token;       // --rdzv-token
-  std::string rdzv_token_file;  // --rdzv-token-file
+  std::string rdzv_token;          // --rdzv-token
+  std::string rdzv_token_file;     // --rdzv-token-file
   std::vector<std::string> nodes;  // --nodes a,b,c: node rank = position
   std::string hostfile;            // --hostfile F: the same, from a file
   std::string host_list;           // -H/--host n1:8,n2:8 (mpirun's form)
@@ -58,17 +58,17 @@ struct Options {
   // filling the node list's slots in order (a host without a count has 1), or
   // this node's workers without a list; the command then runs as given. 0: not given.
   int np = 0;
-  std::string include;             // DeepSpeed's --include host1@host2:0,1
-  std::string exclude;             // DeepSpeed's --exclude
+  std::string include;  // DeepSpeed's --include host1@host2:0,1
+  std::string exclude;  // DeepSpeed's --exclude
 
   // Head-node launch (--hostfile or -H without --rdzv-endpoint): one agent per
   // node, started through ssh or pdsh.
-  std::string remote = "ssh";               // --remote ssh|pdsh
-  std::optional<int> ssh_port;              // --ssh-port
-  std::string ssh_identity;                 // --ssh-identity KEY
-  std::vector<std::string> ssh_options;     // --ssh-option K=V (repeatable): ssh -o K=V
-  std::vector<std::string> exports;         // -x NAME[=VALUE] (repeatable), as mpirun's
-  std::string remote_dlaunch;               // --remote-dlaunch PATH (default: this binary's path)
+  std::string remote = "ssh";            // --remote ssh|pdsh
+  std::optional<int> ssh_port;           // --ssh-port
+  std::string ssh_identity;              // --ssh-identity KEY
+  std::vector<std::string> ssh_options;  // --ssh-option K=V (repeatable): ssh -o K=V
+  std::vector<std::string> exports;      // -x NAME[=VALUE] (repeatable), as mpirun's
+  std::string remote_dlaunch;            // --remote-dlaunch PATH (default: this binary's path)
 
   // per-process: the workers are the command (torchrun). per-node: the command is
   // itself a per-node launcher (torch.distributed.launch, accelerate, Lightning),
@@ -82,14 +82,14 @@ struct Options {
   std::chrono::milliseconds shutdown_timeout{base::kDefaultShutdownTimeout};
   // --hang-timeout: no rank wrote a line this long: take every rank's stack.
   std::chrono::milliseconds hang_timeout{base::kDefaultHangTimeout};  // 0: off
-  bool hang_stop = false;       // --hang-action stop: then end the job, exit 124
-  bool no_python_hook = false;  // --no-python-hook
-  std::vector<int> signals_to_handle;  // Default: SIGTERM, SIGINT, SIGHUP, SIGQUIT
+  bool hang_stop = false;                                             // --hang-action stop: then end the job, exit 124
+  bool no_python_hook = false;                                        // --no-python-hook
+  std::vector<int> signals_to_handle;                                 // Default: SIGTERM, SIGINT, SIGHUP, SIGQUIT
 
   // How the command is run.
-  bool module = false;     // -m: python -m MODULE
-  bool no_python = false;  // run the command as given
-  bool run_path = false;   // runpy.run_path in the interpreter
+  bool module = false;          // -m: python -m MODULE
+  bool no_python = false;       // run the command as given
+  bool run_path = false;        // runpy.run_path in the interpreter
   bool after_dashdash = false;  // the command came after `--`: run as given
   std::vector<std::string> command;
 
@@ -100,11 +100,11 @@ struct Options {
 
   // Output.
   std::string log_dir;
-  std::string events;  // --events FILE: one JSON object per line (launcher/core/events.hpp)
-  std::string metrics_addr;  // --metrics-addr HOST:PORT; empty: DLAUNCH_METRICS_ADDR, else none
+  std::string events;           // --events FILE: one JSON object per line (launcher/core/events.hpp)
+  std::string metrics_addr;     // --metrics-addr HOST:PORT; empty: DLAUNCH_METRICS_ADDR, else none
   std::string redirects = "0";  // torchrun Std: 0 none, 1 out, 2 err, 3 both, or "0:1,1:2"
   std::string tee = "0";
-  std::vector<int> local_ranks_filter;  // empty: every local rank on the console
+  std::vector<int> local_ranks_filter;    // empty: every local rank on the console
   std::optional<std::string> tag_format;  // --tag-output[=FMT]
   bool no_tag = false;
 

@@ -16,8 +16,7 @@ std::vector<std::string> WorkerArgv(const Options& o, const envmap::EnvMap& env)
     // torchrun runs the script with runpy.run_path inside its own interpreter;
     // the same, in the worker's interpreter.
     argv.push_back("-c");
-    argv.push_back(
-        "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')");
+    argv.push_back("import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')");
   }
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;

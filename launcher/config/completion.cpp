@@ -134,10 +134,14 @@ std::string Replace(std::string text, std::string_view marker, const std::string
 std::string Action(ValueKind kind, std::string_view choices) {
   if (!choices.empty()) return fmt::format("COMPREPLY=($(compgen -W '{}' -- \"$cur\"))", choices);
   switch (kind) {
-    case ValueKind::kFile: return kCompleteFile;
-    case ValueKind::kDirectory: return kCompleteDirectory;
-    case ValueKind::kHost: return kCompleteHost;
-    case ValueKind::kText: break;
+    case ValueKind::kFile:
+      return kCompleteFile;
+    case ValueKind::kDirectory:
+      return kCompleteDirectory;
+    case ValueKind::kHost:
+      return kCompleteHost;
+    case ValueKind::kText:
+      break;
   }
   return ":";  // a value, but nothing to offer
 }
@@ -183,7 +187,8 @@ std::string ValueFlags() {
   for (const Subcommand& s : Subcommands()) {
     for (const std::string& option : Split(s.options, ' ')) {
       std::string word = option.substr(0, option.find('='));
-      if (word.size() < option.size() && std::find(words.begin(), words.end(), word) == words.end()) words.push_back(word);
+      if (word.size() < option.size() && std::find(words.begin(), words.end(), word) == words.end())
+        words.push_back(word);
     }
   }
   return fmt::format("{}", fmt::join(words, " "));

@@ -61,9 +61,12 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
     std::string arg = args[i];
     std::string name = arg.substr(0, arg.find('='));
     if (name == "--listen") {
-      if (arg.size() > name.size()) listen = arg.substr(name.size() + 1);
-      else if (i + 1 < args.size()) listen = args[++i];
-      else return Status::InvalidArgument("--listen: expects a value");
+      if (arg.size() > name.size())
+        listen = arg.substr(name.size() + 1);
+      else if (i + 1 < args.size())
+        listen = args[++i];
+      else
+        return Status::InvalidArgument("--listen: expects a value");
       continue;
     }
     if (name == "-h" || name == "--help") {
@@ -71,7 +74,8 @@ Result<DaemonPlan> DecideDaemon(const std::vector<std::string>& args, const envm
       return plan;
     }
     std::string dashed = name;
-    for (char& c : dashed) if (c == '_') c = '-';
+    for (char& c : dashed)
+      if (c == '_') c = '-';
     if (dashed != "--rdzv-token" && dashed != "--rdzv-token-file" && dashed != "--rdzv-conf" &&
         dashed != "--metrics-addr")
       return Status::InvalidArgument(fmt::format(

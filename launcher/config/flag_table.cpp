@@ -20,7 +20,6 @@
 namespace dlaunch::launcher {
 namespace {
 
-
 Status Bad(const std::string& flag, const std::string& what, const std::string& value) {
   return Status::InvalidArgument(fmt::format("--{}: expected {}, got '{}'", flag, what, Printable(value)));
 }
@@ -34,9 +33,18 @@ Status SetNp(Options& o, const std::string& v) {
 
 Status SetNproc(Options& o, const std::string& v) {
   o.nproc_given = true;
-  if (v == "auto") { o.nproc_kind = NprocKind::kAuto; return Status::Ok(); }
-  if (v == "gpu") { o.nproc_kind = NprocKind::kGpu; return Status::Ok(); }
-  if (v == "cpu") { o.nproc_kind = NprocKind::kCpu; return Status::Ok(); }
+  if (v == "auto") {
+    o.nproc_kind = NprocKind::kAuto;
+    return Status::Ok();
+  }
+  if (v == "gpu") {
+    o.nproc_kind = NprocKind::kGpu;
+    return Status::Ok();
+  }
+  if (v == "cpu") {
+    o.nproc_kind = NprocKind::kCpu;
+    return Status::Ok();
+  }
   std::optional<int> n = ParseInt(v);
   if (!n || *n < 1) return Bad("nproc-per-node", "a positive number, 'auto', 'gpu' or 'cpu'", v);
   if (*n > kMaxWorkersPerNode)
@@ -71,11 +79,17 @@ Setter IntFlag(const char* flag, int min, int Options::*field) {
 }
 
 Setter StringFlag(std::string Options::*field) {
-  return [=](Options& o, const std::string& v) { o.*field = v; return Status::Ok(); };
+  return [=](Options& o, const std::string& v) {
+    o.*field = v;
+    return Status::Ok();
+  };
 }
 
 Setter SwitchFlag(bool Options::*field) {
-  return [=](Options& o, const std::string&) { o.*field = true; return Status::Ok(); };
+  return [=](Options& o, const std::string&) {
+    o.*field = true;
+    return Status::Ok();
+  };
 }
 
 Status SetMasterPort(Options& o, const std::string& v) {
@@ -136,11 +150,16 @@ Status SetSignals(Options& o, const std::string& v) {
 
 Status SetEnvFlavor(Options& o, const std::string& v) {
   for (const std::string& name : Split(v, ',')) {
-    if (name == "ompi") o.env_ompi = true;
-    else if (name == "azure") o.env_azure = true;
-    else if (name == "horovod") o.env_horovod = true;
-    else if (name == "torch" || name == "pytorch") {}  // always on
-    else return Bad("env", "a list of ompi, azure, horovod", v);
+    if (name == "ompi")
+      o.env_ompi = true;
+    else if (name == "azure")
+      o.env_azure = true;
+    else if (name == "horovod")
+      o.env_horovod = true;
+    else if (name == "torch" || name == "pytorch") {
+    }  // always on
+    else
+      return Bad("env", "a list of ompi, azure, horovod", v);
   }
   return Status::Ok();
 }
@@ -150,8 +169,7 @@ Status SetRoles(Options& o, const std::string& v) {
   int64_t total = 0;
   for (const std::string& part : Split(v, ',')) {
     size_t colon = part.find(':');
-    std::optional<int> n = colon == std::string::npos ? std::optional<int>(1)
-                                                      : ParseInt(part.substr(colon + 1));
+    std::optional<int> n = colon == std::string::npos ? std::optional<int>(1) : ParseInt(part.substr(colon + 1));
     std::string name = part.substr(0, colon);
     if (name.empty() || !n || *n < 1) return Bad("roles", "ROLE:COUNT pairs like 'chief:1,worker:2,ps:1'", v);
     o.roles.push_back(envmap::RoleSpec{name, *n, {}});
@@ -179,12 +197,10 @@ Status AddRoleEnv(Options& o, const std::string& v) {
       return Status::Ok();
     }
   }
-  return Status::InvalidArgument(
-      fmt::format("--role-env: role '{}' is not in --roles (give --roles first)", role));
+  return Status::InvalidArgument(fmt::format("--role-env: role '{}' is not in --roles (give --roles first)", role));
 }
 
 namespace {
-
 
 Status SetBindTo(Options& o, const std::string& v) {
   if (v != "none" && v != "core" && v != "numa") return Bad("bind-to", "none, core or numa", v);
@@ -296,30 +312,53 @@ bool Listed(std::string_view name, std::initializer_list<std::string_view> names
 }  // namespace
 
 bool IsLayoutFlag(std::string_view name) {
-  return Listed(name, {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host",
-                       "standalone"});
+  return Listed(name, {"nnodes", "node-rank", "master-addr", "master-port", "nodes", "hostfile", "host", "standalone"});
 }
-
 
 // What a head-node launch passes on to every agent, as the user typed it: how
 // each node runs, supervises and shows its workers. Every other flag is the
 // head's own (HeadOnly); a test holds each flag to exactly one of the two.
 bool ForAgents(std::string_view name) {
-  return Listed(name, {"rdzv-conf", "launch-mode", "max-restarts", "monitor-interval", "start-method", "role",
-                       "module", "no-python", "run-path", "log-dir", "redirects", "tee", "local-ranks-filter",
-                       "shutdown-timeout", "hang-timeout", "hang-action", "no-python-hook", "signals-to-handle", "legacy-launch", "use-env",
-                       "local-rank-underscore", "env", "roles", "role-env", "bind-to", "pin-gpu", "metrics-addr",
+  return Listed(name, {"rdzv-conf",
+                       "launch-mode",
+                       "max-restarts",
+                       "monitor-interval",
+                       "start-method",
+                       "role",
+                       "module",
+                       "no-python",
+                       "run-path",
+                       "log-dir",
+                       "redirects",
+                       "tee",
+                       "local-ranks-filter",
+                       "shutdown-timeout",
+                       "hang-timeout",
+                       "hang-action",
+                       "no-python-hook",
+                       "signals-to-handle",
+                       "legacy-launch",
+                       "use-env",
+                       "local-rank-underscore",
+                       "env",
+                       "roles",
+                       "role-env",
+                       "bind-to",
+                       "pin-gpu",
+                       "metrics-addr",
                        "virtual-local-rank"});
 }
 
 // The head decides each agent's nodes, workers, rendezvous and tags itself, and
 // keeps its ssh connection and its own questions (help, explain) to itself.
 bool HeadOnly(std::string_view name) {
-  return Listed(name, {"nproc-per-node", "np", "nnodes", "node-rank", "master-addr", "master-port", "local-addr",
-                       "rdzv-backend", "rdzv-endpoint", "rdzv-id", "rdzv-token", "rdzv-token-file", "nodes",
-                       "hostfile", "host", "include", "exclude", "remote", "ssh-port", "ssh-identity",
-                       "ssh-option", "export", "remote-dlaunch", "explain", "logs-specs", "events", "standalone", "tag-output",
-                       "no-tag", "help", "version"});
+  return Listed(name,
+                {"nproc-per-node", "np",           "nnodes",        "node-rank",  "master-addr",    "master-port",
+                 "local-addr",     "rdzv-backend", "rdzv-endpoint", "rdzv-id",    "rdzv-token",     "rdzv-token-file",
+                 "nodes",          "hostfile",     "host",          "include",    "exclude",        "remote",
+                 "ssh-port",       "ssh-identity", "ssh-option",    "export",     "remote-dlaunch", "explain",
+                 "logs-specs",     "events",       "standalone",    "tag-output", "no-tag",         "help",
+                 "version"});
 }
 
 // One row a flag (name, arity, setter, help, documentation). A table, not
@@ -328,122 +367,336 @@ bool HeadOnly(std::string_view name) {
 // list in this order.
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
-      {"nproc-per-node", 0, Arity::kValue, SetNproc, "workers on this node: N, auto, gpu or cpu (default 1)",
-       {.value = "N", .choices = "auto gpu cpu", .torchrun = true, .others = "mpirun -np (per node: --map-by ppr:N:node)"}},
-      {"nnodes", 0, Arity::kValue, SetNnodes, "nodes: N or MIN:MAX (default 1)",
+      {"nproc-per-node",
+       0,
+       Arity::kValue,
+       SetNproc,
+       "workers on this node: N, auto, gpu or cpu (default 1)",
+       {.value = "N",
+        .choices = "auto gpu cpu",
+        .torchrun = true,
+        .others = "mpirun -np (per node: --map-by ppr:N:node)"}},
+      {"nnodes",
+       0,
+       Arity::kValue,
+       SetNnodes,
+       "nodes: N or MIN:MAX (default 1)",
        {.value = "N|MIN:MAX", .torchrun = true, .others = "mpirun -H, --hostfile"}},
-      {"node-rank", 0, Arity::kValue,
-       [](Options& o, const std::string& v) { o.node_rank_given = true; return IntFlag("node-rank", 0, &Options::node_rank)(o, v); },
+      {"node-rank",
+       0,
+       Arity::kValue,
+       [](Options& o, const std::string& v) {
+         o.node_rank_given = true;
+         return IntFlag("node-rank", 0, &Options::node_rank)(o, v);
+       },
        "this node's rank",
        {.value = "R", .torchrun = true, .others = "torch.distributed.launch --node_rank"}},
-      {"master-addr", 0, Arity::kValue, StringFlag(&Options::master_addr), "address of node rank 0 (default 127.0.0.1)",
-       {.value = "ADDR", .kind = ValueKind::kHost, .torchrun = true, .others = "torch.distributed.launch --master_addr"}},
-      {"master-port", 0, Arity::kValue, SetMasterPort, "port on node rank 0 (default: a free port)",
+      {"master-addr",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::master_addr),
+       "address of node rank 0 (default 127.0.0.1)",
+       {.value = "ADDR",
+        .kind = ValueKind::kHost,
+        .torchrun = true,
+        .others = "torch.distributed.launch --master_addr"}},
+      {"master-port",
+       0,
+       Arity::kValue,
+       SetMasterPort,
+       "port on node rank 0 (default: a free port)",
        {.value = "PORT", .torchrun = true, .others = "torch.distributed.launch --master_port"}},
-      {"local-addr", 0, Arity::kValue, StringFlag(&Options::local_addr), "this node's advertised address",
+      {"local-addr",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::local_addr),
+       "this node's advertised address",
        {.value = "ADDR", .kind = ValueKind::kHost, .torchrun = true}},
-      {"rdzv-backend", 0, Arity::kValue, SetRdzvBackend, "accepted for torchrun compatibility (not etcd, etcd-v2)",
+      {"rdzv-backend",
+       0,
+       Arity::kValue,
+       SetRdzvBackend,
+       "accepted for torchrun compatibility (not etcd, etcd-v2)",
        {.value = "NAME", .choices = "c10d static", .torchrun = true}},
-      {"rdzv-endpoint", 0, Arity::kValue, StringFlag(&Options::rdzv_endpoint), "rendezvous HOST:PORT",
+      {"rdzv-endpoint",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::rdzv_endpoint),
+       "rendezvous HOST:PORT",
        {.value = "HOST:PORT", .torchrun = true}},
-      {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)",
-       {.value = "ID", .torchrun = true}},
-      {"rdzv-conf", 0, Arity::kValue, SetRdzvConf, "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)",
+      {"rdzv-id", 0, Arity::kValue, SetRdzvId, "job id (TORCHELASTIC_RUN_ID)", {.value = "ID", .torchrun = true}},
+      {"rdzv-conf",
+       0,
+       Arity::kValue,
+       SetRdzvConf,
+       "is_host=0|1, join_timeout, last_call_timeout, heartbeat_timeout (s)",
        {.value = "KEY=VALUE,...", .torchrun = true}},
-      {"rdzv-token", 0, Arity::kValue, SetRdzvToken, "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)",
+      {"rdzv-token",
+       0,
+       Arity::kValue,
+       SetRdzvToken,
+       "shared secret for the rendezvous (or DLAUNCH_RDZV_TOKEN)",
        {.value = "TOKEN"}},
-      {"rdzv-token-file", 0, Arity::kValue, StringFlag(&Options::rdzv_token_file), "file holding the rendezvous secret (mode 600)",
+      {"rdzv-token-file",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::rdzv_token_file),
+       "file holding the rendezvous secret (mode 600)",
        {.value = "FILE", .kind = ValueKind::kFile}},
-      {"nodes", 0, Arity::kValue, SetNodes, "the job's hosts; node rank = position",
+      {"nodes",
+       0,
+       Arity::kValue,
+       SetNodes,
+       "the job's hosts; node rank = position",
        {.value = "HOST,...", .kind = ValueKind::kHost, .others = "mpirun -H"}},
-      {"hostfile", 0, Arity::kValue, StringFlag(&Options::hostfile), "file of the job's hosts, one per line; node rank = position",
+      {"hostfile",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::hostfile),
+       "file of the job's hosts, one per line; node rank = position",
        {.value = "FILE", .kind = ValueKind::kFile, .others = "mpirun --hostfile; DeepSpeed --hostfile"}},
-      {"host", 'H', Arity::kValue, StringFlag(&Options::host_list), "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position",
+      {"host",
+       'H',
+       Arity::kValue,
+       StringFlag(&Options::host_list),
+       "the job's hosts as mpirun's -H: n1:8,n2:8; node rank = position",
        {.value = "HOST[:N],...", .kind = ValueKind::kHost, .others = "mpirun -H, --host"}},
-      {"np", 0, Arity::kValue, SetNp, "horovodrun/mpirun's -np: N processes in all, filling the node list's slots in order; runs the command as given",
+      {"np",
+       0,
+       Arity::kValue,
+       SetNp,
+       "horovodrun/mpirun's -np: N processes in all, filling the node list's slots in order; runs the command as given",
        {.value = "N", .others = "horovodrun -np, mpirun -np"}},
-      {"include", 0, Arity::kValue, StringFlag(&Options::include), "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1",
+      {"include",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::include),
+       "DeepSpeed filter: only these hosts/slots, e.g. n1@n2:0,1",
        {.value = "HOST[:SLOTS]@...", .others = "DeepSpeed --include"}},
-      {"exclude", 0, Arity::kValue, StringFlag(&Options::exclude), "DeepSpeed filter: leave out these hosts/slots",
+      {"exclude",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::exclude),
+       "DeepSpeed filter: leave out these hosts/slots",
        {.value = "HOST[:SLOTS]@...", .others = "DeepSpeed --exclude"}},
-      {"remote", 0, Arity::kValue, SetRemote, "head-node launch: start agents with ssh (default) or pdsh",
+      {"remote",
+       0,
+       Arity::kValue,
+       SetRemote,
+       "head-node launch: start agents with ssh (default) or pdsh",
        {.value = "ssh|pdsh", .choices = "ssh pdsh", .others = "mpirun --mca plm_rsh_agent"}},
-      {"ssh-port", 0, Arity::kValue, SetSshPort, "head-node launch: ssh port",
+      {"ssh-port",
+       0,
+       Arity::kValue,
+       SetSshPort,
+       "head-node launch: ssh port",
        {.value = "PORT", .others = "mpirun --mca plm_rsh_args '-p PORT'"}},
-      {"ssh-identity", 0, Arity::kValue, StringFlag(&Options::ssh_identity), "head-node launch: ssh key file",
+      {"ssh-identity",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::ssh_identity),
+       "head-node launch: ssh key file",
        {.value = "KEY", .kind = ValueKind::kFile, .others = "mpirun --mca plm_rsh_args '-i KEY'"}},
-      {"ssh-option", 0, Arity::kValue, SetSshOption, "head-node launch: ssh -o KEY=VALUE (repeatable)",
+      {"ssh-option",
+       0,
+       Arity::kValue,
+       SetSshOption,
+       "head-node launch: ssh -o KEY=VALUE (repeatable)",
        {.value = "KEY=VALUE", .others = "mpirun --mca plm_rsh_args '-o KEY=VALUE'"}},
-      {"export", 'x', Arity::kValue, SetExport, "head-node launch: pass NAME[=VALUE] to every node (repeatable)",
+      {"export",
+       'x',
+       Arity::kValue,
+       SetExport,
+       "head-node launch: pass NAME[=VALUE] to every node (repeatable)",
        {.value = "NAME[=VALUE]", .others = "mpirun -x"}},
-      {"remote-dlaunch", 0, Arity::kValue, StringFlag(&Options::remote_dlaunch), "head-node launch: dlaunch's path on the nodes",
+      {"remote-dlaunch",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::remote_dlaunch),
+       "head-node launch: dlaunch's path on the nodes",
        {.value = "PATH", .kind = ValueKind::kFile}},
-      {"launch-mode", 0, Arity::kValue, SetLaunchMode, "per-process (default) or per-node: run COMMAND once per node",
+      {"launch-mode",
+       0,
+       Arity::kValue,
+       SetLaunchMode,
+       "per-process (default) or per-node: run COMMAND once per node",
        {.value = "MODE", .choices = "per-process per-node", .others = "mpirun --map-by ppr:1:node (per-node)"}},
-      {"explain", 0, Arity::kSwitch, SwitchFlag(&Options::explain), "print what was detected and the layout; launch nothing",
+      {"explain",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::explain),
+       "print what was detected and the layout; launch nothing",
        {.others = "mpirun --display-map"}},
-      {"standalone", 0, Arity::kSwitch, SwitchFlag(&Options::standalone), "single node, local rendezvous",
+      {"standalone",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::standalone),
+       "single node, local rendezvous",
        {.torchrun = true}},
-      {"max-restarts", 0, Arity::kValue, IntFlag("max-restarts", 0, &Options::max_restarts), "restarts of the worker group on failure (default 0)",
+      {"max-restarts",
+       0,
+       Arity::kValue,
+       IntFlag("max-restarts", 0, &Options::max_restarts),
+       "restarts of the worker group on failure (default 0)",
        {.value = "N", .torchrun = true}},
-      {"monitor-interval", 0, Arity::kValue, Ignore, "accepted; dlaunch reacts to exits at once",
+      {"monitor-interval",
+       0,
+       Arity::kValue,
+       Ignore,
+       "accepted; dlaunch reacts to exits at once",
        {.value = "SECONDS", .torchrun = true}},
-      {"start-method", 0, Arity::kValue, Ignore, "accepted; workers are always exec'd",
+      {"start-method",
+       0,
+       Arity::kValue,
+       Ignore,
+       "accepted; workers are always exec'd",
        {.value = "METHOD", .choices = "spawn fork forkserver", .torchrun = true}},
-      {"role", 0, Arity::kValue, StringFlag(&Options::role), "ROLE_NAME of the workers (default 'default')",
+      {"role",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::role),
+       "ROLE_NAME of the workers (default 'default')",
        {.value = "NAME", .torchrun = true}},
-      {"module", 'm', Arity::kSwitch, SwitchFlag(&Options::module), "run the script as a Python module",
+      {"module",
+       'm',
+       Arity::kSwitch,
+       SwitchFlag(&Options::module),
+       "run the script as a Python module",
        {.torchrun = true}},
-      {"no-python", 0, Arity::kSwitch, SwitchFlag(&Options::no_python), "run the command as given",
+      {"no-python", 0, Arity::kSwitch, SwitchFlag(&Options::no_python), "run the command as given", {.torchrun = true}},
+      {"run-path",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::run_path),
+       "run the script with runpy.run_path",
        {.torchrun = true}},
-      {"run-path", 0, Arity::kSwitch, SwitchFlag(&Options::run_path), "run the script with runpy.run_path",
-       {.torchrun = true}},
-      {"log-dir", 0, Arity::kValue, StringFlag(&Options::log_dir), "write each rank's output under DIR",
+      {"log-dir",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::log_dir),
+       "write each rank's output under DIR",
        {.value = "DIR", .kind = ValueKind::kDirectory, .torchrun = true, .others = "mpirun --output-filename DIR"}},
-      {"logs-specs", 0, Arity::kValue, RefuseLogsSpecs, "refused: torchrun's Python LogsSpecs plug-in (use --log-dir, --redirects, --tee)",
+      {"logs-specs",
+       0,
+       Arity::kValue,
+       RefuseLogsSpecs,
+       "refused: torchrun's Python LogsSpecs plug-in (use --log-dir, --redirects, --tee)",
        {.value = "NAME", .torchrun = true}},
-      {"events", 0, Arity::kValue, StringFlag(&Options::events), "append the job's events to FILE, one JSON object per line",
+      {"events",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::events),
+       "append the job's events to FILE, one JSON object per line",
        {.value = "FILE", .kind = ValueKind::kFile}},
-      {"metrics-addr", 0, Arity::kValue, StringFlag(&Options::metrics_addr),
+      {"metrics-addr",
+       0,
+       Arity::kValue,
+       StringFlag(&Options::metrics_addr),
        "serve /metrics, /healthz, /readyz on HOST:PORT (PORT alone: loopback; 0: any; or DLAUNCH_METRICS_ADDR)",
        {.value = "HOST:PORT", .others = "torchrun TORCHELASTIC_HEALTH_CHECK_PORT"}},
-      {"redirects", 'r', Arity::kValue, StdFlag("redirects", &Options::redirects), "streams to the log files only: 0-3 or 0:1,1:2",
+      {"redirects",
+       'r',
+       Arity::kValue,
+       StdFlag("redirects", &Options::redirects),
+       "streams to the log files only: 0-3 or 0:1,1:2",
        {.value = "STD", .choices = "0 1 2 3", .torchrun = true}},
-      {"tee", 't', Arity::kValue, StdFlag("tee", &Options::tee), "streams to console and log files: 0-3 or 0:1,1:2",
+      {"tee",
+       't',
+       Arity::kValue,
+       StdFlag("tee", &Options::tee),
+       "streams to console and log files: 0-3 or 0:1,1:2",
        {.value = "STD", .choices = "0 1 2 3", .torchrun = true}},
-      {"local-ranks-filter", 0, Arity::kValue, SetLocalRanksFilter, "show only these local ranks on the console",
+      {"local-ranks-filter",
+       0,
+       Arity::kValue,
+       SetLocalRanksFilter,
+       "show only these local ranks on the console",
        {.value = "RANKS", .torchrun = true}},
-      {"shutdown-timeout", 0, Arity::kValue, SetShutdownTimeout, "seconds from SIGTERM to SIGKILL (default 30)",
+      {"shutdown-timeout",
+       0,
+       Arity::kValue,
+       SetShutdownTimeout,
+       "seconds from SIGTERM to SIGKILL (default 30)",
        {.value = "SECONDS", .torchrun = true}},
-      {"hang-timeout", 0, Arity::kValue, SetHangTimeout, "no rank writes a line this long: print every rank's stack (default 1800; 0: off)",
+      {"hang-timeout",
+       0,
+       Arity::kValue,
+       SetHangTimeout,
+       "no rank writes a line this long: print every rank's stack (default 1800; 0: off)",
        {.value = "SECONDS"}},
-      {"hang-action", 0, Arity::kValue, SetHangAction, "after a hang's stacks: report (default; the job runs on) or stop (exit 124)",
+      {"hang-action",
+       0,
+       Arity::kValue,
+       SetHangAction,
+       "after a hang's stacks: report (default; the job runs on) or stop (exit 124)",
        {.value = "ACTION", .choices = "report stop"}},
-      {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook), "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},
-      {"signals-to-handle", 0, Arity::kValue, SetSignals, "signals that stop the job (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
+      {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook),
+       "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},
+      {"signals-to-handle",
+       0,
+       Arity::kValue,
+       SetSignals,
+       "signals that stop the job (default SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
        {.value = "SIGNALS", .choices = "SIGTERM SIGINT SIGHUP SIGQUIT SIGUSR1 SIGUSR2", .torchrun = true}},
-      {"legacy-launch", 0, Arity::kSwitch, SwitchFlag(&Options::legacy_launch), "behave as python -m torch.distributed.launch",
+      {"legacy-launch",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::legacy_launch),
+       "behave as python -m torch.distributed.launch",
        {.others = "python -m torch.distributed.launch"}},
-      {"use-env", 0, Arity::kSwitch, SwitchFlag(&Options::use_env), "legacy: do not append --local-rank",
+      {"use-env",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::use_env),
+       "legacy: do not append --local-rank",
        {.others = "torch.distributed.launch --use_env"}},
-      {"local-rank-underscore", 0, Arity::kSwitch, SwitchFlag(&Options::local_rank_underscore), "legacy: append --local_rank=N (PyTorch 1.x)",
+      {"local-rank-underscore",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::local_rank_underscore),
+       "legacy: append --local_rank=N (PyTorch 1.x)",
        {.others = "torch.distributed.launch (PyTorch 1.x) passes --local_rank=N"}},
-      {"env", 0, Arity::kValue, SetEnvFlavor, "extra variable dialects: ompi, azure, horovod",
+      {"env",
+       0,
+       Arity::kValue,
+       SetEnvFlavor,
+       "extra variable dialects: ompi, azure, horovod",
        {.value = "DIALECTS", .choices = "ompi azure horovod"}},
-      {"roles", 0, Arity::kValue, SetRoles, "TF roles, e.g. chief:1,worker:2,ps:1 (sets TF_CONFIG)",
+      {"roles",
+       0,
+       Arity::kValue,
+       SetRoles,
+       "TF roles, e.g. chief:1,worker:2,ps:1 (sets TF_CONFIG)",
        {.value = "ROLE:N,..."}},
-      {"role-env", 0, Arity::kValue, AddRoleEnv, "ROLE:NAME=VALUE for one role only (repeatable)",
+      {"role-env",
+       0,
+       Arity::kValue,
+       AddRoleEnv,
+       "ROLE:NAME=VALUE for one role only (repeatable)",
        {.value = "ROLE:NAME=VALUE"}},
-      {"tag-output", 0, Arity::kOptionalValue,
-       [](Options& o, const std::string& v) { o.tag_format = v.empty() ? "[{node_rank},{rank}]<{stream}>: " : v; return Status::Ok(); },
+      {"tag-output",
+       0,
+       Arity::kOptionalValue,
+       [](Options& o, const std::string& v) {
+         o.tag_format = v.empty() ? "[{node_rank},{rank}]<{stream}>: " : v;
+         return Status::Ok();
+       },
        "tag lines; =FMT with {rank} {local_rank} {node_rank} {host} {role} {time} {stream}",
        {.value = "FMT", .others = "mpirun --tag-output, --timestamp-output"}},
       {"no-tag", 0, Arity::kSwitch, SwitchFlag(&Options::no_tag), "do not tag output lines"},
-      {"bind-to", 0, Arity::kValue, SetBindTo, "CPU binding per local rank: none, core or numa",
+      {"bind-to",
+       0,
+       Arity::kValue,
+       SetBindTo,
+       "CPU binding per local rank: none, core or numa",
        {.value = "none|core|numa", .choices = "none core numa", .others = "mpirun --bind-to"}},
       {"pin-gpu", 0, Arity::kSwitch, SwitchFlag(&Options::pin_gpu), "CUDA_VISIBLE_DEVICES = this rank's GPU"},
-      {"virtual-local-rank", 0, Arity::kSwitch, SwitchFlag(&Options::virtual_local_rank),
-       "LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = this worker's GPU only", {.torchrun = true}},
+      {"virtual-local-rank",
+       0,
+       Arity::kSwitch,
+       SwitchFlag(&Options::virtual_local_rank),
+       "LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES = this worker's GPU only",
+       {.torchrun = true}},
       {"help", 'h', Arity::kSwitch, SwitchFlag(&Options::help), "show this help"},
       {"version", 'V', Arity::kSwitch, SwitchFlag(&Options::version), "show the version"},
   };

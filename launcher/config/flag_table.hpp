@@ -28,8 +28,8 @@ struct FlagDoc {
   const char* value = "V";   // the value's name: N, FILE, HOST:PORT (unused for a switch)
   const char* choices = "";  // the enumerated values, space-separated; each one parses (a unit test holds it)
   ValueKind kind = ValueKind::kText;
-  bool torchrun = false;     // torchrun has the flag too, spelt --a_b or --a-b
-  const char* others = "";   // its spelling in mpirun, DeepSpeed or torch.distributed.launch, launcher first
+  bool torchrun = false;    // torchrun has the flag too, spelt --a_b or --a-b
+  const char* others = "";  // its spelling in mpirun, DeepSpeed or torch.distributed.launch, launcher first
 };
 
 struct Flag {

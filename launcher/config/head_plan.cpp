@@ -55,8 +55,8 @@ Result<std::vector<HostEntry>> NodeList(const Options& o) {
     used.push_back(std::move(e));
   }
   if (left > 0) {
-    return Status::InvalidArgument(fmt::format("-np: {} processes, but the {} host(s) of {} have {} slot(s) in all", o.np,
-                                               hosts->size(), !o.hostfile.empty() ? o.hostfile : "-H", slots));
+    return Status::InvalidArgument(fmt::format("-np: {} processes, but the {} host(s) of {} have {} slot(s) in all",
+                                               o.np, hosts->size(), !o.hostfile.empty() ? o.hostfile : "-H", slots));
   }
   return used;
 }

@@ -68,9 +68,9 @@ Result<HostEntry> HostWord(std::string_view word, const std::string& where, bool
     if (!rest.empty()) slots = rest.substr(1);
   } else if (std::count(word.begin(), word.end(), ':') > 1) {
     if (!bare_ipv6)
-      return Status::InvalidArgument(fmt::format(
-          "{}: ambiguous host '{}' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)", where,
-          Printable(word)));
+      return Status::InvalidArgument(
+          fmt::format("{}: ambiguous host '{}' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)",
+                      where, Printable(word)));
     if (!IsIpv6(word))
       return Status::InvalidArgument(
           fmt::format("{}: expected HOST[:SLOTS] or an IPv6 address, got '{}'", where, Printable(word)));
@@ -83,8 +83,8 @@ Result<HostEntry> HostWord(std::string_view word, const std::string& where, bool
     if (host.empty() || !n || *n < 1)
       return Status::InvalidArgument(fmt::format("{}: expected HOST:SLOTS, got '{}'", where, Printable(word)));
     if (*n > kMaxWorkersPerNode)
-      return Status::InvalidArgument(fmt::format("{}: '{}' is over the limit of {} workers per node", where,
-                                                 Printable(word), kMaxWorkersPerNode));
+      return Status::InvalidArgument(
+          fmt::format("{}: '{}' is over the limit of {} workers per node", where, Printable(word), kMaxWorkersPerNode));
     e.slots = *n;
   }
   if (!ValidHostName(host))
@@ -138,10 +138,16 @@ Result<std::string> ReadHostfile(const std::string& path, std::string_view subje
     for (;;) {
       ssize_t n = read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) { status = fail(fmt::format("cannot read ({})", std::strerror(errno))); break; }
+      if (n < 0) {
+        status = fail(fmt::format("cannot read ({})", std::strerror(errno)));
+        break;
+      }
       if (n == 0) break;
       text.append(buf, static_cast<size_t>(n));
-      if (text.size() > kMaxHostfileBytes) { status = fail(fmt::format("over the limit of {} bytes", kMaxHostfileBytes)); break; }
+      if (text.size() > kMaxHostfileBytes) {
+        status = fail(fmt::format("over the limit of {} bytes", kMaxHostfileBytes));
+        break;
+      }
     }
   }
   close(fd);
@@ -160,7 +166,8 @@ Result<std::vector<HostEntry>> ParseHostfile(std::string_view text, const std::s
     line = line.substr(0, line.find('#'));
     std::vector<std::string_view> words = Words(line);
     if (words.empty()) continue;
-    if (hosts.size() == kMaxHosts) return Status::InvalidArgument(fmt::format("{}: more than {} hosts", where, kMaxHosts));
+    if (hosts.size() == kMaxHosts)
+      return Status::InvalidArgument(fmt::format("{}: more than {} hosts", where, kMaxHosts));
     Result<HostEntry> e = HostWord(words[0], where, true);
     if (!e.ok()) return e.status();
     for (size_t i = 1; i < words.size(); ++i) {
@@ -230,18 +237,23 @@ Result<std::vector<HostEntry>> FilterHosts(std::vector<HostEntry> hosts, const s
     if (colon != std::string::npos) {
       Result<std::vector<int>> s = SlotList(std::string_view(part).substr(colon + 1), flag, spec);
       if (!s.ok()) return s.status();
-      if (!it->slots) return Status::InvalidArgument(fmt::format("--{}: host '{}' has no slot count to pick from", flag, Printable(host)));
+      if (!it->slots)
+        return Status::InvalidArgument(
+            fmt::format("--{}: host '{}' has no slot count to pick from", flag, Printable(host)));
       for (int slot : *s)
         if (slot >= *it->slots)
-          return Status::InvalidArgument(fmt::format("--{}: host '{}' has slots 0-{}, not {}", flag, Printable(host), *it->slots - 1, slot));
+          return Status::InvalidArgument(
+              fmt::format("--{}: host '{}' has slots 0-{}, not {}", flag, Printable(host), *it->slots - 1, slot));
       slots = *s;
     }
     // A host named twice ("n1:0@n1:1") gets the union of its slots, and the
     // whole host once named whole: DeepSpeed users read '@' as "and".
     auto [entry, fresh] = named.emplace(host, slots);
     if (!fresh) {
-      if (entry->second.empty() || slots.empty()) entry->second.clear();
-      else entry->second.insert(entry->second.end(), slots.begin(), slots.end());
+      if (entry->second.empty() || slots.empty())
+        entry->second.clear();
+      else
+        entry->second.insert(entry->second.end(), slots.begin(), slots.end());
     }
   }
 

@@ -63,15 +63,16 @@ Result<JobArgs> SplitJobArgs(const std::vector<std::string>& args) {
     } else if (a == "-H" || a == "--host" || a == "--hostfile" || a == "--nodes") {
       if (i + 1 >= args.size()) return Status::InvalidArgument(fmt::format("{}: expects a value", a));
       out.node_flags.insert(out.node_flags.end(), {a, args[++i]});
-    } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") || a.starts_with("--nodes=")) {
+    } else if (a.starts_with("-H") || a.starts_with("--host=") || a.starts_with("--hostfile=") ||
+               a.starts_with("--nodes=")) {
       out.node_flags.push_back(a);
     } else {
       std::string name = a.substr(0, a.find('='));
       if (name.starts_with("--")) std::replace(name.begin() + 2, name.end(), '_', '-');
       for (std::string_view spec_flag : kSpecFlags)
         if (name == spec_flag)
-          return Status::InvalidArgument(
-              fmt::format("{}: the job spec decides it (change the spec, or use --set KEY.PATH=VALUE)", a.substr(0, a.find('='))));
+          return Status::InvalidArgument(fmt::format(
+              "{}: the job spec decides it (change the spec, or use --set KEY.PATH=VALUE)", a.substr(0, a.find('='))));
       out.extra.push_back(a);
     }
   }
@@ -98,8 +99,13 @@ Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::strin
   std::vector<std::string> slots;
   for (const HostEntry& h : *hosts) slots.push_back(fmt::format("{} slots={}", h.host, per_instance));
   const std::string& node0 = hosts->front().host;
-  f = {"-H", fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
-       "--nproc-per-node", "1", "--no-tag", "-x", "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
+  f = {"-H",
+       fmt::format("{}:1", node0.find(':') == std::string::npos ? node0 : "[" + node0 + "]"),
+       "--nproc-per-node",
+       "1",
+       "--no-tag",
+       "-x",
+       "DLAUNCH_JOB_HOSTS=" + Join(slots, ",")};
   for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
   // mktemp: a name that `ps` shows must not be one another user can plant a
   // symbolic link at before the shell writes through it.
@@ -129,7 +135,8 @@ Result<std::optional<std::string>> HorovodrunWorkers(const JobSpec& s, const std
     return std::pair<size_t, std::string_view>(start, c.substr(start, end - start));
   };
   auto [first_at, first] = next();
-  if (s.kind != JobKind::kMpi || first.substr(first.rfind('/') + 1) != "horovodrun") return std::optional<std::string>();
+  if (s.kind != JobKind::kMpi || first.substr(first.rfind('/') + 1) != "horovodrun")
+    return std::optional<std::string>();
   auto bad = [&file](const std::string& why) {
     return Status::InvalidArgument(fmt::format("{}: command: {}", file, why));
   };
@@ -152,9 +159,10 @@ Result<std::optional<std::string>> HorovodrunWorkers(const JobSpec& s, const std
     if (name == "--gloo" || name == "--verbose") continue;
     if (name != "-np" && name != "--num-proc" && name != "-H" && name != "--hosts" && name != "--hostfile" &&
         name != "-hostfile")
-      return bad(fmt::format("horovodrun's {} is not one dlaunch reads (dlaunch runs the workers itself and "
-                             "understands -np, -H, --hostfile, --gloo and --verbose): remove it",
-                             SafeUtf8(name, false)));
+      return bad(
+          fmt::format("horovodrun's {} is not one dlaunch reads (dlaunch runs the workers itself and "
+                      "understands -np, -H, --hostfile, --gloo and --verbose): remove it",
+                      SafeUtf8(name, false)));
     std::string_view value = inline_value ? word.substr(name.size() + 1) : next().second;
     if (value.empty()) return bad(fmt::format("horovodrun's {} expects a value", name));
     if (name == "-np" || name == "--num-proc") {
@@ -169,7 +177,8 @@ Result<std::optional<std::string>> HorovodrunWorkers(const JobSpec& s, const std
 
 // Every other job: one agent per instance, on the listed nodes or on loopback
 // addresses of this machine.
-std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance) {
+std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<std::string>& node_flags,
+                                          int per_instance) {
   std::vector<std::string> f = node_flags;
   if (node_flags.empty()) {
     std::vector<std::string> hosts;
@@ -251,7 +260,8 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   if (!mpi_command || node_list) {
     const auto* head = std::get_if<HeadPlan>(&job.plan.run);
     if (head == nullptr)
-      return Status::InvalidArgument(fmt::format("{}: the instances need a node list (-H, --hostfile) or none", job.file));
+      return Status::InvalidArgument(
+          fmt::format("{}: the instances need a node list (-H, --hostfile) or none", job.file));
     int listed = static_cast<int>(head->hosts.size());
     if (listed != (mpi_command ? 1 : s.instances))
       return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",

@@ -8,7 +8,6 @@
 #include "launcher/config/job_spec.hpp"
 #include "launcher/config/plan.hpp"
 
-
 namespace dlaunch::launcher {
 
 struct JobPlan {

@@ -80,9 +80,10 @@ class Reader {
         }
       }
       std::string where = path.empty() ? key : path + "." + key;
-      return Error(kv.first, best.empty() ? fmt::format("unknown key '{}'", Quote(where))
-                                          : fmt::format("unknown key '{}' (did you mean '{}'?)", Quote(where),
-                                                        path.empty() ? std::string(best) : path + "." + std::string(best)));
+      return Error(kv.first, best.empty()
+                                 ? fmt::format("unknown key '{}'", Quote(where))
+                                 : fmt::format("unknown key '{}' (did you mean '{}'?)", Quote(where),
+                                               path.empty() ? std::string(best) : path + "." + std::string(best)));
     }
     return Status::Ok();
   }
@@ -159,8 +160,8 @@ Status ApplySet(YAML::Node& root, const std::string& set, SetOrigin& made) {
     return Status::InvalidArgument(fmt::format("--set: expected KEY.PATH=VALUE, got '{}'", Quote(set)));
   std::vector<std::string> path = Split(std::string_view(set).substr(0, eq), '.');
   if (path.size() > static_cast<size_t>(kMaxYamlDepth))
-    return Status::InvalidArgument(fmt::format("--set {}: a key path of {} levels, over the limit of {}", Quote(set),
-                                               path.size(), kMaxYamlDepth));
+    return Status::InvalidArgument(
+        fmt::format("--set {}: a key path of {} levels, over the limit of {}", Quote(set), path.size(), kMaxYamlDepth));
   Result<YAML::Node> loaded = LoadYaml(std::string_view(set).substr(eq + 1), "--set " + Quote(set), false);
   if (!loaded.ok()) return loaded.status();
   YAML::Node value = *loaded;
@@ -189,9 +190,7 @@ Status ApplySet(YAML::Node& root, const std::string& set, SetOrigin& made) {
 }
 
 // TF's role names for the spec's.
-std::string TfRole(const std::string& spec_name) {
-  return spec_name == "parameter_server" ? "ps" : spec_name;
-}
+std::string TfRole(const std::string& spec_name) { return spec_name == "parameter_server" ? "ps" : spec_name; }
 
 Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
   if (Status s = r.Keys(d, "distributed", {"mpi", "pytorch", "tensorflow"}); !s.ok()) return s;
@@ -234,7 +233,8 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
     YAML::Node node = body[role];
     if (!node) continue;
     std::string path = fmt::format("distributed.tensorflow.{}", role);
-    if (Status s = r.Keys(node, path, {"count", "environment_variables", "environment", "resource_limits", "resources"});
+    if (Status s =
+            r.Keys(node, path, {"count", "environment_variables", "environment", "resource_limits", "resources"});
         !s.ok())
       return s;
     if (!node["count"]) return r.Error(node, path + ".count: missing");
@@ -251,7 +251,8 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
     spec.instances += *count;
     spec.roles.push_back(std::move(spec_role));
   }
-  if (spec.roles.empty()) return r.Error(body, "distributed.tensorflow: needs a worker, chief or parameter_server count");
+  if (spec.roles.empty())
+    return r.Error(body, "distributed.tensorflow: needs a worker, chief or parameter_server count");
   if (spec.instances > kMaxJobInstances)
     return r.Error(body, fmt::format("distributed.tensorflow: {} tasks in all, over the limit of {}", spec.instances,
                                      kMaxJobInstances));
@@ -261,9 +262,9 @@ Status ReadDistributed(const Reader& r, const YAML::Node& d, JobSpec& spec) {
 // `instances`: the count from compute/resources, if any (`spec.instances_at`
 // already names it).
 Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int> instances, JobSpec& spec) {
-  if (Status s = r.Keys(d, "distribution",
-                        {"type", "process_count_per_instance", "process_count_per_node", "worker_count",
-                         "parameter_server_count"});
+  if (Status s = r.Keys(
+          d, "distribution",
+          {"type", "process_count_per_instance", "process_count_per_node", "worker_count", "parameter_server_count"});
       !s.ok())
     return s;
   if (!d["type"]) return r.Error(d, "distribution.type: missing (mpi, pytorch or tensorflow)");
@@ -272,7 +273,8 @@ Status ReadDistribution(const Reader& r, const YAML::Node& d, std::optional<int>
   std::string t = *type;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (t != "mpi" && t != "pytorch" && t != "tensorflow")
-    return r.Error(d["type"], fmt::format("distribution.type: expected mpi, pytorch or tensorflow, got '{}'", Quote(*type)));
+    return r.Error(d["type"],
+                   fmt::format("distribution.type: expected mpi, pytorch or tensorflow, got '{}'", Quote(*type)));
   spec.kind = t == "mpi" ? JobKind::kMpi : t == "pytorch" ? JobKind::kPyTorch : JobKind::kTensorFlow;
   spec.instances = instances.value_or(1);
   if (!instances) spec.instances_at = r.Where(d);
@@ -317,8 +319,9 @@ Result<std::optional<int>> InstanceCount(const Reader& r, const YAML::Node& root
   for (const char* section : {"compute", "resources"}) {
     YAML::Node s = root[section];
     if (!s) continue;
-    if (Status st = r.Keys(s, section, {"instance_count", "node_count", "instance_type", "target", "type",
-                                        "infrastructure", "locations", "shm_size"});
+    if (Status st = r.Keys(s, section,
+                           {"instance_count", "node_count", "instance_type", "target", "type", "infrastructure",
+                            "locations", "shm_size"});
         !st.ok())
       return st;
     for (const auto& kv : s) {
@@ -328,7 +331,8 @@ Result<std::optional<int>> InstanceCount(const Reader& r, const YAML::Node& root
         Result<int> n = r.Count(kv.second, path, 1);
         if (!n.ok()) return n.status();
         if (count && *count != *n)
-          return r.Error(kv.second, fmt::format("{}: {} disagrees with the instance count {} given before", path, *n, *count));
+          return r.Error(kv.second,
+                         fmt::format("{}: {} disagrees with the instance count {} given before", path, *n, *count));
         count = *n;
         spec.instances_at = r.Where(kv.second);
       } else {
@@ -350,9 +354,7 @@ bool JobSpec::CommandLaunchesMpi() const {
   return first == "mpirun" || first == "mpiexec" || first == "horovodrun";
 }
 
-int JobSpec::WorldSize() const {
-  return kind == JobKind::kTensorFlow ? instances : instances * processes.value_or(1);
-}
+int JobSpec::WorldSize() const { return kind == JobKind::kTensorFlow ? instances : instances * processes.value_or(1); }
 
 namespace {
 
@@ -406,8 +408,7 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
     Result<std::string> command = r.Text(root["command"], "command");
     if (!command.ok()) return command.status();
     spec.command = *command;
-    if (spec.command.find_first_not_of(" \t\n") == std::string::npos)
-      return r.Error(root["command"], "command: empty");
+    if (spec.command.find_first_not_of(" \t\n") == std::string::npos) return r.Error(root["command"], "command: empty");
 
     if (YAML::Node code = root["code"]) {
       if (Status st = ReadCode(r, code, file, spec); !st.ok()) return st;
@@ -439,12 +440,13 @@ Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, c
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}:{}: {}", file, e.mark.line + 1, e.msg));
   }
-  if (static_cast<int64_t>(spec.instances) * spec.processes.value_or(1) > kMaxWorkersPerNode * int64_t{kMaxJobInstances})
-    return Status::InvalidArgument(fmt::format("{}: {} instances of {} processes are too many", file, spec.instances,
-                                               spec.processes.value_or(1)));
+  if (static_cast<int64_t>(spec.instances) * spec.processes.value_or(1) >
+      kMaxWorkersPerNode * int64_t{kMaxJobInstances})
+    return Status::InvalidArgument(
+        fmt::format("{}: {} instances of {} processes are too many", file, spec.instances, spec.processes.value_or(1)));
   if (spec.processes && *spec.processes > kMaxWorkersPerNode)
-    return Status::InvalidArgument(fmt::format("{}: {} processes per instance, over the limit of {}", file,
-                                               *spec.processes, kMaxWorkersPerNode));
+    return Status::InvalidArgument(
+        fmt::format("{}: {} processes per instance, over the limit of {}", file, *spec.processes, kMaxWorkersPerNode));
   return spec;
 }
 

@@ -41,8 +41,8 @@ struct JobSpec {
   // ps, evaluator), each with its own variables.
   std::vector<envmap::RoleSpec> roles;
   std::string command;
-  envmap::EnvVars env;     // job-wide environment_variables
-  std::string code_dir;    // code.path, resolved against the spec's directory; "" when absent
+  envmap::EnvVars env;                   // job-wide environment_variables
+  std::string code_dir;                  // code.path, resolved against the spec's directory; "" when absent
   std::vector<std::string> not_applied;  // "environment.docker.image (line 4)"
 
   // MPI whose command is itself a launcher (mpirun, mpiexec, horovodrun): it
@@ -62,4 +62,3 @@ struct JobSpec {
 Result<JobSpec> ParseJobSpec(const std::string& text, const std::string& file, const std::vector<std::string>& sets);
 
 }  // namespace dlaunch::launcher
-

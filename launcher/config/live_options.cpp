@@ -28,8 +28,7 @@ Result<LivePlan> DecideLive(const std::string& command, const std::vector<std::s
         return Status::InvalidArgument(fmt::format("{}: only 'dlaunch status' watches", a));
       plan.watch = true;
     } else if (a == "--dir" || a.starts_with("--dir=")) {
-      if (a == "--dir" && i + 1 == args.size())
-        return Status::InvalidArgument("--dir: expected a directory");
+      if (a == "--dir" && i + 1 == args.size()) return Status::InvalidArgument("--dir: expected a directory");
       plan.dir = a == "--dir" ? args[++i] : a.substr(6);
       if (plan.dir.empty()) return Status::InvalidArgument("--dir: expected a directory");
     } else if (a.starts_with("-")) {
@@ -39,8 +38,7 @@ Result<LivePlan> DecideLive(const std::string& command, const std::vector<std::s
           return Status::InvalidArgument(fmt::format("{}: unknown option (did you mean '{}'?)", a, known));
       return Status::InvalidArgument(fmt::format("{}: unknown option (see dlaunch {} --help)", a, command));
     } else if (!plan.run_id.empty()) {
-      return Status::InvalidArgument(
-          fmt::format("{}: one run id at most (already given: {})", a, plan.run_id));
+      return Status::InvalidArgument(fmt::format("{}: one run id at most (already given: {})", a, plan.run_id));
     } else {
       plan.run_id = a;
     }

@@ -54,9 +54,9 @@ Result<std::string> TagFromLogLinePrefix(std::string_view tmpl) {
     std::string_view name = tmpl.substr(start, end - start);
     const char* field = TagField(name);
     if (field == nullptr)
-      return Status::InvalidArgument(fmt::format(
-          "{}: unknown field '{}' in '{}' (torch fills ${{role_name}}, ${{rank}} and ${{local_rank}})", kLogLinePrefixVar,
-          Printable(tmpl.substr(i, end + (braced ? 1 : 0) - i)), Printable(tmpl)));
+      return Status::InvalidArgument(
+          fmt::format("{}: unknown field '{}' in '{}' (torch fills ${{role_name}}, ${{rank}} and ${{local_rank}})",
+                      kLogLinePrefixVar, Printable(tmpl.substr(i, end + (braced ? 1 : 0) - i)), Printable(tmpl)));
     out += field;
     i = end + (braced ? 1 : 0) - 1;
   }

@@ -13,9 +13,12 @@ namespace dlaunch::launcher {
 std::string RoffEscape(std::string_view text) {
   std::string out;
   for (char c : text) {
-    if (c == '\\') out += "\\e";
-    else if (c == '-') out += "\\-";
-    else out += c;
+    if (c == '\\')
+      out += "\\e";
+    else if (c == '-')
+      out += "\\-";
+    else
+      out += c;
   }
   // A line starting with '.' or '\'' would be read as a request.
   if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
@@ -91,7 +94,8 @@ std::string FlagEntry(const Flag& f) {
     out += fmt::format("Values: {}.\n", RoffEscape(list));
   }
   std::string torchrun_name = f.name;
-  for (char& c : torchrun_name) if (c == '-') c = '_';
+  for (char& c : torchrun_name)
+    if (c == '-') c = '_';
   std::string_view others = f.doc.others;
   if (f.doc.torchrun && !others.empty())
     out += fmt::format("torchrun: {}; {}.\n", Bold("--" + torchrun_name), RoffEscape(others));
@@ -168,7 +172,8 @@ std::string ExitStatusSection() {
   out += Entry("N", "the first failed rank's exit code (the root cause is printed), on every node of the job.");
   out += Entry("128+N", "the first failed rank was killed by signal N (or dlaunch was stopped by it).");
   out += Entry("1", "dlaunch itself failed at run time (a lost node or coordinator, an I/O error).");
-  out += Entry(fmt::format("{}", base::kExitUsage), "bad usage: a flag, file, variable or job spec (one line says which).");
+  out += Entry(fmt::format("{}", base::kExitUsage),
+               "bad usage: a flag, file, variable or job spec (one line says which).");
   out += Entry(fmt::format("{}", base::kExitHang), "--hang-action stop ended a hung job.");
   out += Entry(fmt::format("{}", base::kExitNotExecutable), "the command exists but cannot be run.");
   out += Entry(fmt::format("{}", base::kExitNotFound), "the command was not found.");
@@ -244,8 +249,8 @@ README.md and its guides (docs/SECURITY.md among them) in /usr/share/doc/dlaunch
 }  // namespace
 
 std::string ManPage(const std::string& version) {
-  return Header(version) + Synopses() + kDescription + SubcommandsSection() + OptionsSection() +
-         EnvironmentSection() + ExitStatusSection() + kFiles + kExamples;
+  return Header(version) + Synopses() + kDescription + SubcommandsSection() + OptionsSection() + EnvironmentSection() +
+         ExitStatusSection() + kFiles + kExamples;
 }
 
 }  // namespace dlaunch::launcher

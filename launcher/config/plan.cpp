@@ -38,9 +38,12 @@ bool IsHeadLaunch(const Options& o) {
 Result<int> ResolveNproc(const Options& o, const MachineFacts& facts) {
   int gpus = static_cast<int>(facts.gpus.size());
   switch (o.nproc_kind) {
-    case NprocKind::kNumber: return o.nproc;
-    case NprocKind::kCpu: return facts.cpus;
-    case NprocKind::kAuto: return gpus > 0 ? gpus : o.nproc_given ? facts.cpus : 1;
+    case NprocKind::kNumber:
+      return o.nproc;
+    case NprocKind::kCpu:
+      return facts.cpus;
+    case NprocKind::kAuto:
+      return gpus > 0 ? gpus : o.nproc_given ? facts.cpus : 1;
     case NprocKind::kGpu:
       if (gpus == 0) return Status::InvalidArgument("--nproc-per-node: 'gpu' given but no GPU is visible");
       return gpus;
@@ -53,9 +56,12 @@ std::string NprocReason(const Options& o, const MachineFacts& facts) {
   int gpus = static_cast<int>(facts.gpus.size());
   std::string cpus = fmt::format("os.cpu_count(): {} online CPU(s), as torchrun", facts.cpus);
   switch (o.nproc_kind) {
-    case NprocKind::kNumber: return "";
-    case NprocKind::kCpu: return fmt::format("cpu: {}", cpus);
-    case NprocKind::kGpu: return fmt::format("gpu: {} visible GPU(s)", gpus);
+    case NprocKind::kNumber:
+      return "";
+    case NprocKind::kCpu:
+      return fmt::format("cpu: {}", cpus);
+    case NprocKind::kGpu:
+      return fmt::format("gpu: {} visible GPU(s)", gpus);
     case NprocKind::kAuto:
       if (gpus > 0) return fmt::format("auto: {} visible GPU(s)", gpus);
       return fmt::format("auto: no GPU visible, so {}", cpus);
@@ -75,7 +81,9 @@ Status DecideHead(const Options& o, const envmap::EnvMap& env, Plan& plan) {
   Result<HeadPlan> head = HeadPlanFor(o, env, std::move(*hosts));
   if (!head.ok()) return head.status();
   plan.origins.push_back({"nodes", fmt::format("{}", head->hosts.size()),
-                          !o.hostfile.empty() ? "--hostfile" : !o.host_list.empty() ? "-H" : "--nodes"});
+                          !o.hostfile.empty()    ? "--hostfile"
+                          : !o.host_list.empty() ? "-H"
+                                                 : "--nodes"});
   plan.origins.push_back({"workers per node", fmt::format("{}", fmt::join(head->workers, ",")),
                           From(o, "nproc-per-node", "the node list's slots, else each node's own")});
   plan.run = std::move(*head);
@@ -149,15 +157,17 @@ Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& 
   } else if (!o.no_tag) {
     Result<std::optional<std::string>> from_env = TagFromEnvironment(env);
     if (!from_env.ok()) return from_env.status();
-    if (*from_env) w.tag_format = **from_env;
-    else if (n > 1 || shape.max_nodes > 1) w.tag_format = "[{rank}]: ";
+    if (*from_env)
+      w.tag_format = **from_env;
+    else if (n > 1 || shape.max_nodes > 1)
+      w.tag_format = "[{rank}]: ";
   }
   if (w.tag_format) {
     if (Result<std::string> t = RenderTag(*w.tag_format, TagFields{}, 0); !t.ok()) return t.status();
   }
   // The run's directory goes under --log-dir by this name (launcher/modes/local.cpp).
-  if (!o.log_dir.empty() && (w.log_name.empty() || w.log_name == "." || w.log_name == ".." ||
-                             w.log_name.find('/') != std::string::npos))
+  if (!o.log_dir.empty() &&
+      (w.log_name.empty() || w.log_name == "." || w.log_name == ".." || w.log_name.find('/') != std::string::npos))
     return Status::InvalidArgument(
         fmt::format("--log-dir {}: run id '{}' cannot name a directory in it", o.log_dir, Printable(w.log_name)));
   return Status::Ok();
@@ -168,7 +178,8 @@ Status DecideOutput(const Options& o, const Shape& shape, const envmap::EnvMap& 
 Status CheckVirtualLocalRank(const envmap::EnvMap& inherited, const Shape& shape, int n, bool per_node) {
   if (per_node)
     return Status::InvalidArgument(
-        "--virtual-local-rank: not with --launch-mode per-node (the command is a launcher that sets LOCAL_RANK itself)");
+        "--virtual-local-rank: not with --launch-mode per-node (the command is a launcher that sets LOCAL_RANK "
+        "itself)");
   int first = shape.process_view ? shape.process_view->local_rank : 0;
   int last = shape.process_view ? first : n - 1;
   for (int local_rank = first; local_rank <= last; ++local_rank) {
@@ -214,7 +225,8 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   w.flavors.azure = o.env_azure;
   w.flavors.horovod = o.env_horovod;
   if (o.legacy_launch && !o.use_env)
-    w.flavors.local_rank_arg = o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
+    w.flavors.local_rank_arg =
+        o.local_rank_underscore ? envmap::LocalRankArg::kUnderscore : envmap::LocalRankArg::kDash;
   w.inherited = Inherited(env, s, per_node, n);
   if (Status st = DecideOutput(o, shape, env, w); !st.ok()) return st;
   if (o.virtual_local_rank) {
@@ -239,7 +251,9 @@ Result<StaticPlan> DecideStatic(const Options& o, const Shape& shape) {
   for (const HostEntry& h : *hosts) layout.node_list.push_back(h.host);
   if (!layout.node_list.empty() && layout.node_list.size() != static_cast<size_t>(shape.max_nodes)) {
     return Status::InvalidArgument(fmt::format("{}: {} host(s), but --nnodes is {}",
-                                               !o.hostfile.empty() ? o.hostfile : !o.host_list.empty() ? "-H" : "--nodes",
+                                               !o.hostfile.empty()    ? o.hostfile
+                                               : !o.host_list.empty() ? "-H"
+                                                                      : "--nodes",
                                                layout.node_list.size(), shape.max_nodes));
   }
   layout.nnodes = shape.max_nodes;
@@ -276,7 +290,8 @@ Result<RendezvousPlan> DecideRendezvous(const Options& o, const Surroundings& s,
   for (const HostEntry& h : *hosts) r.node_list.push_back(h.host);
   if (!r.node_list.empty()) r.min_nodes = r.max_nodes = static_cast<int>(r.node_list.size());
   std::string run_id = shape.rdzv_id.empty() ? "none" : shape.rdzv_id;  // torchrun's default id
-  r.coordinator = CoordinatorOptionsFor(o, shape.master_port, run_id, r.min_nodes, r.max_nodes, o.max_restarts, r.token);
+  r.coordinator =
+      CoordinatorOptionsFor(o, shape.master_port, run_id, r.min_nodes, r.max_nodes, o.max_restarts, r.token);
   r.coordinator.node_list = r.node_list;
   r.endpoint = shape.rdzv_endpoint;  // nullopt while the MPI bootstrap is to find it
   return r;
@@ -300,9 +315,9 @@ void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan
                           : typed.nproc_kind == NprocKind::kAuto
                               ? (s.applied && s.detected.has_process_view ? env_source : "the visible GPUs (auto)")
                               : "default"});
-  plan.origins.push_back({"nodes", shape.min_nodes == shape.max_nodes
-                                       ? fmt::format("{}", shape.max_nodes)
-                                       : fmt::format("{}:{}", shape.min_nodes, shape.max_nodes),
+  plan.origins.push_back({"nodes",
+                          shape.min_nodes == shape.max_nodes ? fmt::format("{}", shape.max_nodes)
+                                                             : fmt::format("{}:{}", shape.min_nodes, shape.max_nodes),
                           from("nnodes", s.applied)});
   if (shape.node_rank_known)
     plan.origins.push_back({"node rank", fmt::format("{}", shape.node_rank), from("node-rank", s.applied)});
@@ -313,9 +328,9 @@ void RecordOrigins(const Options& typed, const Surroundings& s, const WorkerPlan
                                        : from("rdzv-endpoint", s.applied && !typed.given.contains("rdzv-endpoint"))});
     plan.origins.push_back({"run id", r.coordinator.run_id, from("rdzv-id", s.applied && !s.detected.run_id.empty())});
   } else if (plan.mode() == Mode::kStatic) {
-    plan.origins.push_back({"master",
-                            fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(base::kDefaultMasterPort)),
-                            from("master-addr", s.applied && !s.detected.master_addr.empty())});
+    plan.origins.push_back(
+        {"master", fmt::format("{}:{}", shape.master_addr, shape.master_port.value_or(base::kDefaultMasterPort)),
+         from("master-addr", s.applied && !s.detected.master_addr.empty())});
   }
   plan.origins.push_back({"command", fmt::format("{}", fmt::join(w.argv, " ")),
                           typed.after_dashdash || typed.no_python ? "as given"
@@ -341,8 +356,7 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
   if (!detected.ok() && !plan.layout_from_flags) return detected.status();
   Result<Surroundings> surroundings = ApplySurroundings(plan.detected, *n, typed);
   if (!surroundings.ok()) return surroundings.status();
-  bool rendezvous = surroundings->shape.rdzv_endpoint.has_value() ||
-                    surroundings->needs_mpi_bootstrap;
+  bool rendezvous = surroundings->shape.rdzv_endpoint.has_value() || surroundings->needs_mpi_bootstrap;
   Result<WorkerPlan> workers = DecideWorkers(typed, *surroundings, *n, rendezvous, facts, env);
   if (!workers.ok()) return workers.status();
   Result<std::optional<rendezvous::HostPort>> metrics = MetricsAddrFor(typed.metrics_addr, env);
@@ -363,10 +377,14 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
 
 const char* ModeName(Mode mode) {
   switch (mode) {
-    case Mode::kSingleNode: return "single-node";
-    case Mode::kStatic: return "static";
-    case Mode::kRendezvous: return "rendezvous";
-    case Mode::kHead: return "head";
+    case Mode::kSingleNode:
+      return "single-node";
+    case Mode::kStatic:
+      return "static";
+    case Mode::kRendezvous:
+      return "rendezvous";
+    case Mode::kHead:
+      return "head";
   }
   return "?";
 }
@@ -398,7 +416,8 @@ Plan WithInherited(const Plan& plan, const std::string& name, const std::string&
   Plan out = plan;
   std::visit(
       [&](auto& p) {
-        if constexpr (!std::is_same_v<std::decay_t<decltype(p)>, HeadPlan>) p.workers.inherited.try_emplace(name, value);
+        if constexpr (!std::is_same_v<std::decay_t<decltype(p)>, HeadPlan>)
+          p.workers.inherited.try_emplace(name, value);
       },
       out.run);
   return out;
@@ -431,8 +450,9 @@ std::string ExplainMode(const Plan& plan) {
 
 std::string Explain(const Plan& plan) {
   const envmap::Detected& d = plan.detected;
-  std::string out = fmt::format("source: {}{}\n", envmap::SourceName(d.source),
-                                plan.layout_from_flags && d.source != Source::kLocal ? " (not used: flags fix the layout)" : "");
+  std::string out =
+      fmt::format("source: {}{}\n", envmap::SourceName(d.source),
+                  plan.layout_from_flags && d.source != Source::kLocal ? " (not used: flags fix the layout)" : "");
   for (const std::string& e : d.evidence) out += fmt::format("  {}\n", e);
   out += ExplainMode(plan);
   const WorkerPlan& w = *plan.workers();
@@ -442,8 +462,9 @@ std::string Explain(const Plan& plan) {
     const auto* agent = std::get_if<AgentPlan>(&plan.run);
     int rank = agent ? agent->rendezvous.requested_node_rank : std::get<NodePlan>(plan.run).layout.node_rank;
     int size = agent ? agent->rendezvous.max_nodes : std::get<NodePlan>(plan.run).layout.nnodes;
-    out += fmt::format("workers: this dlaunch runs 1 (per-process): RANK {} of {}, LOCAL_RANK {} of {}, node {} of {}\n",
-                       rank, size, v->local_rank, v->local_world_size, v->node_rank, v->nnodes);
+    out +=
+        fmt::format("workers: this dlaunch runs 1 (per-process): RANK {} of {}, LOCAL_RANK {} of {}, node {} of {}\n",
+                    rank, size, v->local_rank, v->local_world_size, v->node_rank, v->nnodes);
   } else {
     out += fmt::format("workers on this node: {}\n", w.nproc);
   }

@@ -33,7 +33,7 @@ struct Options;
 // What Decide needs to know about this machine; main reads it once.
 struct MachineFacts {
   std::string host_name;
-  int cpus = 1;  // os.cpu_count(): the online CPUs (launcher/core/system.hpp PythonCpuCount)
+  int cpus = 1;                   // os.cpu_count(): the online CPUs (launcher/core/system.hpp PythonCpuCount)
   std::vector<std::string> gpus;  // the visible GPU ids (CUDA_VISIBLE_DEVICES, else every GPU)
   std::string fresh_id;           // a random run id, used when none is given
 };
@@ -75,13 +75,13 @@ struct WorkerPlan {
   std::string role;
   std::vector<envmap::RoleSpec> roles;
   std::optional<envmap::ProcessView> process_view;
-  envmap::Flavors flavors;  // azure_hostfile and error_file are filled in at the edge
-  envmap::EnvMap inherited;  // the launcher's environment, less what is dlaunch's alone
-  std::string log_dir;       // --log-dir; empty: a run directory of its own
-  std::string events;        // --events FILE; empty: none
+  envmap::Flavors flavors;                           // azure_hostfile and error_file are filled in at the edge
+  envmap::EnvMap inherited;                          // the launcher's environment, less what is dlaunch's alone
+  std::string log_dir;                               // --log-dir; empty: a run directory of its own
+  std::string events;                                // --events FILE; empty: none
   std::optional<rendezvous::HostPort> metrics_addr;  // --metrics-addr (DLAUNCH_METRICS_ADDR); none: no metrics
   bool write_logs = false;
-  std::vector<int> redirected;    // per local rank (torchrun's Std)
+  std::vector<int> redirected;     // per local rank (torchrun's Std)
   std::vector<int> console_ranks;  // empty: every local rank
   std::optional<std::string> tag_format;
   std::string bind_to;
@@ -110,8 +110,8 @@ struct StaticPlan {
 // A node agent of the TCP rendezvous (Mode::kRendezvous).
 struct RendezvousPlan {
   std::optional<rendezvous::HostPort> endpoint;  // nullopt while from_mpi is pending
-  bool from_mpi = false;           // the endpoint is rank 0's, learnt through MPI (main)
-  std::optional<bool> is_host;     // nullopt: host when the endpoint is an address of ours
+  bool from_mpi = false;                         // the endpoint is rank 0's, learnt through MPI (main)
+  std::optional<bool> is_host;                   // nullopt: host when the endpoint is an address of ours
   std::string token;
   std::vector<std::string> node_list;  // fixes node ranks by position; may be empty
   int min_nodes = 1;
@@ -139,7 +139,7 @@ struct HeadPlan {
   std::vector<std::string> workers;  // per host, the agent's --nproc-per-node: "8", or "auto" for it to resolve
   std::vector<std::pair<std::string, std::string>> exports;  // -x, resolved here
   std::vector<std::string> exports_unset;                    // -x NAME not set here
-  std::string remote;  // ssh or pdsh
+  std::string remote;                                        // ssh or pdsh
   std::optional<int> ssh_port;
   std::string ssh_identity;
   std::vector<std::string> ssh_options;
@@ -153,7 +153,7 @@ struct HeadPlan {
   std::vector<std::string> command;  // "--" and the command, or the torchrun form as typed
   std::vector<int> stop_signals;
   std::chrono::milliseconds shutdown_timeout{};
-  std::string events;  // --events FILE: the head's own events (job_started, job_finished)
+  std::string events;                          // --events FILE: the head's own events (job_started, job_finished)
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
 };
 

@@ -20,16 +20,25 @@ Status Bad(const std::string& what, const std::string& value) {
 
 // Keys torchrun's c10d and etcd backends read: accepted for compatibility, and
 // ignored without a word (dlaunch's rendezvous has no use for them).
-constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout", "timeout", "close_timeout", "keep_alive_interval",
-                                                  "keep_alive_max_attempt", "use_libuv", "store_type", "protocol",
-                                                  "cacert", "cert", "key"};
+constexpr std::string_view kTorchrunConfKeys[] = {"read_timeout",
+                                                  "timeout",
+                                                  "close_timeout",
+                                                  "keep_alive_interval",
+                                                  "keep_alive_max_attempt",
+                                                  "use_libuv",
+                                                  "store_type",
+                                                  "protocol",
+                                                  "cacert",
+                                                  "cert",
+                                                  "key"};
 constexpr std::string_view kOurConfKeys[] = {"is_host", "join_timeout", "last_call_timeout", "heartbeat_timeout"};
 
 // A value that arrives wrapped in one pair of quotes, as exec-form YAML passes
 // `--rdzv-conf='join_timeout=5'` (no shell removes them): the quotes go. A
 // dlaunch extension; torchrun would read the key "'join_timeout" and ignore it.
 std::string Unquoted(const std::string& v) {
-  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front()) return v.substr(1, v.size() - 2);
+  if (v.size() >= 2 && (v.front() == '\'' || v.front() == '"') && v.back() == v.front())
+    return v.substr(1, v.size() - 2);
   return v;
 }
 
@@ -67,12 +76,14 @@ Status SetRdzvConf(Options& o, const std::string& quoted) {
       continue;
     }
     std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/false);
-    if (!t) return Bad(fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
+    if (!t)
+      return Bad(fmt::format("{}=SECONDS (positive, at most {})", key, static_cast<long long>(kMaxSeconds)), pair);
     *field = *t;
   }
   if (!ignored.empty())
-    o.warnings.push_back(fmt::format("--rdzv-conf: ignoring {} {} (dlaunch reads {})", ignored.size() == 1 ? "key" : "keys",
-                                     fmt::join(ignored, ", "), fmt::join(kOurConfKeys, ", ")));
+    o.warnings.push_back(fmt::format("--rdzv-conf: ignoring {} {} (dlaunch reads {})",
+                                     ignored.size() == 1 ? "key" : "keys", fmt::join(ignored, ", "),
+                                     fmt::join(kOurConfKeys, ", ")));
   return Status::Ok();
 }
 

@@ -23,7 +23,8 @@ constexpr Refusal kRefusals[] = {
     {"duplicate-stdout-filters", "use --tee 1 --log-dir DIR and grep DIR/RUN_ID/attempt_N/*/stdout.log"},
     {"duplicate-stderr-filters", "use --tee 2 --log-dir DIR and grep DIR/RUN_ID/attempt_N/*/stderr.log"},
     {"numa-binding",
-     "use --bind-to numa (CPUs of NUMA node LOCAL_RANK % nodes), or numactl --cpunodebind=N --membind=N before the command"},
+     "use --bind-to numa (CPUs of NUMA node LOCAL_RANK % nodes), or numactl --cpunodebind=N --membind=N before the "
+     "command"},
     {"event-log-handler", "use --events FILE (the job's events, one JSON object per line)"},
 };
 

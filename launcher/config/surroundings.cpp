@@ -43,8 +43,8 @@ Status ApplyTasks(const Detected& d, int nproc, Shape& shape, Surroundings& out)
     out.needs_mpi_bootstrap = true;
     return Status::Ok();
   }
-  return Status::InvalidArgument(
-      fmt::format("{}: cannot tell where node rank 0 is; give --rdzv-endpoint HOST:PORT", envmap::SourceName(d.source)));
+  return Status::InvalidArgument(fmt::format("{}: cannot tell where node rank 0 is; give --rdzv-endpoint HOST:PORT",
+                                             envmap::SourceName(d.source)));
 }
 
 }  // namespace

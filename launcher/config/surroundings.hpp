@@ -42,8 +42,8 @@ struct Shape {
 struct Surroundings {
   envmap::Detected detected;
   Shape shape;
-  bool applied = false;             // the surroundings changed the shape
-  bool needs_mpi_bootstrap = false; // the endpoint must come from rank 0 through MPI
+  bool applied = false;              // the surroundings changed the shape
+  bool needs_mpi_bootstrap = false;  // the endpoint must come from rank 0 through MPI
 };
 
 // The shape of `o`, with `d` folded in unless FixesLayout(o). `nproc` is the

@@ -7,20 +7,42 @@ namespace dlaunch::launcher {
 namespace {
 
 constexpr std::string_view kTorch113[] = {
-    "nnodes",       "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf",   "standalone",
-    "max_restarts", "monitor_interval", "start_method", "role",        "module",  "no_python",   "run_path",
-    "log_dir",      "redirects",      "tee",          "node_rank",     "master_addr", "master_port",
+    "nnodes",       "nproc_per_node",   "rdzv_backend", "rdzv_endpoint", "rdzv_id",     "rdzv_conf",   "standalone",
+    "max_restarts", "monitor_interval", "start_method", "role",          "module",      "no_python",   "run_path",
+    "log_dir",      "redirects",        "tee",          "node_rank",     "master_addr", "master_port",
 };
 
 constexpr std::string_view kTorch2[] = {
-    "nnodes",           "nproc-per-node",  "rdzv-backend",       "rdzv-endpoint",
-    "rdzv-id",          "rdzv-conf",       "standalone",         "max-restarts",
-    "monitor-interval", "start-method",    "event-log-handler",  "role",
-    "module",           "no-python",       "run-path",           "log-dir",
-    "redirects",        "tee",             "local-ranks-filter", "duplicate-stdout-filters",
-    "duplicate-stderr-filters", "node-rank", "master-addr",      "master-port",
-    "local-addr",       "logs-specs",      "numa-binding",       "signals-to-handle",
-    "shutdown-timeout", "virtual-local-rank",
+    "nnodes",
+    "nproc-per-node",
+    "rdzv-backend",
+    "rdzv-endpoint",
+    "rdzv-id",
+    "rdzv-conf",
+    "standalone",
+    "max-restarts",
+    "monitor-interval",
+    "start-method",
+    "event-log-handler",
+    "role",
+    "module",
+    "no-python",
+    "run-path",
+    "log-dir",
+    "redirects",
+    "tee",
+    "local-ranks-filter",
+    "duplicate-stdout-filters",
+    "duplicate-stderr-filters",
+    "node-rank",
+    "master-addr",
+    "master-port",
+    "local-addr",
+    "logs-specs",
+    "numa-binding",
+    "signals-to-handle",
+    "shutdown-timeout",
+    "virtual-local-rank",
 };
 
 std::string Dashed(std::string_view name) {

@@ -29,7 +29,7 @@ struct Console::Sink {
   };
   Kind kind = Kind::kGone;
   int fd = -1;
-  bool splice = false;  // a pipe or a regular file: splice(2) may write it
+  bool splice = false;    // a pipe or a regular file: splice(2) may write it
   bool may_grow = false;  // a pipe not yet offered to the budget: grown once busy
   BusyMeter meter;
   bool line_open = false;  // what was last given to it ends no line (untagged output, LineTagger)
@@ -91,7 +91,8 @@ ssize_t WriteSome(const Sink& s, const char* p, size_t n) {
 }
 
 bool SameObject(int a, int b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

@@ -44,8 +44,7 @@ class Console {
   // never waits for a reader); so is a pipe or tty that cannot be reopened.
   // `pipes`: the job's pipe budget (must outlive the console); null: one of its
   // own on the kernel's pipes. A pipe it writes to is grown once busy (PipeBudget).
-  Console(boost::asio::io_context& io, int out_fd, int err_fd, size_t cap = kConsoleCap,
-          PipeBudget* pipes = nullptr);
+  Console(boost::asio::io_context& io, int out_fd, int err_fd, size_t cap = kConsoleCap, PipeBudget* pipes = nullptr);
   ~Console();
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;

@@ -201,10 +201,12 @@ Status MayMakeIn(int dir_fd, const std::string& dir) {
     const char* name;
   };
   static constexpr Kind kKernelOnly[] = {
-      {PROC_SUPER_MAGIC, "proc"},     {SYSFS_MAGIC, "sysfs"},           {CGROUP_SUPER_MAGIC, "cgroup"},
-      {CGROUP2_SUPER_MAGIC, "cgroup2"}, {DEVPTS_SUPER_MAGIC, "devpts"}, {DEBUGFS_MAGIC, "debugfs"},
-      {TRACEFS_MAGIC, "tracefs"},     {SECURITYFS_MAGIC, "securityfs"}, {PSTOREFS_MAGIC, "pstore"},
-      {EFIVARFS_MAGIC, "efivarfs"},   {BPF_FS_MAGIC, "bpf"},
+      {PROC_SUPER_MAGIC, "proc"},     {SYSFS_MAGIC, "sysfs"},
+      {CGROUP_SUPER_MAGIC, "cgroup"}, {CGROUP2_SUPER_MAGIC, "cgroup2"},
+      {DEVPTS_SUPER_MAGIC, "devpts"}, {DEBUGFS_MAGIC, "debugfs"},
+      {TRACEFS_MAGIC, "tracefs"},     {SECURITYFS_MAGIC, "securityfs"},
+      {PSTOREFS_MAGIC, "pstore"},     {EFIVARFS_MAGIC, "efivarfs"},
+      {BPF_FS_MAGIC, "bpf"},
   };
   struct statfs fs {};
   if (fstatfs(dir_fd, &fs) == 0) {

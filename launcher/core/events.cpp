@@ -80,9 +80,9 @@ Status EventLog::Open(const std::string& path) {
   struct stat link {};
   if (fd < 0 && (errno == ELOOP || errno == EACCES) && lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
     if (link.st_uid != geteuid() && link.st_uid != 0)
-      return Status::InvalidArgument(fmt::format(
-          "--events {}: refused (a symbolic link owned by uid {}; only yours or root's are followed)", path,
-          link.st_uid));
+      return Status::InvalidArgument(
+          fmt::format("--events {}: refused (a symbolic link owned by uid {}; only yours or root's are followed)", path,
+                      link.st_uid));
     fd = open(path.c_str(), kFlags, 0644);
   }
   if (fd < 0) {

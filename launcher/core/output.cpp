@@ -82,10 +82,9 @@ Result<std::string> RenderTag(const std::string& format, const TagFields& f, std
   try {
     std::tm tm{};
     localtime_r(&now, &tm);
-    return fmt::format(fmt::runtime(format), fmt::arg("rank", f.rank),
-                       fmt::arg("local_rank", f.local_rank), fmt::arg("node_rank", f.node_rank),
-                       fmt::arg("role", f.role), fmt::arg("stream", f.stream), fmt::arg("host", f.host),
-                       fmt::arg("time", fmt::format("{:%Y-%m-%dT%H:%M:%S}", tm)));
+    return fmt::format(fmt::runtime(format), fmt::arg("rank", f.rank), fmt::arg("local_rank", f.local_rank),
+                       fmt::arg("node_rank", f.node_rank), fmt::arg("role", f.role), fmt::arg("stream", f.stream),
+                       fmt::arg("host", f.host), fmt::arg("time", fmt::format("{:%Y-%m-%dT%H:%M:%S}", tm)));
   } catch (const fmt::format_error& e) {
     return Status::InvalidArgument(fmt::format("--tag-output: bad format '{}' ({})", format, e.what()));
   }

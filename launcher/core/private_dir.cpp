@@ -53,15 +53,15 @@ Status CheckTrusted(int fd, const std::string& dir) {
   if (st.st_uid != me && st.st_uid != 0) {
     static const std::optional<uid_t> unmapped = UnmappedOwner();
     if (st.st_uid != unmapped)
-      return Status::InvalidArgument(fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me,
-                                                 me == 0 ? "" : " or root"));
+      return Status::InvalidArgument(
+          fmt::format("{}: refused (owned by uid {}, not {}{})", dir, st.st_uid, me, me == 0 ? "" : " or root"));
   }
   // Without the sticky bit anyone may rename what we make in it and put their
   // own in its place.
   if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
-    return Status::InvalidArgument(fmt::format(
-        "{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", dir,
-        st.st_mode & 07777));
+    return Status::InvalidArgument(
+        fmt::format("{}: refused (mode {:04o} lets every user replace what is made in it; chmod +t, as /tmp has)", dir,
+                    st.st_mode & 07777));
   return Status::Ok();
 }
 
@@ -94,8 +94,8 @@ Result<std::string> MakeFreshIn(const WalkedDir& parent) {
                  ? openat(parent.fd(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                  : -1;
     struct stat st {};
-    bool ours = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-                (st.st_mode & 07777) == 0700;
+    bool ours =
+        fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 07777) == 0700;
     int err = errno;
     if (fd >= 0) close(fd);
     if (!ours) {
@@ -113,10 +113,10 @@ Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
   if (!tmpdir.empty()) {
     // After `sudo -E` TMPDIR may be another user's directory: nothing of
     // root's goes there, and the job goes on in /tmp.
-    Result<WalkedDir> parent = tmpdir.starts_with('/')
-                                   ? OpenTrusted(tmpdir)
-                                   : Result<WalkedDir>(Status::InvalidArgument(
-                                         fmt::format("{}: not used (not an absolute path)", tmpdir)));
+    Result<WalkedDir> parent =
+        tmpdir.starts_with('/')
+            ? OpenTrusted(tmpdir)
+            : Result<WalkedDir>(Status::InvalidArgument(fmt::format("{}: not used (not an absolute path)", tmpdir)));
     if (parent.ok()) return parent;
     note = fmt::format("TMPDIR {}; using /tmp", parent.status().message());
   }

@@ -27,7 +27,8 @@ class SignalSource {
   virtual ~SignalSource() = default;
   // Catches `signals` and calls `on_signal(sig)`, from a handler of its own,
   // for each that arrives, until the watch is cancelled or destroyed.
-  virtual std::unique_ptr<SignalWatch> Watch(const std::vector<int>& signals, std::function<void(int sig)> on_signal) = 0;
+  virtual std::unique_ptr<SignalWatch> Watch(const std::vector<int>& signals,
+                                             std::function<void(int sig)> on_signal) = 0;
   // The command name (/proc/PID/comm, e.g. "slurmstepd") of the process that
   // sent the last `sig` a watch heard; empty when unknown: the kernel sent it,
   // the sender lives in another PID namespace or is gone, or the source cannot

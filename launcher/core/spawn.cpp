@@ -95,8 +95,9 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   std::error_code ec;
-  bp::child child(bp::exe = spec.exe, bp::args = spec.args, bp::env = env, bp::posix::use_vfork,
-                  bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
+  bp::child child(
+      bp::exe = spec.exe, bp::args = spec.args, bp::env = env, bp::posix::use_vfork,
+      bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));
   int pid = child.id();

@@ -28,7 +28,10 @@ struct SpawnSpec {
 Result<int> SpawnWorker(const SpawnSpec& spec);
 
 // A pipe whose both ends are close-on-exec, so no worker inherits another's.
-struct Pipe { int read_fd = -1; int write_fd = -1; };
+struct Pipe {
+  int read_fd = -1;
+  int write_fd = -1;
+};
 Result<Pipe> MakePipe();
 
 // A child started by SpawnPiped: its pid and the parent's ends of its pipes,

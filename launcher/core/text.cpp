@@ -40,8 +40,10 @@ std::string Printable(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f) out += c;
-    else out += fmt::format("\\x{:02x}", byte);
+    if (byte >= 0x20 && byte < 0x7f)
+      out += c;
+    else
+      out += fmt::format("\\x{:02x}", byte);
   }
   return out;
 }
@@ -145,15 +147,18 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 }
 
 namespace {
-struct SignalEntry { int sig; const char* name; };
+struct SignalEntry {
+  int sig;
+  const char* name;
+};
 constexpr SignalEntry kSignals[] = {
-    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-    {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-    {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGCHLD, "SIGCHLD"},
-    {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"}, {SIGXCPU, "SIGXCPU"},
-    {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},     {SIGSTKFLT, "SIGSTKFLT"}, {SIGTTIN, "SIGTTIN"},
-    {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"},     {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},
+    {SIGHUP, "SIGHUP"},     {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},     {SIGILL, "SIGILL"},
+    {SIGTRAP, "SIGTRAP"},   {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},       {SIGFPE, "SIGFPE"},
+    {SIGKILL, "SIGKILL"},   {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"},     {SIGUSR2, "SIGUSR2"},
+    {SIGPIPE, "SIGPIPE"},   {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},     {SIGCHLD, "SIGCHLD"},
+    {SIGCONT, "SIGCONT"},   {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"},     {SIGXCPU, "SIGXCPU"},
+    {SIGXFSZ, "SIGXFSZ"},   {SIGSYS, "SIGSYS"},   {SIGSTKFLT, "SIGSTKFLT"}, {SIGTTIN, "SIGTTIN"},
+    {SIGTTOU, "SIGTTOU"},   {SIGURG, "SIGURG"},   {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},
     {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},     {SIGPWR, "SIGPWR"},
 };
 }  // namespace

@@ -20,8 +20,7 @@ class AsioTimer final : public Timer {
     // runs, with success: each arming has a generation, and only the last fires.
     const unsigned armed = ++generation_;
     timer_.expires_at(at);
-    timer_.async_wait([this, armed, alive = life_.token(), fire = std::move(fire)](
-                          boost::system::error_code ec) {
+    timer_.async_wait([this, armed, alive = life_.token(), fire = std::move(fire)](boost::system::error_code ec) {
       if (ec || alive.expired() || armed != generation_) return;
       fire();
     });

@@ -85,7 +85,9 @@ Result<tcp::endpoint> ParseListenAddress(const std::string& text) {
   if (!port) return bad("expected ADDR:PORT or PORT, with a port from 0 to 65535");
   boost::system::error_code ec;
   asio::ip::address address = asio::ip::make_address(host, ec);
-  if (ec) return bad(fmt::format("'{}' is not an IP address (give one, or localhost; names are not looked up)", SafeUtf8(host, false)));
+  if (ec)
+    return bad(fmt::format("'{}' is not an IP address (give one, or localhost; names are not looked up)",
+                           SafeUtf8(host, false)));
   return tcp::endpoint(address, *port);
 }
 
@@ -136,8 +138,8 @@ Result<std::unique_ptr<Server>> Server::Start(asio::io_context& io, const tcp::e
   if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) server->endpoint_ = server->acceptor_.local_endpoint(ec);
   if (ec)
-    return Status::Io(fmt::format("{}: cannot listen on {} ({})", server->options_.name, FormatEndpoint(where),
-                                  ec.message()));
+    return Status::Io(
+        fmt::format("{}: cannot listen on {} ({})", server->options_.name, FormatEndpoint(where), ec.message()));
   server->subject_ = fmt::format("{} on {}", server->options_.name, FormatEndpoint(server->endpoint_));
   server->Accept();
   return server;
@@ -176,8 +178,8 @@ void Server::Admit(tcp::socket socket) {
   if (conns_.size() >= options_.max_clients && !MakeRoom()) {
     // One answer, written without waiting: a client that does not read it loses it.
     ++refused_;
-    std::string busy = Serialize(bhttp::status::service_unavailable,
-                                 fmt::format("busy: {} clients already\n", options_.max_clients));
+    std::string busy =
+        Serialize(bhttp::status::service_unavailable, fmt::format("busy: {} clients already\n", options_.max_clients));
     socket.non_blocking(true, ec);
     socket.write_some(asio::buffer(busy), ec);
     return Refuse("busy", fmt::format("{}: refused {} ({} clients already)", subject_, peer, options_.max_clients));
@@ -207,10 +209,10 @@ bool Server::MakeRoom() {
     if (oldest == conns_.end() || c.waiting_since < oldest->second->waiting_since) oldest = it;
   }
   if (oldest == conns_.end()) return false;
-  Drop(oldest->first, "idle", fmt::format("closed {} (idle {} while {} clients waited)", oldest->second->peer,
-                                          Seconds(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              now - oldest->second->waiting_since)),
-                                          options_.max_clients + 1));
+  Drop(oldest->first, "idle",
+       fmt::format("closed {} (idle {} while {} clients waited)", oldest->second->peer,
+                   Seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - oldest->second->waiting_since)),
+                   options_.max_clients + 1));
   return true;
 }
 
@@ -224,18 +226,18 @@ void Server::Read(uint64_t id) {
   c->reading = true;
   c->waiting_since = Clock::now();
   c->stream.expires_after(options_.idle_timeout);
-  c->stream.async_read_some(c->buffer.prepare(kFirstRead), [this, id, c, alive = life_.token()](beast::error_code ec,
-                                                                                              size_t n) {
-    if (alive.expired() || !conns_.contains(id)) return;
-    c->reading = false;
-    if (ec) {  // idle for too long, or the client left: a close, not a refusal
-      c->Close();
-      conns_.erase(id);
-      return;
-    }
-    c->buffer.commit(n);
-    ReadRequest(id);
-  });
+  c->stream.async_read_some(c->buffer.prepare(kFirstRead),
+                            [this, id, c, alive = life_.token()](beast::error_code ec, size_t n) {
+                              if (alive.expired() || !conns_.contains(id)) return;
+                              c->reading = false;
+                              if (ec) {  // idle for too long, or the client left: a close, not a refusal
+                                c->Close();
+                                conns_.erase(id);
+                                return;
+                              }
+                              c->buffer.commit(n);
+                              ReadRequest(id);
+                            });
 }
 
 void Server::ReadRequest(uint64_t id) {
@@ -246,38 +248,40 @@ void Server::ReadRequest(uint64_t id) {
   c->reading = true;
   c->waiting_since = Clock::now();
   c->stream.expires_after(options_.request_timeout);
-  bhttp::async_read(c->stream, c->buffer, *c->parser, [this, id, c, alive = life_.token()](beast::error_code ec, size_t) {
-    if (alive.expired() || !conns_.contains(id)) return;
-    c->reading = false;
-    if (!ec) return Serve(id);
-    // A client that leaves between requests, or before sending one, is no refusal.
-    if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-        ec == bhttp::error::partial_message) {
-      c->Close();
-      conns_.erase(id);
-      return;
-    }
-    if (ec == beast::error::timeout)
-      return Drop(id, "slow", fmt::format("dropped {} (no whole request within {})", c->peer,
-                                          Seconds(options_.request_timeout)));
-    bhttp::status status = bhttp::status::bad_request;
-    std::string why = fmt::format("not an HTTP/1.1 request: {}", ec.message());
-    std::string kind = "junk";
-    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
-      status = bhttp::status::request_header_fields_too_large;
-      why = fmt::format("a header over {} bytes", options_.max_header);
-      kind = "size";
-    } else if (ec == bhttp::error::body_limit) {
-      status = bhttp::status::payload_too_large;
-      why = fmt::format("a body over {} bytes", options_.max_body);
-      kind = "size";
-    }
-    std::string answer = Serialize(status, why + "\n");
-    beast::error_code ignored;
-    c->stream.socket().non_blocking(true, ignored);
-    c->stream.socket().write_some(asio::buffer(answer), ignored);
-    Drop(id, kind, fmt::format("refused {} ({})", c->peer, why));
-  });
+  bhttp::async_read(
+      c->stream, c->buffer, *c->parser, [this, id, c, alive = life_.token()](beast::error_code ec, size_t) {
+        if (alive.expired() || !conns_.contains(id)) return;
+        c->reading = false;
+        if (!ec) return Serve(id);
+        // A client that leaves between requests, or before sending one, is no refusal.
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+            ec == bhttp::error::partial_message) {
+          c->Close();
+          conns_.erase(id);
+          return;
+        }
+        if (ec == beast::error::timeout)
+          return Drop(
+              id, "slow",
+              fmt::format("dropped {} (no whole request within {})", c->peer, Seconds(options_.request_timeout)));
+        bhttp::status status = bhttp::status::bad_request;
+        std::string why = fmt::format("not an HTTP/1.1 request: {}", ec.message());
+        std::string kind = "junk";
+        if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+          status = bhttp::status::request_header_fields_too_large;
+          why = fmt::format("a header over {} bytes", options_.max_header);
+          kind = "size";
+        } else if (ec == bhttp::error::body_limit) {
+          status = bhttp::status::payload_too_large;
+          why = fmt::format("a body over {} bytes", options_.max_body);
+          kind = "size";
+        }
+        std::string answer = Serialize(status, why + "\n");
+        beast::error_code ignored;
+        c->stream.socket().non_blocking(true, ignored);
+        c->stream.socket().write_some(asio::buffer(answer), ignored);
+        Drop(id, kind, fmt::format("refused {} ({})", c->peer, why));
+      });
 }
 
 void Server::Serve(uint64_t id) {
@@ -306,8 +310,9 @@ void Server::Serve(uint64_t id) {
   bhttp::async_write(c->stream, c->response, [this, id, c, keep, alive = life_.token()](beast::error_code ec, size_t) {
     if (alive.expired() || !conns_.contains(id)) return;
     if (ec == beast::error::timeout)
-      return Drop(id, "slow", fmt::format("dropped {} (did not take its answer within {})", c->peer,
-                                          Seconds(options_.reply_timeout)));
+      return Drop(
+          id, "slow",
+          fmt::format("dropped {} (did not take its answer within {})", c->peer, Seconds(options_.reply_timeout)));
     if (ec || !keep) {
       c->Close();
       conns_.erase(id);
@@ -327,10 +332,13 @@ void Server::Drop(uint64_t id, const std::string& kind, const std::string& why) 
 }
 
 void Server::Refuse(const std::string& kind, const std::string& line) {
-  log_.Log(kind, line, [subject = subject_, window = log_.window()](std::size_t n) {
-    return fmt::format("{}: {} more refused or dropped connection{} in the last {}", subject, n, n == 1 ? "" : "s",
-                       Seconds(window));
-  }, Clock::now());
+  log_.Log(
+      kind, line,
+      [subject = subject_, window = log_.window()](std::size_t n) {
+        return fmt::format("{}: {} more refused or dropped connection{} in the last {}", subject, n, n == 1 ? "" : "s",
+                           Seconds(window));
+      },
+      Clock::now());
   ArmTick();
 }
 

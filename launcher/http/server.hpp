@@ -82,9 +82,9 @@ struct ServerOptions {
   // closed without a line: Prometheus keeps its connection between scrapes,
   // 15 s apart by default and often a minute or more.
   std::chrono::milliseconds idle_timeout{300000};
-  std::chrono::milliseconds reply_timeout{5000};     // Default: 5s for a client to take an answer
-  size_t max_unsent = 16 * 1024;                     // Default: 16 KiB of answers unsent before reading stops
-  std::chrono::milliseconds evict_after{1000};       // Default: idle 1s before a full server evicts it
+  std::chrono::milliseconds reply_timeout{5000};  // Default: 5s for a client to take an answer
+  size_t max_unsent = 16 * 1024;                  // Default: 16 KiB of answers unsent before reading stops
+  std::chrono::milliseconds evict_after{1000};    // Default: idle 1s before a full server evicts it
   // Who is served, asked once a connection is accepted, with its local and
   // remote ends: empty to serve it, else why not (the refusal line's reason).
   // Null: every peer.

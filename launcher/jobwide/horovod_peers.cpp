@@ -24,7 +24,8 @@ std::string HorovodPeerRefusal(const HorovodPeerRules& rules, SocketOwners& owne
   const bool looks_here = peer.is_loopback() || peer == PlainAddress(ours.address()) || listed(rules.local);
   if (socket->here || looks_here) {
     if (!socket->uid) return "from this machine, but no open socket of it was found";
-    if (*socket->uid != rules.uid) return fmt::format("a socket of uid {}, not the job's uid {}", *socket->uid, rules.uid);
+    if (*socket->uid != rules.uid)
+      return fmt::format("a socket of uid {}, not the job's uid {}", *socket->uid, rules.uid);
     return "";
   }
   if (rules.nodes && !listed(*rules.nodes)) return "not an address of the job's nodes";

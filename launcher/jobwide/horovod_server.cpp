@@ -97,7 +97,7 @@ Result<std::unique_ptr<HorovodServer>> HorovodServer::Start(asio::io_context& io
   }
   http::ServerOptions options = HorovodServerOptions(world);
   options.admit = [rules = std::move(rules), owners = std::move(owners)](const asio::ip::tcp::endpoint& ours,
-                                                                      const asio::ip::tcp::endpoint& theirs) {
+                                                                         const asio::ip::tcp::endpoint& theirs) {
     return HorovodPeerRefusal(rules, *owners, ours, theirs);
   };
 
@@ -126,14 +126,15 @@ http::Response HorovodServer::Serve(const http::Request& request) {
   HorovodStore::Reply reply = store_->Handle(MethodOf(request.method), request.target, request.body);
   if (!reply.refusal.empty()) {
     // One key per kind of refusal, not per peer: a peer cannot widen the log.
-    log_.Log(std::to_string(reply.status),
-             fmt::format("{}: refused {} {} from {}: {}", subject_, request.method,
-                         PrintablePrefix(request.target, 80), request.peer, reply.refusal),
-             [this, status = reply.status](size_t held) {
-               return fmt::format("{}: refused {} more requests ({}) in the last {}s", subject_, held, status,
-                                  log_.window().count() / 1000);
-             },
-             rendezvous::LogLimiter::Clock::now());
+    log_.Log(
+        std::to_string(reply.status),
+        fmt::format("{}: refused {} {} from {}: {}", subject_, request.method, PrintablePrefix(request.target, 80),
+                    request.peer, reply.refusal),
+        [this, status = reply.status](size_t held) {
+          return fmt::format("{}: refused {} more requests ({}) in the last {}s", subject_, held, status,
+                             log_.window().count() / 1000);
+        },
+        rendezvous::LogLimiter::Clock::now());
   }
   return http::Response{static_cast<unsigned>(reply.status), std::move(reply.body)};
 }

@@ -45,8 +45,8 @@ HorovodStore::Reply HorovodStore::Handle(Method method, std::string_view target,
   std::string_view scope = rest.substr(0, slash);
   std::string_view key = rest.substr(slash + 1);
   if (!GoodPart(scope, limits_.max_key) || !GoodPart(key, limits_.max_key)) {
-    return Refuse(400, fmt::format("the path is not /SCOPE/KEY (each 1 to {} printable characters, no '/')",
-                                   limits_.max_key));
+    return Refuse(
+        400, fmt::format("the path is not /SCOPE/KEY (each 1 to {} printable characters, no '/')", limits_.max_key));
   }
   switch (method) {
     case Method::kGet:

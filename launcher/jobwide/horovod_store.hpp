@@ -34,10 +34,10 @@ namespace dlaunch::launcher {
 // and scope, of about 150 bytes per rank of that scope (an address per pair), so
 // the bounds grow with the job: HorovodStoreLimitsFor.
 struct HorovodStoreLimits {
-  std::size_t max_key = 512;              // bytes of a scope or a key. Default: 512
-  std::size_t max_value = 64 * 1024;      // bytes of one value. Default: 64 KiB (grows with the job)
-  std::size_t max_keys = 1024;            // keys over every scope. Default: 1024 (grows with the job)
-  std::size_t max_bytes = 64 << 20;       // bytes of every value together. Default: 64 MiB (grows with the job)
+  std::size_t max_key = 512;          // bytes of a scope or a key. Default: 512
+  std::size_t max_value = 64 * 1024;  // bytes of one value. Default: 64 KiB (grows with the job)
+  std::size_t max_keys = 1024;        // keys over every scope. Default: 1024 (grows with the job)
+  std::size_t max_bytes = 64 << 20;   // bytes of every value together. Default: 64 MiB (grows with the job)
 };
 
 // The limits for a job of `world` ranks: a value of 64 KiB + 256 B per rank;

@@ -49,8 +49,10 @@ std::string FitItem(RankStack s, std::size_t budget) {
     while (lo < hi) {
       std::size_t mid = (lo + hi + 1) / 2;
       s.threads.front().frames.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mid));
-      if (Serialize(s).size() <= budget) lo = mid;
-      else hi = mid - 1;
+      if (Serialize(s).size() <= budget)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     if (lo > 0) {
       s.threads.front().frames.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(lo));

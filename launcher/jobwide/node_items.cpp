@@ -17,8 +17,7 @@ std::string RankSpan(int first, int n) {
 
 Status NodeItemCheck::Take(int64_t rank) {
   if (rank < first_rank_ || rank >= int64_t{first_rank_} + nproc_)
-    return Status::InvalidArgument(
-        fmt::format("rank {} is not one of its {}", rank, RankSpan(first_rank_, nproc_)));
+    return Status::InvalidArgument(fmt::format("rank {} is not one of its {}", rank, RankSpan(first_rank_, nproc_)));
   if (!seen_.insert(rank).second) return Status::InvalidArgument(fmt::format("rank {} comes twice", rank));
   return Status::Ok();
 }
@@ -29,13 +28,14 @@ void NodeItemCheck::Refuse(std::size_t index, const std::string& why) {
 
 std::string NodeItemCheck::RefusedLine(const ItemWords& words) const {
   if (refused_ == 0) return "";
-  return fmt::format("{}: {} item{} of its {} {} not a {} ({})", NodeName(node_rank_, host_), refused_, refused_ == 1 ? "" : "s",
-                     words.answer, refused_ == 1 ? "is" : "are", words.item, first_);
+  return fmt::format("{}: {} item{} of its {} {} not a {} ({})", NodeName(node_rank_, host_), refused_,
+                     refused_ == 1 ? "" : "s", words.answer, refused_ == 1 ? "is" : "are", words.item, first_);
 }
 
 std::string UnansweredLine(const rendezvous::NodeStacks& node, const ItemWords& words) {
   std::string span = RankSpan(node.first_rank, node.nproc);
-  if (words.unanswered.empty()) return fmt::format("{}, {}: {}", NodeName(node.node_rank, node.host), span, node.problem);
+  if (words.unanswered.empty())
+    return fmt::format("{}, {}: {}", NodeName(node.node_rank, node.host), span, node.problem);
   return fmt::format("{}, {}: {} ({})", NodeName(node.node_rank, node.host), span, words.unanswered, node.problem);
 }
 

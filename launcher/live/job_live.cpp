@@ -57,9 +57,9 @@ JobLiveSource::JobLiveSource(rdzv::CoordinatorServer& server, LiveJob job) : ser
 boost::json::object JobLiveSource::Header(int ranks) const {
   boost::json::array command;
   for (const std::string& a : job_.command) command.emplace_back(a);
-  return boost::json::object{{"run_id", job_.run_id},        {"pid", static_cast<int>(getpid())},
-                             {"started", job_.started},      {"command", std::move(command)},
-                             {"ranks", ranks},               {"job_wide", true}};
+  return boost::json::object{{"run_id", job_.run_id},   {"pid", static_cast<int>(getpid())},
+                             {"started", job_.started}, {"command", std::move(command)},
+                             {"ranks", ranks},          {"job_wide", true}};
 }
 
 void JobLiveSource::Status(std::function<void(boost::json::object)> reply) {

@@ -30,7 +30,7 @@
 namespace dlaunch::launcher {
 
 // How long the nodes have to answer: status under the client's 3 s, stacks as a hang's.
-inline constexpr std::chrono::milliseconds kJobStatusTimeout{2000};    // Default: 2s
+inline constexpr std::chrono::milliseconds kJobStatusTimeout{2000};  // Default: 2s
 inline constexpr std::chrono::milliseconds kJobStacksTimeout = base::kStacksAnswerTimeout;
 
 // The rows of an answered "status" query, by rank: every item of every node that

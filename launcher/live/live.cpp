@@ -158,8 +158,8 @@ LiveServer::LiveServer(asio::io_context& io, std::string path, LiveSource& sourc
         if (log_) log_(path_ + ": " + what);
       }) {}
 
-Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, const std::string& path,
-                                                      LiveSource& source, std::function<void(const std::string&)> log,
+Result<std::unique_ptr<LiveServer>> LiveServer::Start(asio::io_context& io, const std::string& path, LiveSource& source,
+                                                      std::function<void(const std::string&)> log,
                                                       LiveServerOptions options) {
   std::unique_ptr<LiveServer> server(new LiveServer(io, path, source, std::move(log), options));
   boost::system::error_code ec;
@@ -239,16 +239,15 @@ void LiveServer::Drop(uint64_t id) {
 
 void LiveServer::ReadRequest(uint64_t id) {
   std::shared_ptr<Session> s = sessions_.at(id);
-  asio::async_read_until(s->socket, s->request, '\n',
-                         [this, id, s, alive = life_.token()](boost::system::error_code ec, size_t n) {
-                           if (alive.expired() || !sessions_.contains(id)) return;
-                           // Junk, a line past the cap, or a client that closed: dropped.
-                           if (ec) return Drop(id);
-                           auto data = s->request.data();
-                           std::string line(asio::buffers_begin(data),
-                                            asio::buffers_begin(data) + static_cast<std::ptrdiff_t>(n));
-                           Answer(id, line);
-                         });
+  asio::async_read_until(
+      s->socket, s->request, '\n', [this, id, s, alive = life_.token()](boost::system::error_code ec, size_t n) {
+        if (alive.expired() || !sessions_.contains(id)) return;
+        // Junk, a line past the cap, or a client that closed: dropped.
+        if (ec) return Drop(id);
+        auto data = s->request.data();
+        std::string line(asio::buffers_begin(data), asio::buffers_begin(data) + static_cast<std::ptrdiff_t>(n));
+        Answer(id, line);
+      });
 }
 
 void LiveServer::Answer(uint64_t id, const std::string& request) {

@@ -42,11 +42,11 @@ namespace dlaunch::launcher {
 
 // The server's bounds.
 struct LiveServerOptions {
-  size_t max_clients = 16;                           // Default: 16 served at once; the next told "busy"
-  size_t max_request = 64;                           // Default: 64 bytes, the longest request line
-  std::chrono::milliseconds request_timeout{2000};   // Default: 2s for a client to send its line
-  std::chrono::milliseconds answer_timeout{30000};   // Default: 30s for the source (gdb stacks take up to 10 s)
-  std::chrono::milliseconds reply_timeout{5000};     // Default: 5s a client may take nothing of its reply
+  size_t max_clients = 16;                          // Default: 16 served at once; the next told "busy"
+  size_t max_request = 64;                          // Default: 64 bytes, the longest request line
+  std::chrono::milliseconds request_timeout{2000};  // Default: 2s for a client to send its line
+  std::chrono::milliseconds answer_timeout{30000};  // Default: 30s for the source (gdb stacks take up to 10 s)
+  std::chrono::milliseconds reply_timeout{5000};    // Default: 5s a client may take nothing of its reply
 };
 
 // The per-user directory: $XDG_RUNTIME_DIR/dlaunch when XDG_RUNTIME_DIR (in

@@ -49,7 +49,7 @@ SelfUsage ReadSelfUsage() {
   }
   // Linux 6.2 and later give the number of open descriptors as the size of
   // /proc/PID/fd; older kernels say 0, and the entries are counted instead.
-  struct stat st{};
+  struct stat st {};
   if (fd_dir >= 0 && fstat(fd_dir, &st) == 0 && st.st_size > 0) {
     u.open_fds = static_cast<double>(st.st_size);
   } else if (DIR* d = opendir("/proc/self/fd")) {
@@ -107,7 +107,8 @@ int WriteRankMetrics(const boost::json::array& rows, Exposition& out) {
     std::string_view now = RankStateOf(std::string_view(state->as_string()));
     for (const char* s : kRankStates) out.Add("dlaunch_rank_state", s == now ? 1 : 0, {{"rank", r}, {"state", s}});
     if (std::optional<double> code = Number(*row, "exit_code")) out.Add("dlaunch_rank_exit_code", *code, {{"rank", r}});
-    if (std::optional<double> silent = Number(*row, "silent_s")) out.Add("dlaunch_rank_silent_seconds", *silent, {{"rank", r}});
+    if (std::optional<double> silent = Number(*row, "silent_s"))
+      out.Add("dlaunch_rank_silent_seconds", *silent, {{"rank", r}});
     if (std::optional<double> restarts = Number(*row, "restarts"))
       out.Add("dlaunch_rank_restarts_total", *restarts, {{"rank", r}});
     if (Number(*row, "pid").value_or(0) != 0) ++running;

@@ -53,7 +53,8 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(asio::io_context& io
   service->server_ = std::move(*server);
   service->lag_.Start();
   if (say) say(fmt::format("metrics on http://{}/metrics (and /healthz, /readyz)", service->address()));
-  if (events != nullptr) events->Emit("metrics_listening", {{"address", service->address()}, {"port", service->port()}});
+  if (events != nullptr)
+    events->Emit("metrics_listening", {{"address", service->address()}, {"port", service->port()}});
   return service;
 }
 

@@ -87,10 +87,14 @@ const char* TypeWord(MetricType t) { return t == MetricType::kCounter ? "counter
 
 const char* WhereWord(MetricWhere w) {
   switch (w) {
-    case MetricWhere::kLauncher: return "launcher";
-    case MetricWhere::kHost: return "host, coordinator";
-    case MetricWhere::kCoordinator: return "coordinator";
-    case MetricWhere::kEvery: return "every";
+    case MetricWhere::kLauncher:
+      return "launcher";
+    case MetricWhere::kHost:
+      return "host, coordinator";
+    case MetricWhere::kCoordinator:
+      return "coordinator";
+    case MetricWhere::kEvery:
+      return "every";
   }
   return "";
 }
@@ -105,10 +109,14 @@ std::string EscapeLabelValue(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -117,9 +125,12 @@ std::string EscapeHelp(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }

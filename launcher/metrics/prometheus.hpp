@@ -32,7 +32,7 @@ struct MetricDef {
   MetricType type;
   const char* labels;  // comma-separated label names, "" for none
   MetricWhere where;
-  const char* help;    // the HELP line and the docs' meaning
+  const char* help;  // the HELP line and the docs' meaning
 };
 
 // Every metric, in the order /metrics and docs/monitoring.md list them.

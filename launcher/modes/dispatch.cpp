@@ -12,7 +12,8 @@
 namespace dlaunch::launcher {
 
 int RunInMode(const Plan& plan, const envmap::EnvMap& env) {
-  if (const auto* head = std::get_if<HeadPlan>(&plan.run)) return plan.explain ? ExplainHead(*head) : RunHead(*head, env);
+  if (const auto* head = std::get_if<HeadPlan>(&plan.run))
+    return plan.explain ? ExplainHead(*head) : RunHead(*head, env);
   // The command's path, found here so that --explain refuses a command the run
   // could not start, with the run's exit code (126 or 127).
   const WorkerPlan& w = *plan.workers();

@@ -34,7 +34,6 @@ namespace asio = boost::asio;
 namespace rdzv = dlaunch::rendezvous;
 using Clock = std::chrono::steady_clock;
 
-
 std::string Hex(const std::string& bytes) {
   std::string out;
   for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
@@ -58,7 +57,6 @@ Result<std::string> RouteAddress(asio::io_context& io, const std::string& host) 
   return Status::InvalidArgument(fmt::format("node {}: no route from this machine ({})", host, ec.message()));
 }
 
-
 }  // namespace
 
 AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string& self, const std::string& endpoint,
@@ -67,13 +65,19 @@ AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string
   AgentCommand c;
   c.cwd = cwd;
   c.env = h.exports;
-  if (!entry.only_slots.empty()) c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
+  if (!entry.only_slots.empty())
+    c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
   c.argv = {self,
-            "--rdzv-endpoint", endpoint,
-            "--rdzv-id", run_id,
-            "--nnodes", fmt::format("{}", h.hosts.size()),
-            "--node-rank", fmt::format("{}", node_rank),
-            "--nproc-per-node", h.workers[static_cast<size_t>(node_rank)]};
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            run_id,
+            "--nnodes",
+            fmt::format("{}", h.hosts.size()),
+            "--node-rank",
+            fmt::format("{}", node_rank),
+            "--nproc-per-node",
+            h.workers[static_cast<size_t>(node_rank)]};
   // A node named by a loopback address of this machine (127.0.0.2) is that
   // address, as a node of a real cluster is its own: MASTER_ADDR and TF_CONFIG
   // then differ per node (dlaunch job runs each instance on one).
@@ -126,7 +130,8 @@ int ExplainHead(const HeadPlan& plan) {
   for (size_t i = 0; i < hosts.size(); ++i) {
     const HostEntry& h = hosts[i];
     RemoteOptions r = RemoteFor(plan, h.host);
-    AgentCommand c = AgentCommandFor(plan, static_cast<int>(i), self, "HEAD:PORT", plan.run_id.empty() ? "RUN_ID" : plan.run_id, cwd);
+    AgentCommand c = AgentCommandFor(plan, static_cast<int>(i), self, "HEAD:PORT",
+                                     plan.run_id.empty() ? "RUN_ID" : plan.run_id, cwd);
     c.token = "TOKEN";
     c.secrets_on_stdin = r.kind != RemoteKind::kPdsh;
     out += fmt::format("node {}: {}, workers {}, through {}\n", i, h.host, plan.workers[i],
@@ -150,10 +155,12 @@ void WarnAboutExports(const HeadPlan& plan) {
   for (const std::string& x : plan.exports_unset)
     WriteAll(STDERR_FILENO, fmt::format("dlaunch: -x {}: not set here, so not passed on\n", x));
   bool through_pdsh = false;
-  for (const HostEntry& h : plan.hosts) through_pdsh = through_pdsh || RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
+  for (const HostEntry& h : plan.hosts)
+    through_pdsh = through_pdsh || RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
   if (through_pdsh && !plan.exports.empty())
-    WriteAll(STDERR_FILENO, "dlaunch: --remote pdsh: pdsh forwards no stdin, so the -x values go on the command line, "
-                            "where every user on the nodes can read them (--remote ssh keeps them off it)\n");
+    WriteAll(STDERR_FILENO,
+             "dlaunch: --remote pdsh: pdsh forwards no stdin, so the -x values go on the command line, "
+             "where every user on the nodes can read them (--remote ssh keeps them off it)\n");
 }
 
 // `given`, else a fresh random value: at most `bytes` random bytes, in hex.
@@ -193,7 +200,8 @@ int StartAgents(const HeadPlan& plan, const AgentLaunch& launch, HeadNodes& head
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     const std::string& host = plan.hosts[i].host;
     RemoteOptions ropts = RemoteFor(plan, host);
-    AgentCommand command = AgentCommandFor(plan, static_cast<int>(i), launch.self, launch.endpoint, launch.run_id, launch.cwd);
+    AgentCommand command =
+        AgentCommandFor(plan, static_cast<int>(i), launch.self, launch.endpoint, launch.run_id, launch.cwd);
     command.token = launch.token;
     command.secrets_on_stdin = ropts.kind != RemoteKind::kPdsh;
     std::vector<std::string> argv = LauncherArgv(ropts, host, AgentShellLine(command));
@@ -240,13 +248,17 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   copts.run_id = *run_id;
   copts.token = *token;
   auto log = [&console](const std::string& line) { console.Say(line); };
-  Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
-      rdzv::CoordinatorServer::Start(io, rdzv::HostPort{*addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
+  Result<std::unique_ptr<rdzv::CoordinatorServer>> server = rdzv::CoordinatorServer::Start(
+      io, rdzv::HostPort{*addr, 0}, "--local-addr", rdzv::CoordinatorServer::OneJob(copts), log);
   if (!server.ok()) return Fail(kExitUsage, server.status().message());
 
   std::error_code ec;
-  AgentLaunch launch{SelfPath(plan, ec), rdzv::HostPort{*addr, (*server)->port()}.ToString(), *run_id, *token,
-                     std::filesystem::current_path(ec).string(), {}};
+  AgentLaunch launch{SelfPath(plan, ec),
+                     rdzv::HostPort{*addr, (*server)->port()}.ToString(),
+                     *run_id,
+                     *token,
+                     std::filesystem::current_path(ec).string(),
+                     {}};
   if (launch.self.empty())
     return Fail(1, fmt::format("/proc/self/exe: cannot read ({}); give --remote-dlaunch PATH", ec.message()));
   for (const auto& [k, v] : env) launch.env.push_back(k + "=" + v);
@@ -256,7 +268,8 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
     if (Status s = events.Open(plan.events); !s.ok()) return Fail(kExitUsage, s.message());
   }
   events.SetRunId(*run_id);
-  events.Emit("job_started", {{"mode", "head"}, {"nodes", static_cast<int>(plan.hosts.size())}, {"pid", static_cast<int>(getpid())}});
+  events.Emit("job_started",
+              {{"mode", "head"}, {"nodes", static_cast<int>(plan.hosts.size())}, {"pid", static_cast<int>(getpid())}});
   // The coordinator here judges hangs across the nodes.
   JobHangReporter hang(log, &events, KeptStacksDir(log));
   (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
@@ -278,7 +291,9 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   head.Run([&loop](int result) { loop.Exit(result); });
   int result = loop.Run();
   int final_code = code != 0 ? code : result;
-  std::string cause = final_code == 0 ? "" : (*server)->ended() ? (*server)->ended()->summary : "the launch failed on the head";
+  std::string cause = final_code == 0      ? ""
+                      : (*server)->ended() ? (*server)->ended()->summary
+                                           : "the launch failed on the head";
   live_server.reset();  // the socket goes as the job ends
   events.Emit("job_finished", {{"exit_code", final_code}, {"root_cause", cause}});
   watchdog.Stop();

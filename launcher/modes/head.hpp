@@ -21,8 +21,8 @@ namespace dlaunch::launcher {
 // The agent command line for node `node_rank` of the plan's hosts (pure; for
 // tests too). `self` is dlaunch's path on the nodes, `endpoint` the
 // coordinator's HOST:PORT.
-AgentCommand AgentCommandFor(const HeadPlan& plan, int node_rank, const std::string& self,
-                             const std::string& endpoint, const std::string& run_id, const std::string& cwd);
+AgentCommand AgentCommandFor(const HeadPlan& plan, int node_rank, const std::string& self, const std::string& endpoint,
+                             const std::string& run_id, const std::string& cwd);
 
 // --explain for a head-node launch: the nodes, their ranks and worker counts, and
 // the command each would run (the token and the coordinator's port left as

@@ -36,8 +36,8 @@ constexpr std::uint64_t kPassOnTagBit = std::uint64_t{1} << 63;
 
 }  // namespace
 
-HeadNodes::HeadNodes(const HeadPlan& plan, std::string run_id, asio::io_context& io, Console& console, Watchdog& watchdog,
-                     rdzv::CoordinatorServer& server, const JobHangReporter& hang)
+HeadNodes::HeadNodes(const HeadPlan& plan, std::string run_id, asio::io_context& io, Console& console,
+                     Watchdog& watchdog, rdzv::CoordinatorServer& server, const JobHangReporter& hang)
     : plan_(plan),
       io_(io),
       console_(console),
@@ -49,10 +49,11 @@ HeadNodes::HeadNodes(const HeadPlan& plan, std::string run_id, asio::io_context&
       pass_on_(io),
       deadline_(io),
       streams_(io, console, kReadSize),
-      reaper_(io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
+      reaper_(
+          io, [this](int pid, int status) { Reaped(pid, status); }, nullptr) {}
 
 Status HeadNodes::StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,
-                       const std::string& stdin_data) {
+                            const std::string& stdin_data) {
   Result<PipedChild> child = SpawnPiped(base, true);
   if (!child.ok()) return child.status();
   // The token and the -x values may pass the pipe's size, and ssh reads them
@@ -189,7 +190,8 @@ void HeadNodes::Run(std::function<void(int)> done) {
   for (int sig : plan_.stop_signals) signals_.add(sig);
   WaitSignals();
   for (int sig : {SIGUSR1, SIGUSR2})
-    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) == plan_.stop_signals.end()) pass_on_.add(sig);
+    if (std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) == plan_.stop_signals.end())
+      pass_on_.add(sig);
   WaitPassOn();
   reaper_.ReapNow();  // a node that failed before the reaper was in place
   // Once the coordinator has ended the job, the agents' time to finish starts.

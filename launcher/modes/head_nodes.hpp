@@ -40,8 +40,8 @@ class HeadNodes {
   };
 
   // `run_id`: the job's, for passing SIGUSR1 and SIGUSR2 on to every agent.
-  HeadNodes(const HeadPlan& plan, std::string run_id, boost::asio::io_context& io, Console& console,
-            Watchdog& watchdog, rendezvous::CoordinatorServer& server, const JobHangReporter& hang);
+  HeadNodes(const HeadPlan& plan, std::string run_id, boost::asio::io_context& io, Console& console, Watchdog& watchdog,
+            rendezvous::CoordinatorServer& server, const JobHangReporter& hang);
 
   // Starts node `i`'s launcher; `stdin_data` is written to its stdin, which then closes.
   Status StartNode(const std::string& name, const std::string& launcher, const SpawnSpec& base,

@@ -188,8 +188,7 @@ void PreparePythonHook(RunPlan& plan, Console& console) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
-              RunLiveSource& live) {
+int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console, RunLiveSource& live) {
   int n = plan.supervisor.nproc;
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = s.node_rank;
@@ -197,10 +196,10 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
   std::string host = HostName();
   for (int i = 0; i < s.nnodes; ++i) {
     bool self = i == s.node_rank;
-    std::string addr = self ? (s.local_addr.empty() ? (s.nnodes == 1 ? s.master_addr : host) : s.local_addr)
-                            : i == 0                   ? s.master_addr
-                            : i < std::ssize(s.node_list) ? s.node_list[static_cast<size_t>(i)]
-                                                          : fmt::format("node{}", i);
+    std::string addr = self     ? (s.local_addr.empty() ? (s.nnodes == 1 ? s.master_addr : host) : s.local_addr)
+                       : i == 0 ? s.master_addr
+                       : i < std::ssize(s.node_list) ? s.node_list[static_cast<size_t>(i)]
+                                                     : fmt::format("node{}", i);
     layout.nodes.push_back(envmap::Node{self ? host : addr, addr, n, {}});
   }
 
@@ -217,7 +216,8 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
   if (s.master_port) {
     layout.master_port = *s.master_port;
     if (s.hosts_master) {
-      Result<PortReservation> r = PortReservation::Exactly(layout.master_port, fmt::format("--master-port {}", layout.master_port));
+      Result<PortReservation> r =
+          PortReservation::Exactly(layout.master_port, fmt::format("--master-port {}", layout.master_port));
       if (!r.ok()) return Fail(kExitUsage, r.status().message());
       master_hold = std::move(*r);
     }
@@ -328,12 +328,12 @@ int RunLocal(const Plan& p, const std::string& exe) {
   Result<std::string> live_path = LiveSocketPath(w.inherited, run_id);
   // If dlaunch is killed the watchdog removes the private directory: that is
   // the whole run directory when it would go anyway (no logs), and never logs.
-  if (Status s = watchdog.Start(dirs->private_dir, live_path.ok() ? *live_path : "");
-      !s.ok()) {
+  if (Status s = watchdog.Start(dirs->private_dir, live_path.ok() ? *live_path : ""); !s.ok()) {
     remove_dirs(false);
     return Fail(1, s.message());
   }
-  if (!watchdog.fallback_note().empty()) WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", watchdog.fallback_note()));
+  if (!watchdog.fallback_note().empty())
+    WriteAll(STDERR_FILENO, fmt::format("dlaunch: {}\n", watchdog.fallback_note()));
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   EventLoop loop;
@@ -350,7 +350,8 @@ int RunLocal(const Plan& p, const std::string& exe) {
   LauncherMetrics metrics(ModeName(p.mode()), node != nullptr ? node->layout.nnodes * w.nproc : 0, live);
   events.Observe([&metrics](std::string_view event, const boost::json::object& f) { metrics.OnEvent(event, f); });
   Result<std::unique_ptr<MetricsService>> metrics_service = StartMetricsService(
-      loop.io(), w.metrics_addr, {[&metrics](Exposition& e) { metrics.Write(e); }, [&metrics] { return metrics.Ready(); }},
+      loop.io(), w.metrics_addr,
+      {[&metrics](Exposition& e) { metrics.Write(e); }, [&metrics] { return metrics.Ready(); }},
       [&console](const std::string& line) { console.Say(line); }, &events);
   if (!metrics_service.ok()) {
     live_server.reset();
@@ -362,9 +363,9 @@ int RunLocal(const Plan& p, const std::string& exe) {
   }
   // What the workers' run does to the world, built once here (run_env.hpp).
   SystemRunEnv env(loop.io(), watchdog);
-  int code = node != nullptr ? RunStatic(node->layout, plan, env, loop, console, live)
-                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view,
-                                            metrics);
+  int code = node != nullptr
+                 ? RunStatic(node->layout, plan, env, loop, console, live)
+                 : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view, metrics);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();

@@ -62,7 +62,8 @@ Result<std::string> ReadToken(const std::string& path, uid_t uid) {
   if (!problem.ok()) return problem;
   std::string_view text(buf, static_cast<size_t>(n));
   if (text.ends_with('\n')) text.remove_suffix(1);
-  if (!IsToken(text)) return Refused(path, fmt::format("not a token dlaunch wrote: expected {} hex digits", kTokenHexDigits));
+  if (!IsToken(text))
+    return Refused(path, fmt::format("not a token dlaunch wrote: expected {} hex digits", kTokenHexDigits));
   return std::string(text);
 }
 
@@ -110,9 +111,9 @@ Result<std::string> LoopbackToken(const std::string& dir, uid_t uid) {
 Result<std::string> OwnLoopbackToken(const std::string& endpoint) {
   Result<std::string> token = LoopbackToken(LoopbackTokenDir(getuid()), getuid());
   if (token.ok()) return token;
-  return Status::InvalidArgument(fmt::format(
-      "{}: no token given, and this user's loopback token cannot be used ({}); set {} or --rdzv-token-file", endpoint,
-      token.status().message(), rendezvous::kTokenEnvVar));
+  return Status::InvalidArgument(
+      fmt::format("{}: no token given, and this user's loopback token cannot be used ({}); set {} or --rdzv-token-file",
+                  endpoint, token.status().message(), rendezvous::kTokenEnvVar));
 }
 
 }  // namespace dlaunch::launcher

@@ -65,9 +65,10 @@ Result<MpiShared> ParseMpiBootstrapLine(std::string_view line) {
 Result<MpiShared> MpiShareFromRankZero(const std::string& helper, const std::string& offer,
                                        std::chrono::milliseconds limit) {
   if (access(helper.c_str(), X_OK) != 0)
-    return Status::NotFound(fmt::format("{}: not found ({}), so this dlaunch cannot bootstrap through MPI "
-                                        "(it was built without MPI)",
-                                        helper, std::strerror(errno)));
+    return Status::NotFound(
+        fmt::format("{}: not found ({}), so this dlaunch cannot bootstrap through MPI "
+                    "(it was built without MPI)",
+                    helper, std::strerror(errno)));
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Io(fmt::format("{}: pipe: {}", helper, std::strerror(errno)));
   pid_t parent = getpid();

@@ -82,9 +82,9 @@ class NodeMode {
         drain_(env.timers().NewTimer()),
         agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
                rdzv::AgentSession::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
-                            [this](int code, const std::string& error) { Finish(code, error); },
-                            [this](const std::string& line) { console_.Say(line); },
-                            [this](int id, const std::string& what) { Query(id, what); }}),
+                                         [this](int code, const std::string& error) { Finish(code, error); },
+                                         [this](const std::string& line) { console_.Say(line); },
+                                         [this](int id, const std::string& what) { Query(id, what); }}),
         task_holds_(std::move(task_holds)),
         store_hold_(std::move(store_hold)),
         live_(live),
@@ -150,9 +150,10 @@ class NodeMode {
       layout.nodes = a.nodes;
     } else {
       Result<std::vector<envmap::Node>> table =
-          a.nodes.size() == 1 ? envmap::PartialTable(a.nnodes, a.node_rank, a.nodes.front(), a.rank_offset, a.world_size)
-                              : Result<std::vector<envmap::Node>>(Status::InvalidArgument(fmt::format(
-                                    "assignment: {} rows for a job of {} nodes", a.nodes.size(), a.nnodes)));
+          a.nodes.size() == 1
+              ? envmap::PartialTable(a.nnodes, a.node_rank, a.nodes.front(), a.rank_offset, a.world_size)
+              : Result<std::vector<envmap::Node>>(Status::InvalidArgument(
+                    fmt::format("assignment: {} rows for a job of {} nodes", a.nodes.size(), a.nnodes)));
       if (!table.ok()) return Finish(1, fmt::format("{}: bad assignment ({})", endpoint_, table.status().message()));
       layout.nodes = std::move(*table);
     }
@@ -172,8 +173,8 @@ class NodeMode {
     task_holds_.clear();  // the TF tasks bind their ports now
     if (Status s = ServeHorovod(*generation); !s.ok()) return Finish(1, s.message());
     generation_ = std::move(generation);
-    run_ = StartJob(*generation_, env_, loop_.io(), console_, &channel_,
-                    [this](int code) { agent_.WorkersDone(code); });
+    run_ =
+        StartJob(*generation_, env_, loop_.io(), console_, &channel_, [this](int code) { agent_.WorkersDone(code); });
     live_.SetRun(run_.get());
   }
 
@@ -186,9 +187,8 @@ class NodeMode {
     horovod_.reset();
     if (generation.layout.node_rank != 0) return Status::Ok();
     store_hold_.Release();
-    Result<std::unique_ptr<HorovodServer>> started =
-        HorovodServer::Start(loop_.io(), generation.layout, /*nodes_known=*/true,
-                             [this](const std::string& line) { console_.Say(line); });
+    Result<std::unique_ptr<HorovodServer>> started = HorovodServer::Start(
+        loop_.io(), generation.layout, /*nodes_known=*/true, [this](const std::string& line) { console_.Say(line); });
     if (!started.ok()) return started.status();
     horovod_ = std::move(*started);
     return Status::Ok();
@@ -230,7 +230,7 @@ class NodeMode {
   RunEnv& env_;
   std::unique_ptr<rdzv::CoordinatorServer> server_;
   std::unique_ptr<JobLiveSource> job_live_;  // with server_: the live view of the whole job
-  std::unique_ptr<Timer> drain_;  // from env_: dropped with this mode
+  std::unique_ptr<Timer> drain_;             // from env_: dropped with this mode
   SteadyTime drain_deadline_;
   int code_ = 1;
   rdzv::AgentSession agent_;
@@ -249,7 +249,7 @@ class NodeMode {
   std::unique_ptr<HorovodServer> horovod_;   // node rank 0's store for the current generation
   RunLiveSource& live_;
   JobHangReporter hang_;  // the hosted coordinator's hang reports
-  Lifetime life_;  // last: expires first
+  Lifetime life_;         // last: expires first
 };
 
 }  // namespace
@@ -269,7 +269,8 @@ Result<AgentToken> TokenFor(asio::io_context& io, const RendezvousPlan& r, Conso
   if (IsLoopbackHost(io, endpoint.host)) {
     Result<std::string> own = OwnLoopbackToken("rendezvous " + endpoint.ToString());
     if (!own.ok()) return own.status();
-    return AgentToken{*own, fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile)};
+    return AgentToken{*own,
+                      fmt::format("its user's loopback token ({}/{})", LoopbackTokenDir(getuid()), kLoopbackTokenFile)};
   }
   console.Say(fmt::format("rendezvous {}: no token, so anyone who reaches it can join (set {} or --rdzv-token-file)",
                           endpoint.ToString(), rdzv::kTokenEnvVar));
@@ -280,15 +281,16 @@ Result<AgentToken> TokenFor(asio::io_context& io, const RendezvousPlan& r, Conso
 // machine (loopback tests) each would qualify; the first to bind hosts it, and
 // the others get null. Fails only where this node must host (is_host=1).
 Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io, const RendezvousPlan& r,
-                                                             const std::string& token, Console& console) {
+                                                            const std::string& token, Console& console) {
   std::unique_ptr<rdzv::CoordinatorServer> none;
   if (!r.is_host.value_or(IsLocalAddress(io, r.endpoint->host))) return none;
   rdzv::CoordinatorOptions copts = r.coordinator;
   copts.endpoint = r.endpoint->ToString();
   copts.token = token;
   if (Status s = rdzv::Validate(copts); !s.ok()) return s;
-  auto started = rdzv::CoordinatorServer::Start(io, *r.endpoint, "--rdzv-endpoint", rdzv::CoordinatorServer::OneJob(copts),
-                                                [&console](const std::string& line) { console.Say(line); });
+  auto started =
+      rdzv::CoordinatorServer::Start(io, *r.endpoint, "--rdzv-endpoint", rdzv::CoordinatorServer::OneJob(copts),
+                                     [&console](const std::string& line) { console.Say(line); });
   if (started.ok()) {
     (*started)->LogJobEnds(false);  // NodeMode says the job's end as its summary
     return std::move(*started);

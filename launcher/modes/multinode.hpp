@@ -21,7 +21,7 @@ namespace dlaunch::launcher {
 // `live` (must outlive the call) serves each generation's run while it runs;
 // when this node hosts the coordinator, `view` serves the whole job meanwhile,
 // and `metrics` reads that coordinator's counters.
-int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, RunEnv& env, EventLoop& loop,
-                 Console& console, RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics);
+int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
+                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics);
 
 }  // namespace dlaunch::launcher

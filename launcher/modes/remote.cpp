@@ -38,12 +38,16 @@ std::vector<std::string> SshFlags(const RemoteOptions& o) {
 std::string ShellQuote(std::string_view s) {
   // Words of only these characters mean the same to every POSIX shell unquoted
   // (as Python's shlex.quote has it), which keeps --explain readable.
-  auto safe = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%+=:,./_-", c) != nullptr; };
+  auto safe = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%+=:,./_-", c) != nullptr;
+  };
   if (!s.empty() && std::all_of(s.begin(), s.end(), safe)) return std::string(s);
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\"'\"'";
-    else out += c;
+    if (c == '\'')
+      out += "'\"'\"'";
+    else
+      out += c;
   }
   out += "'";
   return out;
@@ -62,7 +66,8 @@ std::string AgentShellLine(const AgentCommand& c) {
     // substitution would strip. Both are builtins, and a subshell's command
     // line is this one: the value shows in no process list.
     for (const auto& [name, value] : c.env)
-      line += fmt::format("IFS= read -r {0} || exit 1; {0}=$(printf '%bx' \"${0}\"); {0}=${{{0}%x}}; export {0}; ", name);
+      line +=
+          fmt::format("IFS= read -r {0} || exit 1; {0}=$(printf '%bx' \"${0}\"); {0}=${{{0}%x}}; export {0}; ", name);
   }
   if (!c.cwd.empty()) line += fmt::format("cd {} || exit 1; ", ShellQuote(c.cwd));
   line += "exec";
@@ -80,9 +85,12 @@ std::string AgentStdin(const AgentCommand& c) {
   if (!c.token.empty()) out += c.token + "\n";
   for (const auto& [name, value] : c.env) {
     for (char ch : value) {
-      if (ch == '\\') out += "\\\\";
-      else if (ch == '\n') out += "\\n";
-      else out += ch;
+      if (ch == '\\')
+        out += "\\\\";
+      else if (ch == '\n')
+        out += "\\n";
+      else
+        out += ch;
     }
     out += '\n';
   }

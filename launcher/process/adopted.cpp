@@ -55,7 +55,8 @@ constexpr int kKillRounds = 200;
 
 }  // namespace
 
-Adopted::Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan) : watchdog_(watchdog), first_scan_(first_scan) {}
+Adopted::Adopted(Watchdog& watchdog, std::chrono::milliseconds first_scan)
+    : watchdog_(watchdog), first_scan_(first_scan) {}
 
 Adopted::~Adopted() { *alive_ = false; }
 
@@ -102,8 +103,7 @@ void Adopted::Scan() {
   // daemon started then is still killed at the end of the job, and after a
   // SIGKILL of dlaunch the watchdog finds it by its job mark.
   auto started = std::chrono::steady_clock::now();
-  if (registered_.empty() && (!watchdog_.has_groups() || started - watchdog_.groups_since() < first_scan_))
-    return;
+  if (registered_.empty() && (!watchdog_.has_groups() || started - watchdog_.groups_since() < first_scan_)) return;
   std::map<int, uint64_t> before = registered_;
   ScanNow();
   last_scan_ = std::chrono::steady_clock::now() - started;

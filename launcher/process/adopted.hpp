@@ -75,11 +75,11 @@ class Adopted {
   void ScanNow();
 
   Watchdog& watchdog_;
-  std::map<int, uint64_t> registered_;  // pid -> start time
-  uint64_t reaped_at_scan_ = 0;  // Reaper::reaped() at the last scan
-  std::chrono::steady_clock::duration last_scan_{};  // how long the last scan took
+  std::map<int, uint64_t> registered_;                         // pid -> start time
+  uint64_t reaped_at_scan_ = 0;                                // Reaper::reaped() at the last scan
+  std::chrono::steady_clock::duration last_scan_{};            // how long the last scan took
   std::chrono::milliseconds interval_ = kAdoptedScanInterval;  // until the next scan
-  int stable_scans_ = 0;  // scans in a row that found the same children
+  int stable_scans_ = 0;                                       // scans in a row that found the same children
   std::chrono::milliseconds first_scan_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -45,7 +45,7 @@ class HangWatch {
   bool Reported(Clock::time_point last_bytes) const { return reported_ && *reported_ == last_bytes; }
 
   std::chrono::milliseconds timeout_;
-  rendezvous::AwakeClock pauses_;  // only its lateness is used: times here stay real
+  rendezvous::AwakeClock pauses_;              // only its lateness is used: times here stay real
   std::optional<Clock::time_point> reported_;  // the last_bytes whose silence was reported
 };
 

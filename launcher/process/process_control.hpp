@@ -30,8 +30,7 @@ class ProcessControl {
   virtual void Release(int pid) = 0;
   // From now until StopReaping: `on_exit(pid, status)` for each child that
   // exits, then `after()` once per batch, each from a handler of its own.
-  virtual void StartReaping(std::function<void(int pid, ExitStatus status)> on_exit,
-                            std::function<void()> after) = 0;
+  virtual void StartReaping(std::function<void(int pid, ExitStatus status)> on_exit, std::function<void()> after) = 0;
   virtual void StopReaping() = 0;
 };
 

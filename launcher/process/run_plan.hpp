@@ -20,12 +20,12 @@ namespace dlaunch::launcher {
 // Everything the runner needs, made by the modes from a Plan.
 struct RunPlan {
   envmap::JobLayout layout;
-  envmap::Flavors flavors;           // error_file is filled in per worker
-  envmap::EnvMap inherited;          // the launcher's environment
-  std::string exe;                   // resolved argv[0]
-  std::vector<std::string> argv;     // the worker's argv, argv[0] as typed
-  size_t local_rank_arg_at = 0;      // where in argv --local-rank=N goes (0: at the end)
-  std::string work_dir;              // the run directory: stacks-N.txt and, with write_logs, logs
+  envmap::Flavors flavors;        // error_file is filled in per worker
+  envmap::EnvMap inherited;       // the launcher's environment
+  std::string exe;                // resolved argv[0]
+  std::vector<std::string> argv;  // the worker's argv, argv[0] as typed
+  size_t local_rank_arg_at = 0;   // where in argv --local-rank=N goes (0: at the end)
+  std::string work_dir;           // the run directory: stacks-N.txt and, with write_logs, logs
   // dlaunch's own directory (0700, made for this job, removed after it): the
   // stack hook's dumps (PID.stacks, beside the rest: a directory of their own
   // cost an inode made and removed in every job), the error files, Azure's hostfile.
@@ -34,17 +34,17 @@ struct RunPlan {
   // Per local rank, the streams kept off the console (torchrun's Std: 1
   // stdout, 2 stderr, 3 both); a rank past the end: none.
   std::vector<int> redirected;
-  std::vector<int> console_ranks;    // local ranks shown on the console; empty: all
+  std::vector<int> console_ranks;         // local ranks shown on the console; empty: all
   std::optional<std::string> tag_format;  // nullopt: lines are not tagged
   std::vector<std::vector<int>> cpus;     // per local rank; empty: no binding
   std::vector<std::string> gpus;          // visible GPU ids, for --pin-gpu
   bool pin_gpu = false;
   SupervisorOptions supervisor;
-  std::vector<int> stop_signals;     // signals that stop the job
+  std::vector<int> stop_signals;  // signals that stop the job
   // Whether slurmstepd's signals reach the workers too, so that dlaunch passes
   // none of them on (slurm_signals.hpp).
   SlurmSignalScope slurm;
-  EventLog* events = nullptr;        // never null once StartJob runs; may write nothing
+  EventLog* events = nullptr;  // never null once StartJob runs; may write nothing
   // The hang watch: no rank wrote a line for hang_timeout (0: off) -> every
   // rank's stack (launcher/stacks/stacks.hpp), then the job runs on or, with
   // hang_stop, ends with exit code 124. Only without a JobChannel: in a

@@ -132,8 +132,8 @@ void Runner::OnSignal(int sig) {
   } else if (std::string sender = env_.signals().SenderCommand(sig); PassOnToWorkers(plan_.slurm, sender)) {
     supervisor().Forward(sig);
   } else {
-    console_.Say(fmt::format("{} from {} reached every process of the Slurm step: not passed on again",
-                             SignalName(sig), sender));
+    console_.Say(fmt::format("{} from {} reached every process of the Slurm step: not passed on again", SignalName(sig),
+                             sender));
   }
   AfterEvent();
 }
@@ -258,15 +258,16 @@ boost::json::array Runner::RowsOf(bool read_proc) {
 void Runner::SampleBeforeKill(const std::vector<int>& pids) {
   std::vector<int> ranks;
   for (const WorkerRecord& w : supervisor().workers())
-    if (w.running && std::find(pids.begin(), pids.end(), w.pid) != pids.end()) ranks.push_back(group_.RankOf(w.local_rank));
-  console_.Say(fmt::format("{} {} still running {}s after SIGTERM: taking stacks before SIGKILL",
-                           ranks.size() == 1 ? "rank" : "ranks", RankRanges(ranks),
-                           std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.shutdown_timeout).count()));
+    if (w.running && std::find(pids.begin(), pids.end(), w.pid) != pids.end())
+      ranks.push_back(group_.RankOf(w.local_rank));
+  console_.Say(fmt::format(
+      "{} {} still running {}s after SIGTERM: taking stacks before SIGKILL", ranks.size() == 1 ? "rank" : "ranks",
+      RankRanges(ranks), std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.shutdown_timeout).count()));
   // What the summary says if the supervisor's bound passes first (gdb attaches
   // take seconds on a busy machine): the workers are killed unsampled.
-  kill_stacks_ = {fmt::format("at SIGKILL: {} {} not sampled: no stacks within {}s", ranks.size() == 1 ? "rank" : "ranks",
-                              RankRanges(ranks),
-                              std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.sample_before_kill).count())};
+  kill_stacks_ = {fmt::format(
+      "at SIGKILL: {} {} not sampled: no stacks within {}s", ranks.size() == 1 ? "rank" : "ranks", RankRanges(ranks),
+      std::chrono::duration_cast<std::chrono::seconds>(plan_.supervisor.sample_before_kill).count())};
   // Every running worker is one of `pids` here (the supervisor asks for all of
   // them); a collection already under way (a hang's) is joined.
   Stacks([this, alive = life_.token()](std::vector<RankStack> stacks) {
@@ -286,8 +287,8 @@ void PrintNotices(const RunPlan& plan, Console& console) {
     console.Say(fmt::format("setting OMP_NUM_THREADS=1 for each of {} workers (export it to choose)", n));
 }
 
-std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, asio::io_context& io,
-                                    Console& console, JobChannel* channel, std::function<void(int)> done) {
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, asio::io_context& io, Console& console,
+                                    JobChannel* channel, std::function<void(int)> done) {
   if (!plan.flavors.azure_hostfile.empty()) {
     if (Status s = WriteFile(plan.flavors.azure_hostfile, envmap::AzureHostfile(plan.layout)); !s.ok()) {
       console.Say(s.message());

@@ -81,7 +81,7 @@ void PrintNotices(const RunPlan& plan, Console& console);
 // is null for a single-node job. Every effect of the run goes through `env`
 // (run_env.hpp). A run destroyed before `done` stops nothing: that is a
 // programmer error.
-std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, boost::asio::io_context& io,
-                                    Console& console, JobChannel* channel, std::function<void(int code)> done);
+std::unique_ptr<WorkerRun> StartJob(const RunPlan& plan, RunEnv& env, boost::asio::io_context& io, Console& console,
+                                    JobChannel* channel, std::function<void(int code)> done);
 
 }  // namespace dlaunch::launcher

@@ -65,7 +65,7 @@ struct Streams::Stream {
   bool open = true;
   bool paused = false;  // waiting for room on the console, or for it to take spliced lines
   bool spliceable = false;
-  bool bulk = false;  // the last read filled the buffer: splice next
+  bool bulk = false;     // the last read filled the buffer: splice next
   bool may_grow = true;  // not yet offered to the pipe budget
   BusyMeter meter;
   // Bytes at the head of the pipe already given to the tail, the last line and
@@ -212,8 +212,8 @@ void Streams::Wait(Stream* s) {
 // which one wins, pay no call for it. True when `s` now waits for the queue.
 bool Streams::WaitForQueue(Stream* s) {
   StreamRoute& r = s->route;
-  if (s->tagger.has_partial() || !console_.Splices(*r.console) || console_.CanSplice(*r.console) ||
-      console_.full() || !AllSplice())
+  if (s->tagger.has_partial() || !console_.Splices(*r.console) || console_.CanSplice(*r.console) || console_.full() ||
+      !AllSplice())
     return false;
   s->paused = true;
   console_.WhenIdle(*r.console, [this, s, alive = std::weak_ptr<int>(alive_)] {

@@ -48,9 +48,9 @@ struct StreamRoute {
   TagFields fields;                      // for `format`
   // The longest line kept whole (LineTagger's cap). Default: kMaxLineBytes.
   size_t max_line = kMaxLineBytes;
-  int file_fd = -1;                      // owned: gets the raw bytes; closed with the stream
-  TailBuffer* tail = nullptr;            // gets the raw bytes; must outlive the stream
-  LastLine* last = nullptr;              // gets the raw bytes (dlaunch status); must outlive the stream
+  int file_fd = -1;            // owned: gets the raw bytes; closed with the stream
+  TailBuffer* tail = nullptr;  // gets the raw bytes; must outlive the stream
+  LastLine* last = nullptr;    // gets the raw bytes (dlaunch status); must outlive the stream
   // Set to the time of each read that brought bytes (the hang watch); must outlive the stream.
   std::chrono::steady_clock::time_point* progress = nullptr;
 };
@@ -108,7 +108,7 @@ class Streams {
   size_t read_size_;
   std::list<std::unique_ptr<Stream>> streams_;
   std::map<int, std::unique_ptr<boost::asio::steady_timer>> drains_;
-  std::string out_;                                       // scratch for tagged output
+  std::string out_;            // scratch for tagged output
   int scratch_[2] = {-1, -1};  // a pipe that tee(2) fills, to see what a spliced chunk holds
   int null_ = -1;              // /dev/null, where splice(2) discards what was seen
   uint64_t spliced_ = 0;
@@ -119,8 +119,7 @@ class Streams {
 class Reaper {
  public:
   // `on_exit(pid, wait_status)` for each child reaped, then `after()` once per batch.
-  Reaper(boost::asio::io_context& io, std::function<void(int pid, int status)> on_exit,
-         std::function<void()> after);
+  Reaper(boost::asio::io_context& io, std::function<void(int pid, int status)> on_exit, std::function<void()> after);
   // Reaps at each SIGCHLD from now on.
   void Start();
   void Stop();

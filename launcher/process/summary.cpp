@@ -30,9 +30,7 @@ std::optional<std::string> ErrorFileMessage(const std::string& json_text) {
 }
 
 namespace {
-double Seconds(const WorkerRecord& w) {
-  return std::chrono::duration<double>(w.ended - w.started).count();
-}
+double Seconds(const WorkerRecord& w) { return std::chrono::duration<double>(w.ended - w.started).count(); }
 }  // namespace
 
 std::vector<std::string> FailureSummary(int exit_code, const WorkerReport* cause,
@@ -45,8 +43,8 @@ std::vector<std::string> FailureSummary(int exit_code, const WorkerReport* cause
   }
   if (cause != nullptr) {
     const WorkerRecord& w = cause->record;
-    lines.push_back(fmt::format("root cause: rank {} (local_rank {}, pid {}) {} after {:.2f}s",
-                                cause->rank, w.local_rank, w.pid, Describe(w.status), Seconds(w)));
+    lines.push_back(fmt::format("root cause: rank {} (local_rank {}, pid {}) {} after {:.2f}s", cause->rank,
+                                w.local_rank, w.pid, Describe(w.status), Seconds(w)));
     if (cause->error_message) {
       for (const std::string& l : Split(*cause->error_message, '\n'))
         if (!l.empty()) lines.push_back("  | " + l);

@@ -25,8 +25,7 @@ std::string Describe(const ExitStatus& status) {
   return fmt::format("exited with code {}", status.code);
 }
 
-Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options)
-    : control_(control), options_(options) {}
+Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options) : control_(control), options_(options) {}
 
 Status Supervisor::Start(Clock::time_point now) { return StartAll(now); }
 

@@ -124,12 +124,12 @@ class Supervisor {
   std::vector<WorkerRecord> workers_;
   int restart_ = 0;
   int exit_code_ = 0;
-  int first_failure_ = -1;   // local rank of the root cause in this generation
-  int stop_signal_ = 0;      // a signal that stopped the job, not a worker failure
-  bool aborted_ = false;     // stopped from outside; no restart
+  int first_failure_ = -1;  // local rank of the root cause in this generation
+  int stop_signal_ = 0;     // a signal that stopped the job, not a worker failure
+  bool aborted_ = false;    // stopped from outside; no restart
   bool start_failed_ = false;
-  bool killed_ = false;      // SIGKILL already sent
-  bool sampling_ = false;    // SampleBeforeKill asked; SIGKILL at OnSampled or the deadline
+  bool killed_ = false;    // SIGKILL already sent
+  bool sampling_ = false;  // SampleBeforeKill asked; SIGKILL at OnSampled or the deadline
   std::optional<Clock::time_point> deadline_;
 };
 

@@ -98,8 +98,9 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
   spec.stdout_fd = from->write_fd;
   spec.stderr_fd = from->write_fd;  // a stale helper's complaint says what is wrong
   spec.die_with_launcher = false;
-  Result<int> pid = wrote ? SpawnWorker(spec)
-                         : Result<int>(Status::Io(fmt::format("{}: orders pipe: {}", helper, std::strerror(write_error))));
+  Result<int> pid =
+      wrote ? SpawnWorker(spec)
+            : Result<int>(Status::Io(fmt::format("{}: orders pipe: {}", helper, std::strerror(write_error))));
   close(to->read_fd);
   close(from->write_fd);
   if (!pid.ok()) {

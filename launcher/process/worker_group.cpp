@@ -146,8 +146,10 @@ Result<int> WorkerGroup::Start(int local_rank, int restart) {
   if (!child.ok()) return child.status();
   Started(child->pid, local_rank, restart);
   Status s = AddStream(child->stdout_fd, local_rank, false, dir);
-  if (s.ok()) s = AddStream(child->stderr_fd, local_rank, true, dir);
-  else close(child->stderr_fd);
+  if (s.ok())
+    s = AddStream(child->stderr_fd, local_rank, true, dir);
+  else
+    close(child->stderr_fd);
   if (!s.ok()) {
     // The supervisor never learns this pid, so it must not outlive the failure.
     processes_.Signal(child->pid, SIGKILL);
@@ -164,14 +166,19 @@ void WorkerGroup::Started(int pid, int local_rank, int restart) {
     plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
   }
   running_[pid] = Running{local_rank, restart, now_()};
-  plan_.events->Emit("worker_started", {{"rank", slot.rank}, {"local_rank", local_rank}, {"pid", pid},
-                                        {"restart", restart}, {"role", slot.role}});
+  plan_.events->Emit(
+      "worker_started",
+      {{"rank", slot.rank}, {"local_rank", local_rank}, {"pid", pid}, {"restart", restart}, {"role", slot.role}});
 }
 
 Status WorkerGroup::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
   StreamRoute r;
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  r.fields = TagFields{slot.rank, local_rank, plan_.layout.node_rank, slot.role, is_err ? "stderr" : "stdout",
+  r.fields = TagFields{slot.rank,
+                       local_rank,
+                       plan_.layout.node_rank,
+                       slot.role,
+                       is_err ? "stderr" : "stdout",
                        plan_.layout.nodes[static_cast<size_t>(plan_.layout.node_rank)].host};
   if (plan_.tag_format) {
     Result<std::string> prefix = RenderTag(*plan_.tag_format, r.fields, std::time(nullptr));
@@ -185,8 +192,8 @@ Status WorkerGroup::AddStream(int fd, int local_rank, bool is_err, const std::st
   int bit = is_err ? 2 : 1;
   bool redirected = static_cast<size_t>(local_rank) < plan_.redirected.size() &&
                     (plan_.redirected[static_cast<size_t>(local_rank)] & bit) != 0;
-  bool shown = plan_.console_ranks.empty() ||
-               std::find(plan_.console_ranks.begin(), plan_.console_ranks.end(), local_rank) != plan_.console_ranks.end();
+  bool shown = plan_.console_ranks.empty() || std::find(plan_.console_ranks.begin(), plan_.console_ranks.end(),
+                                                        local_rank) != plan_.console_ranks.end();
   if (!redirected && shown) r.console = is_err ? ConsoleStream::kErr : ConsoleStream::kOut;
   if (plan_.write_logs) {
     Result<int> file = OpenToWrite(fmt::format("{}/{}.log", dir, is_err ? "stderr" : "stdout"), false);
@@ -214,8 +221,10 @@ void WorkerGroup::Exited(int pid, const ExitStatus& status) {
       {"pid", pid},
       {"restart", r.restart},
       {"run_time_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now_() - r.since).count()}};
-  if (status.signal != 0) e["signal"] = SignalName(status.signal);
-  else e["exit_code"] = status.code;
+  if (status.signal != 0)
+    e["signal"] = SignalName(status.signal);
+  else
+    e["exit_code"] = status.code;
   plan_.events->Emit("worker_exited", std::move(e));
 }
 

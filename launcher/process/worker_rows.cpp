@@ -18,14 +18,22 @@ namespace {
 
 std::string ProcStateWord(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "disk-wait";
-    case 'T': return "stopped";
-    case 't': return "traced";
-    case 'Z': return "zombie";
-    case 'I': return "idle";
-    default: return "unknown";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "disk-wait";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "traced";
+    case 'Z':
+      return "zombie";
+    case 'I':
+      return "idle";
+    default:
+      return "unknown";
   }
 }
 
@@ -60,9 +68,15 @@ WorkerRows::WorkerRows(size_t ranks, UsageReader read, double ticks_per_second)
 boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::time_point now, bool read_proc) {
   const WorkerRecord* w = facts.worker;
   boost::json::object row{
-      {"rank", facts.rank},   {"local_rank", facts.local_rank}, {"node_rank", facts.node_rank},
-      {"host", facts.host},   {"pid", 0},                       {"state", "not started"},
-      {"run_time_s", 0.0},    {"cpu_pct", 0.0},                 {"rss_kib", 0},
+      {"rank", facts.rank},
+      {"local_rank", facts.local_rank},
+      {"node_rank", facts.node_rank},
+      {"host", facts.host},
+      {"pid", 0},
+      {"state", "not started"},
+      {"run_time_s", 0.0},
+      {"cpu_pct", 0.0},
+      {"rss_kib", 0},
       {"restarts", facts.restarts},
   };
   // The worker's last line on either stream, and the silence since its last bytes
@@ -81,8 +95,8 @@ boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::tim
   if (!w->running) {
     if (w->started != Clock::time_point{}) row["exit_code"] = w->status.ShellCode();
     row["state"] = w->started == Clock::time_point{} ? "not started"
-                   : w->status.signal != 0         ? "killed (" + SignalName(w->status.signal) + ")"
-                                                   : fmt::format("exited ({})", w->status.code);
+                   : w->status.signal != 0           ? "killed (" + SignalName(w->status.signal) + ")"
+                                                     : fmt::format("exited ({})", w->status.code);
     return row;
   }
   if (!read_proc) {

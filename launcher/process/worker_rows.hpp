@@ -29,13 +29,13 @@ ProcUsage ReadUsage(int pid);
 // What the group knows of one rank, for its row.
 struct RankFacts {
   int rank = 0;
-  int local_rank = 0;   // as told (LOCAL_RANK)
+  int local_rank = 0;  // as told (LOCAL_RANK)
   int node_rank = 0;
   std::string host;
-  int restarts = 0;                        // the job's restarts before this run, plus the worker's own
-  const WorkerRecord* worker = nullptr;    // null: not started
-  const LastLine* last = nullptr;          // the stream that wrote last; null: none yet
-  bool held = false;                       // the console holds its output back: not silent
+  int restarts = 0;                      // the job's restarts before this run, plus the worker's own
+  const WorkerRecord* worker = nullptr;  // null: not started
+  const LastLine* last = nullptr;        // the stream that wrote last; null: none yet
+  bool held = false;                     // the console holds its output back: not silent
 };
 
 class WorkerRows {

@@ -55,8 +55,10 @@ bool Holds(const std::string& path, std::string_view text) {
   while (same && at < got.size()) {
     ssize_t n = read(fd, got.data() + at, got.size() - at);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) same = false;
-    else at += static_cast<size_t>(n);
+    if (n <= 0)
+      same = false;
+    else
+      at += static_cast<size_t>(n);
   }
   close(fd);
   return same && got == text;

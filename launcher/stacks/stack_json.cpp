@@ -38,8 +38,10 @@ Result<int> IntField(const boost::json::object& o, std::string_view key, const s
   const boost::json::value* v = o.if_contains(key);
   if (v == nullptr) return Status::InvalidArgument(fmt::format("{}.{}: missing", where, key));
   std::optional<int64_t> n;
-  if (const int64_t* i = v->if_int64()) n = *i;
-  else if (const uint64_t* u = v->if_uint64(); u != nullptr && *u <= uint64_t{INT32_MAX}) n = static_cast<int64_t>(*u);
+  if (const int64_t* i = v->if_int64())
+    n = *i;
+  else if (const uint64_t* u = v->if_uint64(); u != nullptr && *u <= uint64_t{INT32_MAX})
+    n = static_cast<int64_t>(*u);
   if (!n || *n < lo || *n > INT32_MAX)
     return Status::InvalidArgument(fmt::format("{}.{}: not an integer from {} to {}", where, key, lo, INT32_MAX));
   return static_cast<int>(*n);
@@ -85,9 +87,9 @@ Result<RankStack> RankStackFromJson(const boost::json::value& v) {
   Result<int> pid = IntField(*o, "pid", where, 0);
   if (!pid.ok()) return pid.status();
   out.pid = *pid;
-  for (auto [key, field, max] : {std::tuple{"how", &out.how, kMaxStackText},
-                                 std::tuple{"error", &out.error, kMaxStackText},
-                                 std::tuple{"raw", &out.raw, kMaxStackRaw}}) {
+  for (auto [key, field, max] :
+       {std::tuple{"how", &out.how, kMaxStackText}, std::tuple{"error", &out.error, kMaxStackText},
+        std::tuple{"raw", &out.raw, kMaxStackRaw}}) {
     Result<std::string> text = TextField(*o, key, where, max);
     if (!text.ok()) return text.status();
     *field = std::move(*text);
@@ -95,7 +97,8 @@ Result<RankStack> RankStackFromJson(const boost::json::value& v) {
   const boost::json::array* threads = ArrayField(*o, "threads");
   if (threads == nullptr) return Status::InvalidArgument(fmt::format("{}.threads: not an array", where));
   if (threads->size() > kMaxStackThreads)
-    return Status::InvalidArgument(fmt::format("{}.threads: {}, more than {}", where, threads->size(), kMaxStackThreads));
+    return Status::InvalidArgument(
+        fmt::format("{}.threads: {}, more than {}", where, threads->size(), kMaxStackThreads));
   for (size_t t = 0; t < threads->size(); ++t) {
     std::string tw = fmt::format("{}.threads[{}]", where, t);
     const boost::json::object* to = (*threads)[t].if_object();

@@ -57,7 +57,8 @@ std::optional<Frame> FaulthandlerFrame(std::string_view line) {
   constexpr std::string_view kFile = "File \"", kLine = "\", line ", kIn = " in ";
   if (!line.starts_with(kFile)) return std::nullopt;
   line.remove_prefix(kFile.size());
-  for (size_t sep = line.rfind(kLine); sep != std::string_view::npos; sep = sep == 0 ? std::string_view::npos : line.rfind(kLine, sep - 1)) {
+  for (size_t sep = line.rfind(kLine); sep != std::string_view::npos;
+       sep = sep == 0 ? std::string_view::npos : line.rfind(kLine, sep - 1)) {
     std::string_view rest = line.substr(sep + kLine.size());
     std::string_view digits = Digits(rest);
     if (digits.empty() || !rest.substr(digits.size()).starts_with(kIn)) continue;
@@ -76,7 +77,8 @@ std::optional<int> GdbThread(std::string_view line) {
   std::string_view number = Digits(rest);
   if (number.empty() || !rest.substr(number.size()).starts_with(" (")) return std::nullopt;
   rest.remove_prefix(number.size() + 2);
-  for (size_t at = rest.rfind(kLwp); at != std::string_view::npos; at = at == 0 ? std::string_view::npos : rest.rfind(kLwp, at - 1)) {
+  for (size_t at = rest.rfind(kLwp); at != std::string_view::npos;
+       at = at == 0 ? std::string_view::npos : rest.rfind(kLwp, at - 1)) {
     std::string_view lwp = Digits(rest.substr(at + kLwp.size()));
     if (lwp.empty() || rest.substr(at + kLwp.size() + lwp.size(), 1) != ")") continue;
     return ParseInt(lwp).value_or(-1);

@@ -66,12 +66,13 @@ std::vector<Group> Groups(const std::vector<RankStack>& stacks, int depth) {
     if (!s.error.empty()) continue;
     std::string where = Where(s, depth);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.where == where; });
-    if (it == groups.end()) groups.push_back(Group{where, {s.rank}});
-    else it->ranks.push_back(s.rank);
+    if (it == groups.end())
+      groups.push_back(Group{where, {s.rank}});
+    else
+      it->ranks.push_back(s.rank);
   }
-  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-    return a.ranks.size() > b.ranks.size();
-  });
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) { return a.ranks.size() > b.ranks.size(); });
   return groups;
 }
 

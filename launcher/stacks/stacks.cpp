@@ -31,7 +31,6 @@ namespace {
 // How often the collector looks for finished dumps.
 constexpr std::chrono::milliseconds kPollInterval{25};
 
-
 // The most of a dump file dlaunch reads: the worker writes it.
 constexpr size_t kMaxDumpRead = 16 * kMaxStackRaw;
 
@@ -94,11 +93,11 @@ int StackSignal() { return SIGRTMAX - 2; }
 
 struct StackCollector::Pending {
   RankStack result;
-  std::string file;   // the dump file
-  size_t offset = 0;  // its size before the signal
-  size_t seen = 0;    // its size at the last poll
+  std::string file;        // the dump file
+  size_t offset = 0;       // its size before the signal
+  size_t seen = 0;         // its size at the last poll
   std::string main_ident;  // the hook's "main thread" line, for ParseFaulthandler
-  int gdb = -1;       // gdb's pid
+  int gdb = -1;            // gdb's pid
   bool done = false;
 };
 

@@ -56,8 +56,8 @@ struct Frame {
 };
 
 struct ThreadStack {
-  std::string name;          // "Thread 0x7f..." or "Thread 2 (LWP 4243)"
-  bool main = false;         // the thread the signal ran on / the process's own
+  std::string name;           // "Thread 0x7f..." or "Thread 2 (LWP 4243)"
+  bool main = false;          // the thread the signal ran on / the process's own
   std::vector<Frame> frames;  // innermost first
 };
 
@@ -88,15 +88,15 @@ struct RankStack {
   std::string how;    // "python" or "gdb"; empty when not sampled
   std::string error;  // why it could not be sampled; empty when it was
   std::vector<ThreadStack> threads;
-  std::string raw;    // the dump as taken
+  std::string raw;  // the dump as taken
   const ThreadStack* Main() const;
 };
 
 // Bounds of a RankStack on the wire (`dlaunch stacks`, and between nodes):
 // ToJson cuts to them, RankStackFromJson refuses what exceeds them.
 inline constexpr size_t kMaxStackThreads = 1024;
-inline constexpr size_t kMaxStackFrames = 512;       // per thread
-inline constexpr size_t kMaxStackText = 4096;        // a name, function, file, how or error
+inline constexpr size_t kMaxStackFrames = 512;           // per thread
+inline constexpr size_t kMaxStackText = 4096;            // a name, function, file, how or error
 inline constexpr size_t kMaxStackRaw = size_t{1} << 20;  // the dump as taken
 
 // {"rank", "pid", "how", "error", "threads": [{"name", "main", "frames": [{"function",

@@ -87,8 +87,10 @@ std::vector<Marked> FindMarked(std::string_view entry, int skip) {
     int pid = 0;
     if (!IsPid(e->d_name, pid) || pid == self || pid == skip) continue;
     int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (HasEnvEntry(ReadEnviron(e->d_name), entry)) out.push_back({pid, pidfd});
-    else if (pidfd >= 0) close(pidfd);
+    if (HasEnvEntry(ReadEnviron(e->d_name), entry))
+      out.push_back({pid, pidfd});
+    else if (pidfd >= 0)
+      close(pidfd);
   }
   closedir(dir);
   return out;

@@ -79,9 +79,8 @@ Result<WatchRecord> ReadWatchMark(int fd) {
   };
   if (!ReadExactly(fd, reinterpret_cast<char*>(&size), sizeof size)) return failed("no job mark");
   if (size < kWatchChallengeSize || size - kWatchChallengeSize > kMaxMarkEntry)
-    return Status::Io(fmt::format(
-        "dlaunch-watch: orders on stdin: a record of {} bytes ({} to {}; dlaunch starts it)", size,
-        kWatchChallengeSize, kWatchChallengeSize + kMaxMarkEntry));
+    return Status::Io(fmt::format("dlaunch-watch: orders on stdin: a record of {} bytes ({} to {}; dlaunch starts it)",
+                                  size, kWatchChallengeSize, kWatchChallengeSize + kMaxMarkEntry));
   std::string bytes(size, '\0');
   if (!ReadExactly(fd, bytes.data(), size)) return failed("the job mark cut short");
   return WatchRecord{bytes.substr(0, kWatchChallengeSize), bytes.substr(kWatchChallengeSize)};
@@ -113,11 +112,20 @@ void RunWatch(int fd, const WatchOrders& orders, int ack_fd, std::string_view ch
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof m)) break;  // EOF: the launcher is gone
     switch (m.op) {
-      case WatchOp::kStop: _exit(0);  // orderly exit
-      case WatchOp::kAddGroup: groups.insert(m.id); break;
-      case WatchOp::kRemoveGroup: groups.erase(m.id); break;
-      case WatchOp::kAddProcess: processes[m.id] = m.start_time; break;
-      case WatchOp::kRemoveProcess: processes.erase(m.id); break;
+      case WatchOp::kStop:
+        _exit(0);  // orderly exit
+      case WatchOp::kAddGroup:
+        groups.insert(m.id);
+        break;
+      case WatchOp::kRemoveGroup:
+        groups.erase(m.id);
+        break;
+      case WatchOp::kAddProcess:
+        processes[m.id] = m.start_time;
+        break;
+      case WatchOp::kRemoveProcess:
+        processes.erase(m.id);
+        break;
     }
   }
   // The launcher's children are reparented to init (or may still be on their

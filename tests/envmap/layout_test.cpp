@@ -172,32 +172,47 @@ TEST_CASE("Validate names the first problem", "[envmap][layout]") {
          l.node_rank = 1;
        },
        "--node-rank: 1 is out of range (the job has 1 node)"},
-      {"nproc zero", [](JobLayout& l) { l.nodes[1].nproc = 0; },
-       "node 1 (b): 0 worker processes (need at least 1)"},
+      {"nproc zero", [](JobLayout& l) { l.nodes[1].nproc = 0; }, "node 1 (b): 0 worker processes (need at least 1)"},
       {"nproc negative", [](JobLayout& l) { l.nodes[0].nproc = -2; },
        "node 0 (a): -2 worker processes (need at least 1)"},
-      {"too few task ports", [](JobLayout& l) { l.nodes[1].task_ports = {3000, 3001}; },
+      {"too few task ports",
+       [](JobLayout& l) {
+         l.nodes[1].task_ports = {3000, 3001};
+       },
        "node 1 (b): 2 task ports for 3 worker processes"},
-      {"too many task ports", [](JobLayout& l) { l.nodes[0].task_ports = {1, 2, 3}; },
+      {"too many task ports",
+       [](JobLayout& l) {
+         l.nodes[0].task_ports = {1, 2, 3};
+       },
        "node 0 (a): 3 task ports for 2 worker processes"},
       {"unknown role", [](JobLayout& l) { l.roles[1].name = "master"; },
        "--roles: unknown role 'master' (expected chief, worker, ps or evaluator)"},
       {"role names are case sensitive", [](JobLayout& l) { l.roles[0].name = "Chief"; },
        "--roles: unknown role 'Chief' (expected chief, worker, ps or evaluator)"},
-      {"zero count", [](JobLayout& l) { l.roles[2].count = 0; },
-       "--roles: 'ps' has count 0 (need at least 1)"},
+      {"zero count", [](JobLayout& l) { l.roles[2].count = 0; }, "--roles: 'ps' has count 0 (need at least 1)"},
       {"role listed twice",
-       [](JobLayout& l) { l.roles = {{"chief", 1, {}}, {"worker", 2, {}}, {"worker", 2, {}}}; },
+       [](JobLayout& l) {
+         l.roles = {{"chief", 1, {}}, {"worker", 2, {}}, {"worker", 2, {}}};
+       },
        "--roles: 'worker' is listed twice"},
-      {"two chiefs", [](JobLayout& l) { l.roles = {{"chief", 2, {}}, {"worker", 3, {}}}; },
+      {"two chiefs",
+       [](JobLayout& l) {
+         l.roles = {{"chief", 2, {}}, {"worker", 3, {}}};
+       },
        "--roles: at most one chief, got 2"},
-      {"two evaluators", [](JobLayout& l) { l.roles = {{"worker", 3, {}}, {"evaluator", 2, {}}}; },
+      {"two evaluators",
+       [](JobLayout& l) {
+         l.roles = {{"worker", 3, {}}, {"evaluator", 2, {}}};
+       },
        "--roles: at most one evaluator, got 2"},
       {"counts short", [](JobLayout& l) { l.roles[1].count = 1; },
        "--roles: counts add up to 3 but the job has 5 processes"},
       {"counts over", [](JobLayout& l) { l.roles[1].count = 4; },
        "--roles: counts add up to 6 but the job has 5 processes"},
-      {"ps without worker", [](JobLayout& l) { l.roles = {{"chief", 1, {}}, {"ps", 4, {}}}; },
+      {"ps without worker",
+       [](JobLayout& l) {
+         l.roles = {{"chief", 1, {}}, {"ps", 4, {}}};
+       },
        "--roles: a ps role needs at least one worker"},
       {"no task ports on one node", [](JobLayout& l) { l.nodes[1].task_ports.clear(); },
        "--roles: every task needs its own port (node 1 has none)"},
@@ -227,7 +242,6 @@ TEST_CASE("Validate ignores task ports and role rules when there are no roles", 
   CHECK(Validate(layout).ok());
 }
 
-
 TEST_CASE("a partial table keeps RANK and WORLD_SIZE right from this node's row alone", "[envmap][layout]") {
   // Node 1 of 4, 3 workers from rank 2, 9 workers in all.
   Result<std::vector<Node>> t = PartialTable(4, 1, Node{"b", "10.0.0.2", 3, {}}, 2, 9);
@@ -247,7 +261,7 @@ TEST_CASE("a partial table keeps RANK and WORLD_SIZE right from this node's row 
   CHECK(PartialTable(1, 0, Node{"a", "a", 2, {}}, 0, 2).ok());
   // Numbers no job can have: each other node needs a worker.
   for (auto [nnodes, rank, offset, world] : {std::array{3, 1, 0, 9}, std::array{3, 1, 1, 3}, std::array{2, 0, 1, 5},
-                                            std::array{2, 2, 1, 5}, std::array{1, 0, 0, 3}}) {
+                                             std::array{2, 2, 1, 5}, std::array{1, 0, 0, 3}}) {
     INFO(nnodes << " " << rank << " " << offset << " " << world);
     CHECK_FALSE(PartialTable(nnodes, rank, Node{"x", "x", 2, {}}, offset, world).ok());
   }

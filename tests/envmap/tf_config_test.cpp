@@ -38,8 +38,8 @@ TEST_CASE("TF_CONFIG for every task of a chief/worker/ps/evaluator job", "[envma
     const char* type;
     int index;
   } kCases[] = {
-      {0, 0, "chief", 0}, {0, 1, "worker", 0},                         // node a
-      {1, 0, "worker", 1}, {1, 1, "ps", 0}, {1, 2, "evaluator", 0},  // node b
+      {0, 0, "chief", 0},  {0, 1, "worker", 0},                          // node a
+      {1, 0, "worker", 1}, {1, 1, "ps", 0},     {1, 2, "evaluator", 0},  // node b
   };
   const std::vector<std::string> chief = {"10.0.0.1:2000"};
   const std::vector<std::string> worker = {"10.0.0.1:2001", "10.0.0.2:3000"};
@@ -117,8 +117,7 @@ TEST_CASE("TF_CONFIG brackets IPv6 addresses", "[envmap][tf]") {
   layout.roles = {{"worker", 2, {}}};
   REQUIRE(Validate(layout).ok());
   json::value config = json::parse(TfConfig(layout, LocalSlots(layout)[0]));
-  CHECK(Strings(config.at("cluster").at("worker")) ==
-        std::vector<std::string>{"[fd00::1]:2000", "[fd00::2]:3000"});
+  CHECK(Strings(config.at("cluster").at("worker")) == std::vector<std::string>{"[fd00::1]:2000", "[fd00::2]:3000"});
 }
 
 }  // namespace

@@ -119,11 +119,7 @@ TEST_CASE("OMP_NUM_THREADS only with several local workers and no user value", "
     bool inherited;
     const char* want;
   } kCases[] = {
-      {1, false, "<unset>"},
-      {1, true, "<unset>"},
-      {2, false, "1"},
-      {2, true, "<unset>"},
-      {8, false, "1"},
+      {1, false, "<unset>"}, {1, true, "<unset>"}, {2, false, "1"}, {2, true, "<unset>"}, {8, false, "1"},
   };
   for (const auto& c : kCases) {
     INFO("nproc " << c.nproc << " inherited " << c.inherited);
@@ -229,7 +225,6 @@ TEST_CASE("WorkerEnv adds TF_CONFIG and the role's own variables", "[envmap][tor
   CHECK(worker[torch.size()].first == "TF_CONFIG");
 }
 
-
 TEST_CASE("per-node mode gives the node's launcher the node variables and no worker's", "[envmap][torch]") {
   // One launcher per node: every node of the layout runs one process.
   JobLayout layout = ThreeNodesRestarted(2);
@@ -258,7 +253,8 @@ TEST_CASE("per-node mode gives the node's launcher the node variables and no wor
   CHECK(azure == 1);  // --env azure adds nothing twice
 }
 
-TEST_CASE("--virtual-local-rank: LOCAL_RANK 0 and one GPU, as torch 2.x's LocalElasticAgent", "[envmap][torch][virtual]") {
+TEST_CASE("--virtual-local-rank: LOCAL_RANK 0 and one GPU, as torch 2.x's LocalElasticAgent",
+          "[envmap][torch][virtual]") {
   JobLayout layout = ThreeNodesRestarted(1);  // three workers here, global ranks 2-4
   Flavors flavors;
   flavors.virtual_local_rank = true;

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec.ok()) {
     FUZZ_CHECK(spec.status().code() == Code::kInvalidArgument, "an error that is not InvalidArgument");
     std::string m = spec.status().message();  // status() is a copy
-    FUZZ_CHECK(m.rfind("spec.yml", 0) == 0 || m.rfind("--set", 0) == 0, "an error that names neither the file nor --set: " + m);
+    FUZZ_CHECK(m.rfind("spec.yml", 0) == 0 || m.rfind("--set", 0) == 0,
+               "an error that names neither the file nor --set: " + m);
     return 0;
   }
   const JobSpec& s = *spec;

@@ -118,8 +118,9 @@ TEST_CASE("agent: a Query before the join is not a coordinator speaking", "[agen
   h.Connected();
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Query{1, "stacks"}));
   REQUIRE(f);
-  CHECK(f->error ==
-        "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator (it sent query before a challenge)");
+  CHECK(
+      f->error ==
+      "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator (it sent query before a challenge)");
 }
 
 }  // namespace dlaunch::rendezvous

@@ -75,8 +75,7 @@ TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
   CHECK(*h.m.NextDeadline() - h.now == 44ms);  // 50ms less an eighth, the eighth rounded down
 }
 
-TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error",
-          "[agent]") {
+TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error", "[agent]") {
   AgentHarness h(Options());
   h.Start();
   for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
@@ -178,8 +177,9 @@ TEST_CASE("agent: a peer that speaks another protocol ends the agent at once", "
       h.Take(h.m.OnClosed(Status::InvalidArgument("frame: bad magic 0x48545450 (expected 0x444c5256)"), h.now));
   std::optional<DoFinish> f = Find<DoFinish>(out);
   REQUIRE(f);
-  CHECK(f->error == "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator "
-                    "(frame: bad magic 0x48545450 (expected 0x444c5256))");
+  CHECK(f->error ==
+        "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator "
+        "(frame: bad magic 0x48545450 (expected 0x444c5256))");
 }
 
 TEST_CASE("agent: a coordinator of another protocol version is named as such, both versions given", "[agent]") {
@@ -194,9 +194,10 @@ TEST_CASE("agent: a coordinator of another protocol version is named as such, bo
   std::vector<AgentAction> out = h.Take(h.m.OnClosed(got.status(), h.now));
   std::optional<DoFinish> f = Find<DoFinish>(out);
   REQUIRE(f);
-  CHECK(f->error == "rendezvous head:29400: the coordinator at head:29400 speaks another rendezvous protocol "
-                    "(frame: unsupported version 5 (expected 4)); run one dlaunch version on every node "
-                    "(dlaunch --version)");
+  CHECK(f->error ==
+        "rendezvous head:29400: the coordinator at head:29400 speaks another rendezvous protocol "
+        "(frame: unsupported version 5 (expected 4)); run one dlaunch version on every node "
+        "(dlaunch --version)");
 }
 
 TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]") {
@@ -211,8 +212,7 @@ TEST_CASE("agent: with a token, the coordinator must prove it first", "[agent]")
   CHECK(finish_of(Challenge{}) == prefix + "(it sent no challenge)");
   CHECK(finish_of(Challenge{"short", ""}) == prefix + "(challenge nonce of 5 bytes (expected 32))");
   const std::string mismatch = prefix + "(its proof does not match this agent's token)";
-  CHECK(finish_of(Challenge{kNonceC, ProofFor("guess", Prover::kCoordinator, kNonceA, kNonceC, "job42")}) ==
-        mismatch);
+  CHECK(finish_of(Challenge{kNonceC, ProofFor("guess", Prover::kCoordinator, kNonceA, kNonceC, "job42")}) == mismatch);
   // The agent's own proof reflected back, and one bound to another job, are refused too.
   CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kAgent, kNonceA, kNonceC, "job42")}) == mismatch);
   CHECK(finish_of(Challenge{kNonceC, ProofFor("tok", Prover::kCoordinator, kNonceA, kNonceC, "job43")}) == mismatch);
@@ -222,13 +222,14 @@ TEST_CASE("agent: a token the user did not give is named when the proof fails", 
   AgentMachineOptions o = Options("tok");
   o.token_from = "its user's loopback token (/tmp/dlaunch-0/rdzv-token)";
   AgentHarness h(o);
-  std::optional<DoFinish> f =
-      Find<DoFinish>(h.Handshake(Challenge{kNonceC, ProofFor("job's", Prover::kCoordinator, kNonceA, kNonceC, "job42")}));
+  std::optional<DoFinish> f = Find<DoFinish>(
+      h.Handshake(Challenge{kNonceC, ProofFor("job's", Prover::kCoordinator, kNonceA, kNonceC, "job42")}));
   REQUIRE(f);
-  CHECK(f->error == "rendezvous head:29400: the coordinator did not prove it holds the token (its proof does not "
-                    "match this agent's token); given no token, this agent used its user's loopback token "
-                    "(/tmp/dlaunch-0/rdzv-token): give it the job's token (DLAUNCH_RDZV_TOKEN, --rdzv-token or "
-                    "--rdzv-token-file)");
+  CHECK(f->error ==
+        "rendezvous head:29400: the coordinator did not prove it holds the token (its proof does not "
+        "match this agent's token); given no token, this agent used its user's loopback token "
+        "(/tmp/dlaunch-0/rdzv-token): give it the job's token (DLAUNCH_RDZV_TOKEN, --rdzv-token or "
+        "--rdzv-token-file)");
 }
 
 TEST_CASE("agent: a coordinator that proves the token gets the agent's proof and join", "[agent]") {
@@ -248,8 +249,9 @@ TEST_CASE("agent: an assignment before any challenge is not from a dlaunch coord
   h.Connected();
   std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Gen(1)));
   REQUIRE(f);
-  CHECK(f->error == "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator (it sent "
-                    "assignment before a challenge)");
+  CHECK(f->error ==
+        "rendezvous head:29400: the peer at head:29400 is not a dlaunch coordinator (it sent "
+        "assignment before a challenge)");
   CHECK_FALSE(Find<DoRunWorkers>(h.all));
 }
 
@@ -269,15 +271,17 @@ TEST_CASE("agent: without a token, a coordinator that wants one is refused", "[a
   AgentHarness h(Options());
   std::optional<DoFinish> f = Find<DoFinish>(h.Handshake(Challenge{kNonceC, ""}));
   REQUIRE(f);
-  CHECK(f->error == "rendezvous head:29400: the coordinator wants a token (--rdzv-token, DLAUNCH_RDZV_TOKEN or "
-                    "--rdzv-token-file)");
+  CHECK(f->error ==
+        "rendezvous head:29400: the coordinator wants a token (--rdzv-token, DLAUNCH_RDZV_TOKEN or "
+        "--rdzv-token-file)");
 }
 
 TEST_CASE("agent: a refusal or an abort before the assignment ends the join with its reason", "[agent]") {
   {
     AgentHarness h(Options());
     h.Handshake(Challenge{});
-    std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Refused{"rendezvous head:29400: run id 'x' is not this job's"}));
+    std::optional<DoFinish> f =
+        Find<DoFinish>(h.Receive(Refused{"rendezvous head:29400: run id 'x' is not this job's"}));
     REQUIRE(f);
     CHECK(f->error == "rendezvous head:29400: refused (rendezvous head:29400: run id 'x' is not this job's)");
   }
@@ -291,8 +295,7 @@ TEST_CASE("agent: a refusal or an abort before the assignment ends the join with
   }
 }
 
-TEST_CASE("agent: an assignment runs the workers; done goes out and the barrier's done ends the node",
-          "[agent]") {
+TEST_CASE("agent: an assignment runs the workers; done goes out and the barrier's done ends the node", "[agent]") {
   AgentHarness h(Options());
   std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Joined(Gen(1)));
   REQUIRE(run);

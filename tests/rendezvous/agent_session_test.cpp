@@ -53,8 +53,7 @@ AgentSession::Hooks Record(Seen& seen) {
                                seen.code = code;
                                seen.error = error;
                              },
-                             [&seen](const std::string& line) { seen.notices.push_back(line); },
-                             nullptr};
+                             [&seen](const std::string& line) { seen.notices.push_back(line); }, nullptr};
 }
 
 // A port that was free a moment ago and has no listener now.
@@ -77,14 +76,16 @@ TEST_CASE("AgentSession joins a real coordinator, runs its workers once and ends
   AgentSession session(io, HostPort{"127.0.0.1", (*server)->port()},
                        SessionOptions((*server)->port(), std::chrono::seconds(10)), Record(seen));
   session.Start();
-  REQUIRE(RunUntil(io, [&] { return !seen.runs.empty() || seen.code; }, kSessionLimit));
+  REQUIRE(RunUntil(
+      io, [&] { return !seen.runs.empty() || seen.code; }, kSessionLimit));
   REQUIRE(seen.runs.size() == 1);
   CHECK(seen.runs[0].world_size == 1);
   CHECK(seen.runs[0].node_rank == 0);
   CHECK_FALSE(seen.code);  // nothing ends while the workers run
   // The workers end with 3: the job ends with 3, and the session says so once.
   asio::post(io, [&session] { session.WorkersDone(3); });
-  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
+  REQUIRE(RunUntil(
+      io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code == 3);
   CHECK(seen.runs.size() == 1);
 }
@@ -98,7 +99,8 @@ TEST_CASE("AgentSession with nobody at the endpoint gives up at its join timeout
                        Record(seen));
   auto started = std::chrono::steady_clock::now();
   session.Start();
-  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
+  REQUIRE(RunUntil(
+      io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code != 0);
   CHECK(seen.runs.empty());
   std::string said = seen.error;
@@ -127,7 +129,8 @@ TEST_CASE("AgentSession refuses a peer that is no dlaunch coordinator", "[agent_
   AgentSession session(io, HostPort{"127.0.0.1", port}, SessionOptions(port, std::chrono::milliseconds(500)),
                        Record(seen));
   session.Start();
-  REQUIRE(RunUntil(io, [&] { return seen.code.has_value(); }, kSessionLimit));
+  REQUIRE(RunUntil(
+      io, [&] { return seen.code.has_value(); }, kSessionLimit));
   CHECK(*seen.code != 0);
   CHECK(seen.runs.empty());
 }

@@ -168,11 +168,14 @@ TEST_CASE("ChooseToken refuses empty tokens and a file open to others", "[auth]"
   } kCases[] = {
       {"empty flag", {"", std::nullopt, std::nullopt}, "--rdzv-token: empty token"},
       {"empty env", {std::nullopt, "", std::nullopt}, "DLAUNCH_RDZV_TOKEN: empty token"},
-      {"file of newlines", {std::nullopt, std::nullopt, TokenFile{"/x/tok", "\n\n", 0600}},
+      {"file of newlines",
+       {std::nullopt, std::nullopt, TokenFile{"/x/tok", "\n\n", 0600}},
        "token file /x/tok: empty token"},
-      {"group-readable", {std::nullopt, std::nullopt, TokenFile{"/x/tok", "s3cret\n", 0640}},
+      {"group-readable",
+       {std::nullopt, std::nullopt, TokenFile{"/x/tok", "s3cret\n", 0640}},
        "token file /x/tok: mode 0640 lets group or others read it (chmod 600 /x/tok)"},
-      {"world-readable", {std::nullopt, std::nullopt, TokenFile{"/x/tok", "s3cret\n", 0644}},
+      {"world-readable",
+       {std::nullopt, std::nullopt, TokenFile{"/x/tok", "s3cret\n", 0644}},
        "token file /x/tok: mode 0644 lets group or others read it (chmod 600 /x/tok)"},
   };
   for (const auto& c : kCases) {

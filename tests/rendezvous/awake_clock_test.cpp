@@ -148,7 +148,8 @@ TEST_CASE("agent on the awake clock: a frozen job does not lose its coordinator"
   // Nothing heard from then on: lost after 15 s of awake silence, 5 of them
   // before the pause (its last wake-up was a heartbeat period after the answer).
   Clock::time_point resumed = real;
-  while (!agent_testing::Find<DoStopWorkers>(out) && real < resumed + 30s) out = wake(clock.Arm(*h.m.NextDeadline(), real));
+  while (!agent_testing::Find<DoStopWorkers>(out) && real < resumed + 30s)
+    out = wake(clock.Arm(*h.m.NextDeadline(), real));
   REQUIRE(agent_testing::Find<DoStopWorkers>(out));
   CHECK(real - resumed >= 10s);
   CHECK(real - resumed <= 10s + 1ms);

@@ -89,8 +89,8 @@ std::string ErrorOf(const std::string& bytes) {
   return next.status().message();
 }
 
-constexpr std::uint8_t kHelloType = 1, kJoinType = 4, kAssignmentType = 5, kHeartbeatType = 6,
-                       kAbortType = 8, kLeaveType = 10, kReportType = 13;
+constexpr std::uint8_t kHelloType = 1, kJoinType = 4, kAssignmentType = 5, kHeartbeatType = 6, kAbortType = 8,
+                       kLeaveType = 10, kReportType = 13;
 
 }  // namespace
 
@@ -113,10 +113,18 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
     int type;
     const char* name;
   } kCases[] = {
-      {Hello{}, 1, "hello"},    {Challenge{}, 2, "challenge"},        {Proof{}, 3, "proof"},
-      {Join{}, 4, "join"},      {Assignment{}, 5, "assignment"},      {Heartbeat{}, 6, "heartbeat"},
-      {WorkerFailed{}, 7, "worker-failed"}, {Abort{}, 8, "abort"},    {Done{}, 9, "done"},
-      {Leave{}, 10, "leave"},   {Refused{}, 11, "refused"},          {Query{}, 12, "query"},
+      {Hello{}, 1, "hello"},
+      {Challenge{}, 2, "challenge"},
+      {Proof{}, 3, "proof"},
+      {Join{}, 4, "join"},
+      {Assignment{}, 5, "assignment"},
+      {Heartbeat{}, 6, "heartbeat"},
+      {WorkerFailed{}, 7, "worker-failed"},
+      {Abort{}, 8, "abort"},
+      {Done{}, 9, "done"},
+      {Leave{}, 10, "leave"},
+      {Refused{}, 11, "refused"},
+      {Query{}, 12, "query"},
       {Report{}, 13, "report"},
   };
   for (const auto& c : kCases) {
@@ -177,16 +185,17 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
       {"oversized", std::string("DLRV\x04\x06\x00\x00", 8) + U32(kMaxPayload + 1),
        "frame: payload length 1048577 over the cap of 1048576"},
       {"truncated int", Frame(kLeaveType, std::string("\x00\x01", 2)), "frame: truncated field 'node_rank' of leave"},
-      {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"),
-       "frame: truncated field 'run_id' of hello"},
+      {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"), "frame: truncated field 'run_id' of hello"},
       {"missing field", Frame(kHelloType, U32(1) + Str("job")), "frame: truncated field 'nonce' of hello"},
       {"truncated node", Frame(kAssignmentType, U32(1) + U32(0) + U32(1) + Str("a")),
        "frame: truncated field 'nodes.addr' of assignment"},
       {"trailing", Frame(kLeaveType, U32(1) + "xyz"), "frame: 3 trailing bytes after the last field of leave"},
-      {"trailing heartbeat", Frame(kHeartbeatType, U32(0) + "x"), "frame: 1 trailing bytes after the last field of heartbeat"},
+      {"trailing heartbeat", Frame(kHeartbeatType, U32(0) + "x"),
+       "frame: 1 trailing bytes after the last field of heartbeat"},
       {"protocol 3's heartbeat", Frame(kHeartbeatType, ""), "frame: truncated field 'silent_ms' of heartbeat"},
       {"type past report", std::string("DLRV\x04\x0e", 6), "frame: unknown type 14"},
-      {"long report item", Frame(kReportType, U32(1) + U32(0) + U32(1) + U32(kMaxString + 1) + std::string(kMaxString + 1, '{')),
+      {"long report item",
+       Frame(kReportType, U32(1) + U32(0) + U32(1) + U32(kMaxString + 1) + std::string(kMaxString + 1, '{')),
        "frame: string 'items' of report is 4097 bytes, over its cap of 4096"},
       {"lying report count", Frame(kReportType, U32(1) + U32(0) + U32(3) + Str("{}")),
        "frame: truncated field 'items' of report"},

@@ -28,7 +28,8 @@ struct ConnPair {
     a = std::make_shared<Connection>(std::move(client));
     b = std::make_shared<Connection>(std::move(server));
     a->Start([](Message) {}, [](const Status&) {});
-    b->Start([this](Message m) { inbox.push_back(std::move(m)); }, [this](const Status& why) { closed = why.message(); });
+    b->Start([this](Message m) { inbox.push_back(std::move(m)); },
+             [this](const Status& why) { closed = why.message(); });
   }
   std::shared_ptr<Connection> a, b;
   std::vector<Message> inbox;
@@ -52,7 +53,8 @@ TEST_CASE("connection: 32 MiB of frames sent at once arrive whole and in order",
   // buffer holds, the rest waits its turn (and the reader sees frames cut across
   // its 64 KiB reads).
   for (int id = 0; id < 64; ++id) pair.a->Send(Big(id));
-  REQUIRE(dlaunch::testing::RunUntil(io, [&] { return pair.inbox.size() == 64; }, std::chrono::seconds(20)));
+  REQUIRE(dlaunch::testing::RunUntil(
+      io, [&] { return pair.inbox.size() == 64; }, std::chrono::seconds(20)));
   for (int id = 0; id < 64; ++id) {
     INFO("report " << id);
     const auto* r = std::get_if<Report>(&pair.inbox[static_cast<std::size_t>(id)]);
@@ -69,7 +71,8 @@ TEST_CASE("connection: Close delivers what was queued, then the peer sees the cl
   pair.a->Send(Heartbeat{7});
   pair.a->Close();
   pair.a->Send(Heartbeat{8});  // after Close: dropped
-  REQUIRE(dlaunch::testing::RunUntil(io, [&] { return !pair.closed.empty(); }, std::chrono::seconds(20)));
+  REQUIRE(dlaunch::testing::RunUntil(
+      io, [&] { return !pair.closed.empty(); }, std::chrono::seconds(20)));
   REQUIRE(pair.inbox.size() == 9);
   CHECK(std::get<Heartbeat>(pair.inbox.back()).silent_ms == 7);
   CHECK(pair.closed == "closed by the peer");

@@ -130,9 +130,7 @@ class Harness {
     }
     return out;
   }
-  bool HasLog(const std::string& line) const {
-    return std::find(logs.begin(), logs.end(), line) != logs.end();
-  }
+  bool HasLog(const std::string& line) const { return std::find(logs.begin(), logs.end(), line) != logs.end(); }
 
   const Clock::time_point t0{};
   Clock::time_point now = t0;
@@ -140,7 +138,7 @@ class Harness {
   std::map<ConnId, std::string> closed;
   std::vector<std::string> logs;
   std::vector<std::string> limits;  // each log line's Log::limit
-  std::vector<std::string> lost;  // NodeLost: "NODE HOST WHAT"
+  std::vector<std::string> lost;    // NodeLost: "NODE HOST WHAT"
   std::optional<JobEnded> ended;
   std::vector<HangSuspected> suspected;
   std::vector<HangReport> reports;

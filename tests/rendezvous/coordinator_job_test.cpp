@@ -158,16 +158,16 @@ TEST_CASE("a closed connection or a protocol error loses an assigned node", "[co
     Harness h(Opts(2, 2));
     std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
     h.Disconnect(conns[0]);
-    CHECK(h.inbox[conns[1]].back() ==
-          Message(Abort{"rendezvous head:29400: node 0 (a) lost (connection closed)", 1}));
+    CHECK(h.inbox[conns[1]].back() == Message(Abort{"rendezvous head:29400: node 0 (a) lost (connection closed)", 1}));
     CHECK_FALSE(h.closed.count(conns[0]));  // it is gone already
     CHECK(h.lost == std::vector<std::string>{"0 a lost (connection closed)"});
   }
   SECTION("bad frame") {
     Harness h(Opts(2, 2));
     std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
-    h.Apply(h.c.OnProtocolError(conns[1], Status::InvalidArgument("frame: bad magic 0x47455420 (expected "
-                                                                  "0x444c5256)"),
+    h.Apply(h.c.OnProtocolError(conns[1],
+                                Status::InvalidArgument("frame: bad magic 0x47455420 (expected "
+                                                        "0x444c5256)"),
                                 h.now));
     CHECK(h.closed.at(conns[1]) == "frame: bad magic 0x47455420 (expected 0x444c5256)");
     CHECK(h.inbox[conns[0]].back() ==
@@ -204,8 +204,7 @@ TEST_CASE("a node that finished may leave before the barrier; a failing Done abo
   h.Disconnect(conns[0]);
   CHECK_FALSE(h.ended.has_value());
   h.Send(conns[1], Done{1, 1, 4});
-  CHECK(h.inbox[conns[1]].back() ==
-        Message(Abort{"rendezvous head:29400: node 1 (b) finished with exit code 4", 4}));
+  CHECK(h.inbox[conns[1]].back() == Message(Abort{"rendezvous head:29400: node 1 (b) finished with exit code 4", 4}));
   CHECK(h.ended->exit_code == 4);
 }
 
@@ -261,8 +260,7 @@ TEST_CASE("a lost node aborts when the job is not elastic or too few remain", "[
     Harness h(o);
     std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
     h.Disconnect(conns[1]);
-    CHECK(h.inbox[conns[0]].back() ==
-          Message(Abort{"rendezvous head:29400: node 1 (b) lost (connection closed)", 1}));
+    CHECK(h.inbox[conns[0]].back() == Message(Abort{"rendezvous head:29400: node 1 (b) lost (connection closed)", 1}));
   }
   SECTION("elastic, below min") {
     CoordinatorOptions o = Opts(2, 3);

@@ -28,16 +28,14 @@ TEST_CASE("without a token, Hello gets an empty Challenge and Join follows", "[c
   CHECK(h.c.state() == Coordinator::State::kRunning);
 }
 
-TEST_CASE("with a token, the right proof joins and a wrong one is refused while the job goes on",
-          "[coordinator]") {
+TEST_CASE("with a token, the right proof joins and a wrong one is refused while the job goes on", "[coordinator]") {
   CoordinatorOptions o = Opts(2, 2);
   o.token = "s3cret";
   Harness h(o);
   ConnId a = h.JoinAs(MakeJoin("a"));
   ConnId intruder = h.Handshake("guess");
   CHECK(h.closed.at(intruder) == "wrong token (proof does not match)");
-  CHECK(h.inbox[intruder].back() ==
-        Message(Refused{"rendezvous head:29400: wrong token (proof does not match)"}));
+  CHECK(h.inbox[intruder].back() == Message(Refused{"rendezvous head:29400: wrong token (proof does not match)"}));
   CHECK(h.HasLog("rendezvous head:29400: closed 10.0.0.2:5000: wrong token (proof does not match)"));
   // The intruder's Join after the refusal is ignored; a, b carry on.
   h.Send(intruder, MakeJoin("x"));
@@ -112,8 +110,8 @@ TEST_CASE("a long run id is quoted short, so the refusal still encodes", "[coord
   ConnId a = h.Connect();
   h.Send(a, Hello{kProtocolVersion, std::string(kMaxString, 'x'), ""});
   const auto& refused = std::get<Refused>(h.inbox[a].back());
-  CHECK(refused.reason == "rendezvous head:29400: run id '" + std::string(64, 'x') +
-                              "...' (4096 bytes) is not this job's ('job42')");
+  CHECK(refused.reason ==
+        "rendezvous head:29400: run id '" + std::string(64, 'x') + "...' (4096 bytes) is not this job's ('job42')");
   CHECK(CheckEncodable(refused).ok());
 }
 
@@ -218,8 +216,12 @@ TEST_CASE("Join values are checked", "[coordinator]") {
       {with([](Join& j) { j.addrs = {}; }), "join from host 'a': no address"},
       {with([](Join& j) { j.nproc = 0; }), "join from host 'a': nproc 0 is below 1"},
       {with([](Join& j) { j.gpus = -1; }), "join from host 'a': gpus -1 is negative"},
-      {with([](Join& j) { j.master_port_hint = 70000; }), "join from host 'a': master port hint 70000 is outside 0..65535"},
-      {with([](Join& j) { j.task_ports = {1, 2}; }), "join from host 'a': 2 task ports for 1 processes"},
+      {with([](Join& j) { j.master_port_hint = 70000; }),
+       "join from host 'a': master port hint 70000 is outside 0..65535"},
+      {with([](Join& j) {
+         j.task_ports = {1, 2};
+       }),
+       "join from host 'a': 2 task ports for 1 processes"},
       {with([](Join& j) { j.requested_node_rank = 4; }), "node rank 4 is outside 0..3 (at most 4 nodes)"},
   };
   for (const auto& c : kCases) {
@@ -247,7 +249,10 @@ TEST_CASE("Validate names the first bad option", "[coordinator]") {
       {with([](auto& o) { o.last_call_timeout = 0ms; }), "--rdzv-conf last_call_timeout: 0s is not positive"},
       {with([](auto& o) { o.max_restarts = -1; }), "--max-restarts: -1 is negative"},
       {with([](auto& o) { o.master_port = 65536; }), "--master-port: 65536 is outside 0..65535"},
-      {with([](auto& o) { o.node_list = {"a", "b"}; }), "--nodes: 2 hosts, but --nnodes allows 4"},
+      {with([](auto& o) {
+         o.node_list = {"a", "b"};
+       }),
+       "--nodes: 2 hosts, but --nnodes allows 4"},
   };
   for (const auto& c : kCases) CHECK(Validate(c.options).message() == c.error);
   CHECK(FormatDuration(30s) == "30s");

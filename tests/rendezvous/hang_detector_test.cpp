@@ -98,7 +98,7 @@ TEST_CASE("hang_detector: a finished node beats no more, and its end is progress
 TEST_CASE("hang_detector: a node's end before its last output moves nothing back", "[hang_detector]") {
   HangDetector hangs = Watching(2);
   hangs.OnHeartbeat(0, 0, kHangT0 + 100s);
-  hangs.OnNodeFinished(0, kHangT0 + 50s);  // a late Done: its output at 100s stands
+  hangs.OnNodeFinished(0, kHangT0 + 50s);   // a late Done: its output at 100s stands
   hangs.OnNodeFinished(0, kHangT0 + 300s);  // a second end is no news
   hangs.OnHeartbeat(1, 160'000, kHangT0 + 160s);
   CHECK(hangs.Check() == 60s);

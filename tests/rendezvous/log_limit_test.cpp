@@ -72,7 +72,8 @@ TEST_CASE("log limit: Flush writes the counts due at once", "[log_limit]") {
 
 TEST_CASE("log limit: no sink writes nothing and keeps nothing", "[log_limit]") {
   LogLimiter limiter(nullptr, 10s, 1);
-  limiter.Log("k", "line", [](std::size_t) { return std::string("count"); }, LogLimiter::Clock::time_point{});
+  limiter.Log(
+      "k", "line", [](std::size_t) { return std::string("count"); }, LogLimiter::Clock::time_point{});
   limiter.Tick(LogLimiter::Clock::time_point{} + 1h);
   SUCCEED();
 }
@@ -96,7 +97,7 @@ TEST_CASE("AcceptBackoff: waits 100 ms doubling to 1 s, says a shortage once, fl
     CHECK_FALSE(r.say);
   }
   CHECK(waits == std::vector<std::chrono::milliseconds>{200ms, 400ms, 800ms, 1000ms, 1000ms});
-  CHECK(b.Accepted());        // "accepting again", once
+  CHECK(b.Accepted());  // "accepting again", once
   CHECK_FALSE(b.Accepted());
   // A flap within the minute: the wait starts again at 100 ms, nothing is said.
   r = b.Failed(t0 + 30s);

@@ -114,10 +114,9 @@ TEST_CASE("query_router: finished nodes are named, and not asked again", "[query
   CHECK(answers[0].nodes[1].problem == "its ranks have finished");
 }
 
-TEST_CASE("query_router: a node gone ends its part of an on-demand query, not of the hang query",
-          "[query_router]") {
+TEST_CASE("query_router: a node gone ends its part of an on-demand query, not of the hang query", "[query_router]") {
   QueryRouter router = RunningRouter();
-  router.AskForHang(30s, kRouterT0);  // id 1
+  router.AskForHang(30s, kRouterT0);       // id 1
   router.Ask(5, "status", 5s, kRouterT0);  // id 2
   router.OnReport(kRouterA, "node 0 (a)", Report{1, 0, {}});
   router.OnReport(kRouterA, "node 0 (a)", Report{2, 0, {}});
@@ -146,7 +145,8 @@ TEST_CASE("query_router: a hang query asks the running nodes, then says so", "[q
   for (std::uint64_t tag = 0; tag < kMaxOpenQueries; ++tag) router.Ask(tag, "status", 5s, kRouterT0);
   CHECK(std::get<QueryAnswered>(router.Ask(99, "status", 5s, kRouterT0).at(0)).problem ==
         "16 queries are open already");
-  std::vector<HangReport> reports = RouterActionsOf<HangReport>(router.OnReport(kRouterB, "node 1 (b)", Report{1, 1, {"s"}}));
+  std::vector<HangReport> reports =
+      RouterActionsOf<HangReport>(router.OnReport(kRouterB, "node 1 (b)", Report{1, 1, {"s"}}));
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].silent == 42s);
   CHECK_FALSE(reports[0].stop);
@@ -154,10 +154,9 @@ TEST_CASE("query_router: a hang query asks the running nodes, then says so", "[q
   CHECK(reports[0].nodes[0].host == "b");
 }
 
-TEST_CASE("query_router: a stopping hang report is the last action; the job's end answers the rest",
-          "[query_router]") {
+TEST_CASE("query_router: a stopping hang report is the last action; the job's end answers the rest", "[query_router]") {
   QueryRouter router = RunningRouter(/*hang_stop=*/true);
-  router.AskForHang(30s, kRouterT0);     // id 1
+  router.AskForHang(30s, kRouterT0);       // id 1
   router.Ask(8, "status", 5s, kRouterT0);  // id 2
   router.OnReport(kRouterB, "node 1 (b)", Report{1, 1, {}});
   router.OnReport(kRouterB, "node 1 (b)", Report{2, 1, {}});

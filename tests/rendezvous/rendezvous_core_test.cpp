@@ -255,7 +255,7 @@ TEST_CASE("rendezvous_core: a joined agent gone is passed on before the node is 
   ConnId a = j.Join("a");
   ConnId b = j.Join("b");
   j.Take(j.core.OnTick(j.now + 30s));
-  ConnId c = j.Join("c");  // late: waiting
+  ConnId c = j.Join("c");                                      // late: waiting
   j.Take(j.core.OnAuthenticated(20, "10.0.0.9:5000", j.now));  // never joins
   j.Trail();
   j.Take(j.core.OnDisconnect(20, j.now));
@@ -289,8 +289,8 @@ TEST_CASE("rendezvous_core: a stopping hang report ends the job right after it",
   j.listener.stop_on_tick = true;
   j.Take(j.core.OnTick(j.now + 1s));
   std::string reason = "rendezvous head:29400: no rank on any node made progress for 90s (--hang-action stop)";
-  CHECK(j.Trail() ==
-        std::vector<std::string>{"hang report", fmt::format("send {} abort", a), "listener: end", "ended 124 " + reason});
+  CHECK(j.Trail() == std::vector<std::string>{"hang report", fmt::format("send {} abort", a), "listener: end",
+                                              "ended 124 " + reason});
   CHECK(j.core.state() == RendezvousCore::State::kEnded);
 }
 

@@ -33,7 +33,6 @@ struct Client {
   bool closed = false;
 };
 
-
 // The factory of `dlaunch coordinator`: every run id, sized by the Hello.
 CoordinatorServer::JobFactory Daemon(const std::string& token) {
   return [token](const Hello& hello) -> Result<CoordinatorOptions> {

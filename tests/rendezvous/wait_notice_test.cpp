@@ -61,8 +61,9 @@ TEST_CASE("coordinator: a host still short of nodes says who is there now and th
   BeatAndTick(h, 59s, conns);
   CHECK(h.logs.size() == logs);
   BeatAndTick(h, 60s, conns);
-  CHECK(h.HasLog("rendezvous head:29400: still waiting for 1 of 3 nodes after 60s (joined: a, b); the join timeout "
-                 "ends it in 540s"));
+  CHECK(
+      h.HasLog("rendezvous head:29400: still waiting for 1 of 3 nodes after 60s (joined: a, b); the join timeout "
+               "ends it in 540s"));
   CHECK(h.limits.back() == "waits");
   CHECK_FALSE(h.ended.has_value());
 }
@@ -73,7 +74,7 @@ TEST_CASE("coordinator: no wait notice during a last call, or once the job runs"
   h.now = h.t0 + 10s;
   h.Send(conns[0], Heartbeat{});
   h.now = h.t0 + 20s;
-  conns.push_back(h.JoinAs(testing::MakeJoin("b")));  // min reached: a last call of 30 s
+  conns.push_back(h.JoinAs(testing::MakeJoin("b")));                // min reached: a last call of 30 s
   for (auto t = 25s; t <= 120s; t += 5s) BeatAndTick(h, t, conns);  // assigned at 50 s
   REQUIRE(h.AssignmentsOf(conns[0]).size() == 1);
   for (const std::string& line : h.logs) CHECK(line.find("still waiting") == std::string::npos);
@@ -109,8 +110,9 @@ TEST_CASE("agent: one that cannot reach its coordinator says so now and then", "
     for (const std::string& line : Notices(out)) said.push_back(line);
   }
   REQUIRE(said.size() == 3);  // 30, 60 and 120 s
-  CHECK(said[0].starts_with("rendezvous head:29400: no coordinator yet after 30s (last try: Connection refused); "
-                            "trying until the join timeout, 5"));
+  CHECK(
+      said[0].starts_with("rendezvous head:29400: no coordinator yet after 30s (last try: Connection refused); "
+                          "trying until the join timeout, 5"));
   CHECK(said[1].starts_with("rendezvous head:29400: no coordinator yet after 60s"));
   CHECK(said[2].starts_with("rendezvous head:29400: no coordinator yet after 120s"));
 }

@@ -71,7 +71,9 @@ class HttpStore : public gloo::rendezvous::Store {
     }
   }
   // Horovod's HTTPStore::Finalize: this rank is done with the scope.
-  void Finalize(int rank) { Expect200(Send(http::verb::delete_, std::to_string(rank), ""), "DELETE", std::to_string(rank)); }
+  void Finalize(int rank) {
+    Expect200(Send(http::verb::delete_, std::to_string(rank), ""), "DELETE", std::to_string(rank));
+  }
 
  private:
   using Response = http::response<http::string_body>;

@@ -12,14 +12,30 @@
 namespace dlaunch::launcher {
 
 TEST_CASE("the status table: one row per rank, the last line cut to the width", "[live]") {
-  boost::json::array rows{boost::json::object{{"rank", 0},          {"local_rank", 0}, {"node_rank", 0},
-                                              {"host", "n1"},       {"pid", 4242},     {"state", "sleeping"},
-                                              {"run_time_s", 75.5}, {"cpu_pct", 97.0}, {"rss_kib", 2048},
-                                              {"restarts", 1},      {"silent_s", 3.7}, {"last_line", "epoch 3 loss 0.41"}},
-                          boost::json::object{{"rank", 1},         {"local_rank", 1}, {"node_rank", 0},
-                                              {"host", "n1"},      {"pid", 0},        {"state", "exited (3)"},
-                                              {"run_time_s", 2.0}, {"cpu_pct", 0.0},  {"rss_kib", 0},
-                                              {"restarts", 1},     {"silent_s", 0.0}, {"last_line", ""}}};
+  boost::json::array rows{boost::json::object{{"rank", 0},
+                                              {"local_rank", 0},
+                                              {"node_rank", 0},
+                                              {"host", "n1"},
+                                              {"pid", 4242},
+                                              {"state", "sleeping"},
+                                              {"run_time_s", 75.5},
+                                              {"cpu_pct", 97.0},
+                                              {"rss_kib", 2048},
+                                              {"restarts", 1},
+                                              {"silent_s", 3.7},
+                                              {"last_line", "epoch 3 loss 0.41"}},
+                          boost::json::object{{"rank", 1},
+                                              {"local_rank", 1},
+                                              {"node_rank", 0},
+                                              {"host", "n1"},
+                                              {"pid", 0},
+                                              {"state", "exited (3)"},
+                                              {"run_time_s", 2.0},
+                                              {"cpu_pct", 0.0},
+                                              {"rss_kib", 0},
+                                              {"restarts", 1},
+                                              {"silent_s", 0.0},
+                                              {"last_line", ""}}};
   std::string table = StatusTable(rows, 0);
   CHECK(table ==
         "NODE  HOST  RANK  LOCAL   PID  STATE       TIME  CPU%   RSS  RESTARTS  SILENT  LAST LINE\n"
@@ -34,8 +50,8 @@ TEST_CASE("job live: the client prefers the job-wide reply of a run id", "[job_l
     if (wide) o["job_wide"] = true;
     return o;
   };
-  std::vector<boost::json::object> docs = {doc("x", 1, false), doc("x", 2, true), doc("y", 3, false),
-                                           doc("x", 4, true), doc("y", 5, false)};
+  std::vector<boost::json::object> docs = {doc("x", 1, false), doc("x", 2, true), doc("y", 3, false), doc("x", 4, true),
+                                           doc("y", 5, false)};
   std::vector<boost::json::object> out = PreferJobWide(docs);
   REQUIRE(out.size() == 3);
   CHECK(out[0].at("pid").as_int64() == 2);

@@ -5,12 +5,12 @@
 #include <catch2/catch.hpp>
 
 using dlaunch::envmap::EnvMap;
-using dlaunch::launcher::NprocKind;
-using dlaunch::launcher::Options;
-using dlaunch::launcher::ParseCommandLine;
 using dlaunch::launcher::FlagNames;
 using dlaunch::launcher::ForAgents;
 using dlaunch::launcher::HeadOnly;
+using dlaunch::launcher::NprocKind;
+using dlaunch::launcher::Options;
+using dlaunch::launcher::ParseCommandLine;
 using dlaunch::launcher::StdFor;
 
 namespace {
@@ -29,11 +29,10 @@ std::string CliError(std::vector<std::string> args, const EnvMap& env = {}) {
 }  // namespace
 
 TEST_CASE("both spellings and both value forms give the same flag", "[cli]") {
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"--nproc-per-node", "4", "train.py"},
-           {"--nproc_per_node", "4", "train.py"},
-           {"--nproc-per-node=4", "train.py"},
-           {"--nproc_per_node=4", "train.py"}}) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--nproc-per-node", "4", "train.py"},
+                                                         {"--nproc_per_node", "4", "train.py"},
+                                                         {"--nproc-per-node=4", "train.py"},
+                                                         {"--nproc_per_node=4", "train.py"}}) {
     Options o = MustParse(args);
     CHECK(o.nproc == 4);
     CHECK(o.nproc_kind == NprocKind::kNumber);
@@ -137,10 +136,14 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
     std::string message;
   };
   std::vector<Case> cases = {
-      {{"--nproc-per-node", "0", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"},
-      {{"--nproc-per-node", "-3", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '-3'"},
-      {{"--nproc-per-node", "abc", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got 'abc'"},
-      {{"--nproc-per-node=4x", "t.py"}, "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '4x'"},
+      {{"--nproc-per-node", "0", "t.py"},
+       "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '0'"},
+      {{"--nproc-per-node", "-3", "t.py"},
+       "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '-3'"},
+      {{"--nproc-per-node", "abc", "t.py"},
+       "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got 'abc'"},
+      {{"--nproc-per-node=4x", "t.py"},
+       "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '4x'"},
       {{"--nproc-per-nodes", "2", "t.py"}, "unknown flag '--nproc-per-nodes' (did you mean '--nproc-per-node'?)"},
       {{"--nproc_per_nodes=2", "t.py"}, "unknown flag '--nproc_per_nodes' (did you mean '--nproc-per-node'?)"},
       {{"--zzzzzzzzzz", "t.py"}, "unknown flag '--zzzzzzzzzz'"},
@@ -155,9 +158,11 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--tee", "7", "t.py"}, "--tee: expected 0-3 or a map like '0:1,1:2', got '7'"},
       {{"--redirects", "0:x", "t.py"}, "--redirects: expected 0-3 or a map like '0:1,1:2', got '0:x'"},
       {{"--local-ranks-filter", "0,a", "t.py"}, "--local-ranks-filter: expected local ranks like '0,2', got '0,a'"},
-      {{"--signals-to-handle", "SIGNOPE", "t.py"}, "--signals-to-handle: expected signal names like 'SIGTERM,SIGINT', got 'SIGNOPE'"},
+      {{"--signals-to-handle", "SIGNOPE", "t.py"},
+       "--signals-to-handle: expected signal names like 'SIGTERM,SIGINT', got 'SIGNOPE'"},
       {{"--env", "mpich", "t.py"}, "--env: expected a list of ompi, azure, horovod, got 'mpich'"},
-      {{"--roles", "chief:0", "t.py"}, "--roles: expected ROLE:COUNT pairs like 'chief:1,worker:2,ps:1', got 'chief:0'"},
+      {{"--roles", "chief:0", "t.py"},
+       "--roles: expected ROLE:COUNT pairs like 'chief:1,worker:2,ps:1', got 'chief:0'"},
       {{"--role-env", "ps:MAGIC=1", "t.py"}, "--role-env: role 'ps' is not in --roles (give --roles first)"},
       {{"--roles", "ps:1", "--role-env", "ps=1", "t.py"}, "--role-env: expected ROLE:NAME=VALUE, got 'ps=1'"},
       {{"--bind-to", "socket", "t.py"}, "--bind-to: expected none, core or numa, got 'socket'"},
@@ -171,11 +176,13 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", "h:1", "--roles", "worker:3", "t.py"},
        "--roles: counts add up to 3 but 2 nodes of --nproc-per-node 2 make 4"},
       {{"--standalone=1", "t.py"}, "--standalone: takes no value, got '1'"},
-      {{"--legacy-launch", "--no-python", "x"}, "--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)"},
+      {{"--legacy-launch", "--no-python", "x"},
+       "--no-python: needs --use-env under --legacy-launch (the worker cannot take --local-rank)"},
       {{"--nnodes", "2", "--node-rank", "2", "t.py"}, "--node-rank: 2 is outside the job's 2 node(s)"},
       {{"--nnodes", "2:4", "t.py"}, "--nnodes: elastic 2:4 needs --rdzv-endpoint"},
       {{"--rdzv-conf", "is_host=2", "t.py"}, "--rdzv-conf: expected is_host=0 or is_host=1, got 'is_host=2'"},
-      {{"--rdzv-conf", "join_timeout=-1", "t.py"}, "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=-1'"},
+      {{"--rdzv-conf", "join_timeout=-1", "t.py"},
+       "--rdzv-conf: expected join_timeout=SECONDS (positive, at most 2592000), got 'join_timeout=-1'"},
       {{"--nodes", "a,,b", "t.py"}, "--nodes: expected a list of hosts like 'n1,n2', got 'a,,b'"},
   };
   for (const Case& c : cases) {
@@ -210,15 +217,18 @@ TEST_CASE("counts, sizes and durations are bounded", "[cli][bounds]") {
     std::string message;
   };
   std::vector<Case> cases = {
-      {{"--nproc-per-node", "2147483647", "t.py"}, "--nproc-per-node: 2147483647 is over the limit of 65536 workers per node"},
+      {{"--nproc-per-node", "2147483647", "t.py"},
+       "--nproc-per-node: 2147483647 is over the limit of 65536 workers per node"},
       {{"--nproc-per-node", "65537", "t.py"}, "--nproc-per-node: 65537 is over the limit of 65536 workers per node"},
       {{"--nproc-per-node", "99999999999", "t.py"},
        "--nproc-per-node: expected a positive number, 'auto', 'gpu' or 'cpu', got '99999999999'"},
       {{"--roles", "worker:1073741824,ps:1073741824", "t.py"},
        "--roles: 2147483648 workers in all is over the limit of 65536 workers per node"},
-      {{"--roles", "worker:65536,ps:1", "t.py"}, "--roles: 65537 workers in all is over the limit of 65536 workers per node"},
+      {{"--roles", "worker:65536,ps:1", "t.py"},
+       "--roles: 65537 workers in all is over the limit of 65536 workers per node"},
       {{"--nnodes", "1048577", "t.py"}, "--nnodes: 1048577 is over the limit of 1048576 nodes"},
-      {{"--nnodes", "1:2000000000", "--rdzv-endpoint", "h:1", "t.py"}, "--nnodes: 2000000000 is over the limit of 1048576 nodes"},
+      {{"--nnodes", "1:2000000000", "--rdzv-endpoint", "h:1", "t.py"},
+       "--nnodes: 2000000000 is over the limit of 1048576 nodes"},
       {{"--nnodes", "1048576", "--nproc-per-node", "65536", "t.py"},
        "--nproc-per-node: 1048576 nodes of 65536 workers make 68719476736, over the limit of 2147483647 in a job"},
       {{"--shutdown-timeout", "inf", "t.py"}, "--shutdown-timeout: expected seconds from 0 to 2592000, got 'inf'"},
@@ -252,8 +262,10 @@ TEST_CASE("rendezvous identity and configuration are checked up front", "[cli][b
   CHECK(CliError({"t.py"}, {{"PET_RDZV_TOKEN", ""}}) == "--rdzv-token: empty token (from PET_RDZV_TOKEN)");
   CHECK(CliError({"--rdzv-id", std::string(1025, 'x'), "t.py"}) == "--rdzv-id: 1025 bytes is over the limit of 1024");
   CHECK(MustParse({"--rdzv-id", std::string(1024, 'x'), "t.py"}).rdzv_id.size() == 1024);
-  CHECK(CliError({"--rdzv-conf", "join_timout=5", "t.py"}) == "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
-  CHECK(CliError({"--rdzv-conf", "is_hots=1", "t.py"}) == "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
+  CHECK(CliError({"--rdzv-conf", "join_timout=5", "t.py"}) ==
+        "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
+  CHECK(CliError({"--rdzv-conf", "is_hots=1", "t.py"}) ==
+        "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
   // torchrun's own c10d and etcd keys are still accepted, and ignored.
   MustParse({"--rdzv-conf", "read_timeout=9,timeout=9,close_timeout=1,keep_alive_interval=5,use_libuv=1", "t.py"});
 }

@@ -61,16 +61,21 @@ TEST_CASE("enumerated values, files, directories and hosts complete per flag", "
     INFO(f.name);
     std::string name = std::string("--") + f.name;
     std::string arm;
-    if (*f.doc.choices != '\0') arm = LineWith(std::string("compgen -W '") + f.doc.choices + "'");
-    else if (f.doc.kind == ValueKind::kFile) arm = LineWith(") _dlaunch_files ;;");
-    else if (f.doc.kind == ValueKind::kDirectory) arm = LineWith(") _dlaunch_dirs ;;");
-    else if (f.doc.kind == ValueKind::kHost) arm = LineWith("compgen -A hostname");
-    else arm = LineWith(") : ;;");
+    if (*f.doc.choices != '\0')
+      arm = LineWith(std::string("compgen -W '") + f.doc.choices + "'");
+    else if (f.doc.kind == ValueKind::kFile)
+      arm = LineWith(") _dlaunch_files ;;");
+    else if (f.doc.kind == ValueKind::kDirectory)
+      arm = LineWith(") _dlaunch_dirs ;;");
+    else if (f.doc.kind == ValueKind::kHost)
+      arm = LineWith("compgen -A hostname");
+    else
+      arm = LineWith(") : ;;");
     REQUIRE(!arm.empty());
     CHECK(HasWord(arm, name));
   }
   CHECK(HasWord(LineWith("compgen -W 'report stop'"), "--hang-action"));
-  CHECK(HasWord(LineWith(") _dlaunch_dirs ;;"), "--dir"));      // status and stacks
+  CHECK(HasWord(LineWith(") _dlaunch_dirs ;;"), "--dir"));  // status and stacks
   CHECK(HasWord(LineWith(") _dlaunch_files ;;"), "--hostfile"));
 }
 

@@ -81,10 +81,12 @@ TEST_CASE("DeepSpeed's --include and --exclude pick hosts and slots", "[hostfile
 
   CHECK(HostfileError(FilterHosts(hosts(), "w9", "")) == "--include: host 'w9' is not in the node list");
   CHECK(HostfileError(FilterHosts(hosts(), "w0:4", "")) == "--include: host 'w0' has slots 0-3, not 4");
-  CHECK(HostfileError(FilterHosts(hosts(), "w0:x", "")) == "--include: expected HOST[:SLOT,SLOT][@HOST...], got 'w0:x'");
+  CHECK(HostfileError(FilterHosts(hosts(), "w0:x", "")) ==
+        "--include: expected HOST[:SLOT,SLOT][@HOST...], got 'w0:x'");
   CHECK(HostfileError(FilterHosts(hosts(), "w0", "w1")) == "--include and --exclude: give one of them, not both");
   CHECK(HostfileError(FilterHosts(hosts(), "", "w0@w1@w2")) == "--exclude w0@w1@w2: no host is left");
-  CHECK(HostfileError(FilterHosts(*ParseHostList("a,b", "-H"), "a:0", "")) == "--include: host 'a' has no slot count to pick from");
+  CHECK(HostfileError(FilterHosts(*ParseHostList("a,b", "-H"), "a:0", "")) ==
+        "--include: host 'a' has no slot count to pick from");
 }
 
 TEST_CASE("workers per node: picked slots, else --nproc-per-node, else the list's slots", "[hostfile]") {
@@ -101,27 +103,39 @@ namespace dlaunch::launcher {
 
 TEST_CASE("IPv6 literals: bracketed in -H and hostfiles, bare in hostfile lines", "[hostfile][bounds]") {
   CheckHosts(ParseHostfile("fe80::1 slots=2\n::1\n2001:db8::1:8\n[fe80::2]:4\n[::2] slots=3\nfe80::3%eth0\n", "h"),
-             {{"fe80::1", 2}, {"::1", std::nullopt}, {"2001:db8::1:8", std::nullopt}, {"fe80::2", 4}, {"::2", 3},
+             {{"fe80::1", 2},
+              {"::1", std::nullopt},
+              {"2001:db8::1:8", std::nullopt},
+              {"fe80::2", 4},
+              {"::2", 3},
               {"fe80::3%eth0", std::nullopt}});
   CheckHosts(ParseHostList("[fe80::1]:4,[::1],n1:2", "-H"), {{"fe80::1", 4}, {"::1", std::nullopt}, {"n1", 2}});
   CHECK(HostfileError(ParseHostList("2001:db8::1:8", "-H")) ==
         "-H: ambiguous host '2001:db8::1:8' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
   CHECK(HostfileError(ParseHostList("n1,::1", "-H")) ==
         "-H: ambiguous host '::1' (write an IPv6 address in brackets: [ADDRESS] or [ADDRESS]:SLOTS)");
-  CHECK(HostfileError(ParseHostList("[fe80::1", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[fe80::1'");
-  CHECK(HostfileError(ParseHostList("[n1]:2", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[n1]:2'");
-  CHECK(HostfileError(ParseHostList("[::1]x", "-H")) == "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[::1]x'");
-  CHECK(HostfileError(ParseHostfile("a:b:c slots=1\n", "h")) == "hostfile h:1: expected HOST[:SLOTS] or an IPv6 address, got 'a:b:c'");
-  CHECK(HostfileError(ParseHostfile("[::1]\n::1 slots=2\n", "h")) == "hostfile h:2: host '::1' is listed twice (first at hostfile h:1)");
+  CHECK(HostfileError(ParseHostList("[fe80::1", "-H")) ==
+        "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[fe80::1'");
+  CHECK(HostfileError(ParseHostList("[n1]:2", "-H")) ==
+        "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[n1]:2'");
+  CHECK(HostfileError(ParseHostList("[::1]x", "-H")) ==
+        "-H: expected HOST[:SLOTS] or [IPV6-ADDRESS][:SLOTS], got '[::1]x'");
+  CHECK(HostfileError(ParseHostfile("a:b:c slots=1\n", "h")) ==
+        "hostfile h:1: expected HOST[:SLOTS] or an IPv6 address, got 'a:b:c'");
+  CHECK(HostfileError(ParseHostfile("[::1]\n::1 slots=2\n", "h")) ==
+        "hostfile h:2: host '::1' is listed twice (first at hostfile h:1)");
   // --include and --exclude take bracketed literals too.
   CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "[fe80::1]:1,2", ""), {{"fe80::1", 4, {1, 2}}});
   CheckHosts(FilterHosts(*ParseHostList("[fe80::1]:4,n2:4", "-H"), "", "[fe80::1]"), {{"n2", 4}});
 }
 
 TEST_CASE("node lists are bounded: slots and host counts", "[hostfile][bounds]") {
-  CHECK(HostfileError(ParseHostList("n1:2000000000", "-H")) == "-H: 'n1:2000000000' is over the limit of 65536 workers per node");
-  CHECK(HostfileError(ParseHostfile("n1 slots=65537\n", "h")) == "hostfile h:1: 'slots=65537' is over the limit of 65536 workers per node");
-  CHECK(HostfileError(ParseHostfile("n1:70000\n", "h")) == "hostfile h:1: 'n1:70000' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostList("n1:2000000000", "-H")) ==
+        "-H: 'n1:2000000000' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostfile("n1 slots=65537\n", "h")) ==
+        "hostfile h:1: 'slots=65537' is over the limit of 65536 workers per node");
+  CHECK(HostfileError(ParseHostfile("n1:70000\n", "h")) ==
+        "hostfile h:1: 'n1:70000' is over the limit of 65536 workers per node");
   CheckHosts(ParseHostList("n1:65536", "-H"), {{"n1", 65536}});
   std::string many;
   for (int i = 0; i <= 1048576; ++i) many += fmt::format("n{},", i);
@@ -141,11 +155,15 @@ TEST_CASE("--include and --exclude merge repeated hosts", "[hostfile][bounds]") 
 }
 
 TEST_CASE("file content in messages is escaped", "[hostfile][bounds]") {
-  CHECK(HostfileError(ParseHostfile(std::string("\x7f" "ELF\x02\x01\x01 slots=1\n"), "bin")) ==
-        "hostfile bin:1: expected a host name, got '\\x7fELF\\x02\\x01\\x01'");
-  CHECK(HostfileError(ParseHostfile(std::string("n0 \x1b[31mred\n"), "h")) == "hostfile h:1: expected 'slots=N', got '\\x1b[31mred'");
-  CHECK(HostfileError(ParseHostfile(std::string("n\0 slots=1\n", 11), "h")) == "hostfile h:1: expected a host name, got 'n\\x00'");
-  CHECK(HostfileError(ParseHostfile("-oProxyCommand=x slots=1\n", "h")) == "hostfile h:1: expected a host name, got '-oProxyCommand=x'");
+  CHECK(HostfileError(ParseHostfile(std::string("\x7f"
+                                                "ELF\x02\x01\x01 slots=1\n"),
+                                    "bin")) == "hostfile bin:1: expected a host name, got '\\x7fELF\\x02\\x01\\x01'");
+  CHECK(HostfileError(ParseHostfile(std::string("n0 \x1b[31mred\n"), "h")) ==
+        "hostfile h:1: expected 'slots=N', got '\\x1b[31mred'");
+  CHECK(HostfileError(ParseHostfile(std::string("n\0 slots=1\n", 11), "h")) ==
+        "hostfile h:1: expected a host name, got 'n\\x00'");
+  CHECK(HostfileError(ParseHostfile("-oProxyCommand=x slots=1\n", "h")) ==
+        "hostfile h:1: expected a host name, got '-oProxyCommand=x'");
   CHECK(HostfileError(ParseHostList("n\x01:2", "-H")) == "-H: expected a host name, got 'n\\x01:2'");
 }
 
@@ -161,7 +179,8 @@ TEST_CASE("a hostfile is a regular file of bounded size", "[hostfile][bounds]") 
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   CHECK(ReadHostfile(fifo).status().message() == "--hostfile " + fifo + ": not a regular file");
   CHECK(ReadHostfile("/dev/zero").status().message() == "--hostfile /dev/zero: not a regular file");
-  CHECK(ReadHostfile(dir + "/none").status().message() == "--hostfile " + dir + "/none: cannot read (No such file or directory)");
+  CHECK(ReadHostfile(dir + "/none").status().message() ==
+        "--hostfile " + dir + "/none: cannot read (No such file or directory)");
   std::string plain = dir + "/hosts";
   {
     std::ofstream f(plain);
@@ -169,9 +188,7 @@ TEST_CASE("a hostfile is a regular file of bounded size", "[hostfile][bounds]") 
   }
   CHECK(*ReadHostfile(plain) == "n1 slots=2\n");
   std::string big = dir + "/big";
-  {
-    std::ofstream f(big);
-  }
+  { std::ofstream f(big); }
   REQUIRE(truncate(big.c_str(), static_cast<off_t>(kMaxHostfileBytes) + 1) == 0);
   CHECK(ReadHostfile(big).status().message() == "--hostfile " + big + ": over the limit of 67108864 bytes");
   std::filesystem::remove_all(dir);

@@ -117,7 +117,8 @@ TEST_CASE("DecideJob: a horovodrun command gives way to dlaunch, which runs its 
     return "command: " + command +
            "\ndistribution:\n  type: mpi\n  process_count_per_instance: 2\nresources:\n  instance_count: 2\n";
   };
-  JobPlan job = MustDecideSpec(dir, spec("horovodrun -np 4 --hostfile $AZUREML_MPI_HOSTFILE --gloo python train.py --lr 'a b'"));
+  JobPlan job =
+      MustDecideSpec(dir, spec("horovodrun -np 4 --hostfile $AZUREML_MPI_HOSTFILE --gloo python train.py --lr 'a b'"));
   CHECK(After(job.flags, "-H") == "127.0.0.1:2,127.0.0.2:2");
   CHECK(After(job.flags, "--env") == "horovod");
   std::vector<std::string> tail(job.flags.end() - 4, job.flags.end());
@@ -138,7 +139,8 @@ TEST_CASE("DecideJob: a horovodrun command gives way to dlaunch, which runs its 
              Catch::EndsWith("command: horovodrun -np 8, but the spec runs 4 processes (2 instances of 2)"));
   CHECK_THAT(error("horovodrun -np four python x.py"),
              Catch::EndsWith("command: horovodrun -np four: expected a positive number"));
-  CHECK_THAT(error("horovodrun --mpi -np 4 python x.py"), Catch::Contains("horovodrun's --mpi is not one dlaunch reads"));
+  CHECK_THAT(error("horovodrun --mpi -np 4 python x.py"),
+             Catch::Contains("horovodrun's --mpi is not one dlaunch reads"));
   CHECK_THAT(error("horovodrun -np 4"), Catch::EndsWith("command: horovodrun without a program to run"));
   CHECK_THAT(error("horovodrun -np"), Catch::EndsWith("command: horovodrun's -np expects a value"));
   CHECK_THAT(error("horovodrun -H 'a b' python x.py"), Catch::Contains("has a quote"));

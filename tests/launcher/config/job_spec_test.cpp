@@ -124,46 +124,54 @@ distributed:
 }
 
 TEST_CASE("job spec, distribution: form with the instance count from compute or resources", "[job]") {
-  JobSpec mpi = Must("command: python train.py\ndistribution:\n  type: mpi\n  process_count_per_instance: 2\n"
-                     "compute:\n  node_count: 3\n");
+  JobSpec mpi = Must(
+      "command: python train.py\ndistribution:\n  type: mpi\n  process_count_per_instance: 2\n"
+      "compute:\n  node_count: 3\n");
   CHECK(mpi.kind == JobKind::kMpi);
   CHECK(mpi.instances == 3);
   CHECK(mpi.WorldSize() == 6);
   CHECK_FALSE(mpi.CommandLaunchesMpi());
-  JobSpec torch = Must("command: python train.py\ndistribution:\n  type: PyTorch\n  process_count_per_instance: 2\n"
-                       "resources:\n  instance_count: 2\n");
+  JobSpec torch = Must(
+      "command: python train.py\ndistribution:\n  type: PyTorch\n  process_count_per_instance: 2\n"
+      "resources:\n  instance_count: 2\n");
   CHECK(torch.kind == JobKind::kPyTorch);
   CHECK(torch.processes == std::optional<int>(2));
-  JobSpec tf = Must("command: python t.py\ndistribution:\n  type: tensorflow\n  worker_count: 2\n"
-                    "  parameter_server_count: 1\ncompute:\n  instance_count: 3\n");
+  JobSpec tf = Must(
+      "command: python t.py\ndistribution:\n  type: tensorflow\n  worker_count: 2\n"
+      "  parameter_server_count: 1\ncompute:\n  instance_count: 3\n");
   CHECK(Roles(tf) == "worker:2[],ps:1[]");
   CHECK(tf.instances == 3);
 }
 
 TEST_CASE("job spec --set overrides before the checks", "[job]") {
-  JobSpec s = Must("command: python train.py\ndistribution:\n  type: pytorch\n",
-                   {"distribution.process_count_per_instance=2", "resources.instance_count=2",
-                    "environment_variables.LR=0.1"});
+  JobSpec s =
+      Must("command: python train.py\ndistribution:\n  type: pytorch\n",
+           {"distribution.process_count_per_instance=2", "resources.instance_count=2", "environment_variables.LR=0.1"});
   CHECK(s.instances == 2);
   CHECK(s.processes == std::optional<int>(2));
   CHECK(s.env == envmap::EnvVars{{"LR", "0.1"}});
-  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"nokey"}) == "--set: expected KEY.PATH=VALUE, got 'nokey'");
-  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) == "--set command.x=1: 'command' is not a mapping");
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"nokey"}) ==
+        "--set: expected KEY.PATH=VALUE, got 'nokey'");
+  CHECK(SpecError("command: x\ndistribution: {type: mpi}\n", {"command.x=1"}) ==
+        "--set command.x=1: 'command' is not a mapping");
 }
 
 TEST_CASE("job spec errors about what a --set put there name the --set, not a line", "[job]") {
   constexpr const char* kSpec = "command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n";
-  CHECK(SpecError(kSpec, {"distributed.mpi.worker.count=x"}) ==
-        "--set distributed.mpi.worker.count=x: distributed.mpi.worker.count: expected a number from 1 to 65536, got 'x'");
+  CHECK(
+      SpecError(kSpec, {"distributed.mpi.worker.count=x"}) ==
+      "--set distributed.mpi.worker.count=x: distributed.mpi.worker.count: expected a number from 1 to 65536, got 'x'");
   CHECK(SpecError(kSpec, {"distributed.mpi.workr.count=3"}) ==
-        "--set distributed.mpi.workr.count=3: unknown key 'distributed.mpi.workr' (did you mean 'distributed.mpi.worker'?)");
+        "--set distributed.mpi.workr.count=3: unknown key 'distributed.mpi.workr' (did you mean "
+        "'distributed.mpi.worker'?)");
   CHECK(SpecError(kSpec, {"distributed.mpi.worker={count: 2, slots_pr: 2}"}) ==
         "--set distributed.mpi.worker={count: 2, slots_pr: 2}: unknown key 'distributed.mpi.worker.slots_pr' (did you "
         "mean 'distributed.mpi.worker.slots_per'?)");
   // The file's own lines are still named when the --set is not at fault.
   CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 2\n      slot_per: 1\n",
-              {"distributed.mpi.worker.count=3"}) ==
-        "/jobs/job.yml:6: unknown key 'distributed.mpi.worker.slot_per' (did you mean 'distributed.mpi.worker.slots_per'?)");
+                  {"distributed.mpi.worker.count=3"}) ==
+        "/jobs/job.yml:6: unknown key 'distributed.mpi.worker.slot_per' (did you mean "
+        "'distributed.mpi.worker.slots_per'?)");
 }
 
 TEST_CASE("job spec: where the instance count came from, for a node list that does not match", "[job]") {
@@ -187,9 +195,10 @@ TEST_CASE("job spec errors name the file and the line", "[job]") {
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number");
   CHECK(SpecError("command: x\ndistribution:\n  type: mxnet\n") ==
         "/jobs/job.yml:3: distribution.type: expected mpi, pytorch or tensorflow, got 'mxnet'");
-  CHECK(SpecError("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 2\ncompute:\n  instance_count: 3\n") ==
-        "/jobs/job.yml:3: distribution: 2 worker(s) and 0 parameter server(s) make 2 tasks, one per instance, but the "
-        "instance count is 3");
+  CHECK(
+      SpecError("command: x\ndistribution:\n  type: tensorflow\n  worker_count: 2\ncompute:\n  instance_count: 3\n") ==
+      "/jobs/job.yml:3: distribution: 2 worker(s) and 0 parameter server(s) make 2 tasks, one per instance, but the "
+      "instance count is 3");
   CHECK(SpecError("distribution:\n  type: mpi\n") == "/jobs/job.yml: command: missing");
   CHECK(SpecError("command: x\n") ==
         "/jobs/job.yml: needs distributed: (mpi, pytorch or tensorflow) or distribution: (type: ...)");
@@ -198,7 +207,6 @@ TEST_CASE("job spec errors name the file and the line", "[job]") {
   CHECK(SpecError("command: x\ndistributed:\n  mpi:\n    worker:\n      count: 99999999999999999999\n") ==
         "/jobs/job.yml:5: distributed.mpi.worker.count: expected a number from 1 to 65536, got '99999999999999999999'");
 }
-
 
 TEST_CASE("job spec: an alias bomb in the file or in a --set is refused in one line", "[job][bounds]") {
   // 9 levels of 9 aliases each: 9^9 nodes in under 500 bytes.
@@ -240,10 +248,12 @@ TEST_CASE("job spec: a 20,000-deep --set is refused quoting a short prefix", "[j
   for (int i = 0; i < 20000; ++i) deep_path += "a.";
   deep_path += "b=1";
   CHECK(SpecError(kSpec, {deep_path}) ==
-        fmt::format("--set {}... (40003 bytes): a key path of 20001 levels, over the limit of 64", deep_path.substr(0, 64)));
+        fmt::format("--set {}... (40003 bytes): a key path of 20001 levels, over the limit of 64",
+                    deep_path.substr(0, 64)));
   // A long key from the file is cut too (an explicit key: YAML allows no plain one this long).
   std::string key(5000, 'k');
-  CHECK(SpecError(std::string(kSpec) + "? " + key + "\n: 1\n") == fmt::format("/jobs/job.yml:3: unknown key '{}... (5000 bytes)'", key.substr(0, 64)));
+  CHECK(SpecError(std::string(kSpec) + "? " + key + "\n: 1\n") ==
+        fmt::format("/jobs/job.yml:3: unknown key '{}... (5000 bytes)'", key.substr(0, 64)));
 }
 
 TEST_CASE("job spec: a NUL in the command or a variable is refused naming the field", "[job][bounds]") {

@@ -69,7 +69,8 @@ TEST_CASE("every flag of the table is in OPTIONS, with its help, values and othe
     for (std::string choice; choices >> choice;) CHECK(options.find(RoffEscape(choice)) != std::string::npos);
     if (f.doc.torchrun) {
       std::string underscored = std::string("--") + f.name;
-      for (char& c : underscored) if (c == '-' && &c > &underscored[1]) c = '_';
+      for (char& c : underscored)
+        if (c == '-' && &c > &underscored[1]) c = '_';
       CHECK(options.find("torchrun: \\fB" + RoffEscape(underscored) + "\\fR") != std::string::npos);
     }
     if (*f.doc.others != '\0') CHECK(options.find(RoffEscape(f.doc.others)) != std::string::npos);

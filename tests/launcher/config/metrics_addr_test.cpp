@@ -27,9 +27,10 @@ TEST_CASE("--metrics-addr: a bad value is named with what to give", "[metrics_ad
     INFO(bad);
     Result<rendezvous::HostPort> hp = ParseMetricsAddr(bad, "--metrics-addr ");
     REQUIRE_FALSE(hp.ok());
-    CHECK(hp.status().message() == std::string("--metrics-addr ") + bad +
-                                       ": expected ADDR:PORT or PORT (ADDR an IP address or localhost; PORT 0 to 65535, 0: any "
-                                       "free port)");
+    CHECK(hp.status().message() ==
+          std::string("--metrics-addr ") + bad +
+              ": expected ADDR:PORT or PORT (ADDR an IP address or localhost; PORT 0 to 65535, 0: any "
+              "free port)");
   }
 }
 

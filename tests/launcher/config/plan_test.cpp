@@ -28,7 +28,8 @@ std::string Summary(const Plan& p) {
                        h.coordinator.max_restarts);
   } else {
     const WorkerPlan& w = *p.workers();
-    out += fmt::format("workers {} argv {}{}\n", w.nproc, fmt::join(w.argv, " "), w.flavors.per_node ? " per-node" : "");
+    out +=
+        fmt::format("workers {} argv {}{}\n", w.nproc, fmt::join(w.argv, " "), w.flavors.per_node ? " per-node" : "");
     if (w.process_view)
       out += fmt::format("process view local {}/{} node {}/{}\n", w.process_view->local_rank,
                          w.process_view->local_world_size, w.process_view->node_rank, w.process_view->nnodes);
@@ -59,13 +60,13 @@ struct Row {
 };
 
 // Recorded from `srun -N2 -n4` (task 3) and `mpirun -np 4` (rank 3) on two nodes.
-const EnvMap kSlurm = {{"SLURM_JOB_ID", "7"},          {"SLURM_NODEID", "1"},   {"SLURM_NNODES", "2"},
-                       {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
-                       {"SLURM_LOCALID", "1"},         {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}};
+const EnvMap kSlurm = {
+    {"SLURM_JOB_ID", "7"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},  {"SLURM_JOB_NODELIST", "n[1-2]"},
+    {"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}};
 // `srun -N2 --ntasks-per-node=1` (task 1): one per-node launcher on each node.
-const EnvMap kSlurmPerNode = {{"SLURM_JOB_ID", "8"},          {"SLURM_NODEID", "1"},   {"SLURM_NNODES", "2"},
-                              {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
-                              {"SLURM_LOCALID", "0"},         {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}};
+const EnvMap kSlurmPerNode = {
+    {"SLURM_JOB_ID", "8"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "2"},  {"SLURM_JOB_NODELIST", "n[1-2]"},
+    {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}};
 const EnvMap kMpi = {{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                      {"OMPI_COMM_WORLD_NODE_RANK", "1"},  {"OMPI_MCA_ess_base_jobid", "99"}};
@@ -83,7 +84,9 @@ Plan MustDecide(const Row& row) {
 
 TEST_CASE("Decide: one plan per surrounding", "[plan]") {
   std::vector<Row> rows = {
-      {"flags only, one node", {{"PATH", "/bin"}}, {"--nproc-per-node", "2", "--", "true"},
+      {"flags only, one node",
+       {{"PATH", "/bin"}},
+       {"--nproc-per-node", "2", "--", "true"},
        "mode single-node\n"
        "workers 2 argv true\n"
        "inherits PATH\n"
@@ -91,8 +94,10 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "workers per node = 2 <- --nproc-per-node\n"
        "nodes = 1 <- default\n"
        "command = true <- as given\n"},
-      {"flags, the static multi-node form (torch.distributed.launch)", {},
-       {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "1234", "train.py", "--lr", "1"},
+      {"flags, the static multi-node form (torch.distributed.launch)",
+       {},
+       {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "1234", "train.py", "--lr",
+        "1"},
        "mode static\n"
        "workers 1 argv python3 -u train.py --lr 1\n"
        "inherits \n"
@@ -114,7 +119,9 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "node rank = 0 <- PET_NODE_RANK\n"
        "master = m0:29500 <- PET_MASTER_ADDR\n"
        "command = true <- as given\n"},
-      {"Slurm, one dlaunch per task running one worker: per-process", kSlurm, {"--", "true"},
+      {"Slurm, one dlaunch per task running one worker: per-process",
+       kSlurm,
+       {"--", "true"},
        "mode rendezvous\n"
        "workers 1 argv true\n"
        "process view local 1/2 node 1/2\n"
@@ -128,7 +135,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "run id = 7 <- slurm\n"
        "command = true <- as given\n"},
       {"Slurm, a per-node launcher in each task: no task identity reaches it (Lightning reads SLURM_PROCID)",
-       kSlurmPerNode, {"--launch-mode", "per-node", "--", "python", "train.py"},
+       kSlurmPerNode,
+       {"--launch-mode", "per-node", "--", "python", "train.py"},
        "mode rendezvous\n"
        "workers 1 argv python train.py per-node\n"
        "process view local 0/1 node 1/2\n"
@@ -140,7 +148,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "rendezvous endpoint = n1:29400 <- slurm\n"
        "run id = 8 <- slurm\n"
        "command = python train.py <- as given\n"},
-      {"Open MPI, one dlaunch per node running 4: per-node, the endpoint through MPI", kMpi,
+      {"Open MPI, one dlaunch per node running 4: per-node, the endpoint through MPI",
+       kMpi,
        {"--nproc-per-node", "4", "--", "true"},
        "mode rendezvous\n"
        "workers 4 argv true\n"
@@ -152,7 +161,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "rendezvous endpoint = (rank 0's) <- an Open MPI bootstrap\n"
        "run id = ompi-99 <- openmpi\n"
        "command = true <- as given\n"},
-      {"Open MPI, one dlaunch per rank: per-process; the worker is the rank, so its OMPI_COMM_WORLD_* stay", kMpi,
+      {"Open MPI, one dlaunch per rank: per-process; the worker is the rank, so its OMPI_COMM_WORLD_* stay",
+       kMpi,
        {"--", "true"},
        "mode rendezvous\n"
        "workers 1 argv true\n"
@@ -190,7 +200,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "node rank = 1 <- tfconfig\n"
        "master = c0:29500 <- tfconfig\n"
        "command = true <- as given\n"},
-      {"flags beat the surroundings", kMpi,
+      {"flags beat the surroundings",
+       kMpi,
        {"--nnodes", "2", "--node-rank", "1", "--master-addr", "m", "--nproc-per-node", "1", "--", "true"},
        "mode static\n"
        "workers 1 argv true\n"
@@ -201,7 +212,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "node rank = 1 <- --node-rank\n"
        "master = m:29500 <- --master-addr\n"
        "command = true <- as given\n"},
-      {"a node agent of the TCP rendezvous, the node list fixing the size", {{"DLAUNCH_RDZV_TOKEN", "s3cret"}},
+      {"a node agent of the TCP rendezvous, the node list fixing the size",
+       {{"DLAUNCH_RDZV_TOKEN", "s3cret"}},
        {"--nodes", "a,b,c", "--rdzv-endpoint", "a:29400", "--rdzv-id", "j", "--max-restarts", "2", "--", "true"},
        "mode rendezvous\n"
        "workers 1 argv true\n"
@@ -212,7 +224,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "rendezvous endpoint = a:29400 <- --rdzv-endpoint\n"
        "run id = j <- --rdzv-id\n"
        "command = true <- as given\n"},
-      {"the head of a job over ssh", {{"HOME", "/root"}},
+      {"the head of a job over ssh",
+       {{"HOME", "/root"}},
        {"-H", "a:2,b:4", "--max-restarts", "1", "--env", "ompi", "train.py"},
        "mode head\n"
        "hosts a,b workers 2,4 remote ssh\n"
@@ -220,7 +233,8 @@ TEST_CASE("Decide: one plan per surrounding", "[plan]") {
        "coordinator nodes 2:2 restarts 1\n"
        "nodes = 2 <- -H\n"
        "workers per node = 2,4 <- the node list's slots, else each node's own\n"},
-      {"the head of TF roles across nodes (dlaunch job's TensorFlow form): the roles go to every agent", {},
+      {"the head of TF roles across nodes (dlaunch job's TensorFlow form): the roles go to every agent",
+       {},
        {"-H", "127.0.0.1:1,127.0.0.2:1", "--roles", "worker:1,ps:1", "--role-env", "ps:MAGIC=n", "--", "t"},
        "mode head\n"
        "hosts 127.0.0.1,127.0.0.2 workers 1,1 remote ssh\n"
@@ -274,7 +288,8 @@ TEST_CASE("Decide: bad input names the flag, file or variable", "[plan]") {
         "--local-ranks-filter: local rank 3 is outside this node (0-1)");
   CHECK(error({}, {"--rdzv-endpoint", "a:1", "--rdzv-token-file", "/nonexistent/t", "--", "true"})
             .find("/nonexistent/t") != std::string::npos);
-  CHECK(error({}, {"-H", "a,b", "--nnodes", "3", "--", "true"}) == "--nnodes: 3 given, but the node list has 2 host(s)");
+  CHECK(error({}, {"-H", "a,b", "--nnodes", "3", "--", "true"}) ==
+        "--nnodes: 3 given, but the node list has 2 host(s)");
 }
 
 TEST_CASE("TORCHELASTIC_RUN_ID: the given id, else torchrun's 'none' where nodes must agree", "[plan]") {
@@ -288,9 +303,9 @@ TEST_CASE("TORCHELASTIC_RUN_ID: the given id, else torchrun's 'none' where nodes
   CHECK(run_id({"--nproc-per-node", "2", "--", "true"}) == "fresh");
 }
 
-TEST_CASE("the static form with a node list: --node-rank makes it one node of the list, not a head launch",
-          "[plan]") {
-  Plan p = MustDecide({"", {},
+TEST_CASE("the static form with a node list: --node-rank makes it one node of the list, not a head launch", "[plan]") {
+  Plan p = MustDecide({"",
+                       {},
                        {"--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29500",
                         "--nodes", "10.0.0.1,10.0.0.2", "--env", "horovod", "--", "true"},
                        ""});
@@ -300,7 +315,8 @@ TEST_CASE("the static form with a node list: --node-rank makes it one node of th
   CHECK(s.node_rank == 0);
   CHECK(s.master_addr == "10.0.0.1");
   // Without a list, the static form as before: no node names known.
-  Plan plain = MustDecide({"", {}, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--", "true"}, ""});
+  Plan plain =
+      MustDecide({"", {}, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--", "true"}, ""});
   REQUIRE(plain.mode() == Mode::kStatic);
   CHECK(std::get<NodePlan>(plain.run).layout.node_list.empty());
   // Without --node-rank a list is still a head launch.
@@ -328,11 +344,15 @@ namespace dlaunch::launcher {
 namespace {
 
 TEST_CASE("Decide: TF roles across nodes, each node its share in node-rank order", "[plan]") {
-  Plan even = MustDecide({"", {}, {"--nnodes", "2", "--rdzv-endpoint", "h:1", "--roles", "chief:1,worker:3", "--", "t"}, ""});
+  Plan even =
+      MustDecide({"", {}, {"--nnodes", "2", "--rdzv-endpoint", "h:1", "--roles", "chief:1,worker:3", "--", "t"}, ""});
   CHECK(even.workers()->nproc == 2);
   CHECK(even.workers()->roles.size() == 2);
   Plan given = MustDecide(
-      {"", {}, {"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", "h:1", "--roles", "worker:1,ps:2", "--", "t"}, ""});
+      {"",
+       {},
+       {"--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint", "h:1", "--roles", "worker:1,ps:2", "--", "t"},
+       ""});
   CHECK(given.workers()->nproc == 1);
   Plan one = MustDecide({"", {}, {"--roles", "chief:1,worker:2,ps:1", "--", "t"}, ""});
   CHECK(one.workers()->nproc == 4);
@@ -439,7 +459,8 @@ TEST_CASE("--virtual-local-rank: each local rank needs its entry of CUDA_VISIBLE
     REQUIRE(o.ok());
     return Decide(*o, envmap::Detect(env), MachineFacts{"here", 2, {}, "x"}, env);
   };
-  Result<Plan> ok = decide({{"CUDA_VISIBLE_DEVICES", "4,5"}}, {"--virtual-local-rank", "--nproc-per-node", "2", "--", "t"});
+  Result<Plan> ok =
+      decide({{"CUDA_VISIBLE_DEVICES", "4,5"}}, {"--virtual-local-rank", "--nproc-per-node", "2", "--", "t"});
   REQUIRE(ok.ok());
   CHECK(ok->workers()->flavors.virtual_local_rank);
   // Unset: torch 2.x gives local rank N GPU N.

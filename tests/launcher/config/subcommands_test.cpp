@@ -39,8 +39,10 @@ TEST_CASE("--help starts with the subcommands, one line each, before the flags",
 }
 
 TEST_CASE("each subcommand's help ends with its one example", "[subcommands]") {
-  std::vector<std::pair<std::string, std::string>> helps = {
-      {"job", JobUsage()}, {"status", LiveUsage("status")}, {"stacks", LiveUsage("stacks")}, {"coordinator", DaemonUsage()}};
+  std::vector<std::pair<std::string, std::string>> helps = {{"job", JobUsage()},
+                                                            {"status", LiveUsage("status")},
+                                                            {"stacks", LiveUsage("stacks")},
+                                                            {"coordinator", DaemonUsage()}};
   REQUIRE(helps.size() == Subcommands().size());
   for (const auto& [name, help] : helps) {
     INFO(name);

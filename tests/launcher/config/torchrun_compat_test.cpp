@@ -63,12 +63,16 @@ TEST_CASE("--nproc-per-node auto, cpu and gpu count as torchrun's do", "[torchru
   };
   std::vector<Row> rows = {
       // torchrun: auto without CUDA is os.cpu_count(), not 1.
-      {{"--nproc-per-node", "auto", "t.py"}, 0,
+      {{"--nproc-per-node", "auto", "t.py"},
+       0,
        "16 (--nproc-per-node auto: no GPU visible, so os.cpu_count(): 16 online CPU(s), as torchrun)"},
-      {{"--nproc_per_node", "auto", "t.py"}, 0,
+      {{"--nproc_per_node", "auto", "t.py"},
+       0,
        "16 (--nproc-per-node auto: no GPU visible, so os.cpu_count(): 16 online CPU(s), as torchrun)"},
       {{"--nproc_per_node=auto", "t.py"}, 2, "2 (--nproc-per-node auto: 2 visible GPU(s))"},
-      {{"--nproc-per-node", "cpu", "t.py"}, 2, "16 (--nproc-per-node cpu: os.cpu_count(): 16 online CPU(s), as torchrun)"},
+      {{"--nproc-per-node", "cpu", "t.py"},
+       2,
+       "16 (--nproc-per-node cpu: os.cpu_count(): 16 online CPU(s), as torchrun)"},
       {{"--nproc-per-node", "gpu", "t.py"}, 4, "4 (--nproc-per-node gpu: 4 visible GPU(s))"},
       {{"--nproc-per-node", "gpu", "t.py"}, 0, "--nproc-per-node: 'gpu' given but no GPU is visible"},
       // dlaunch's own default, no flag in the entrypoint form: one per GPU, else 1.
@@ -86,15 +90,17 @@ TEST_CASE("--nproc-per-node auto, cpu and gpu count as torchrun's do", "[torchru
   // --explain shows the count and why.
   std::string explained = Explain(MustDecide({"--nproc-per-node", "auto", "--explain", "t.py"}, Machine(0)));
   CHECK_THAT(explained, Catch::Contains("workers on this node: 16\n"));
-  CHECK_THAT(explained, Catch::Contains("workers per node: 16 (--nproc-per-node auto: no GPU visible, so os.cpu_count()"));
+  CHECK_THAT(explained,
+             Catch::Contains("workers per node: 16 (--nproc-per-node auto: no GPU visible, so os.cpu_count()"));
 }
 
 TEST_CASE("--rdzv-conf: unknown keys are ignored with one line, near misses refused", "[torchrun][rdzv-conf]") {
   Options o = MustParse({"--rdzv-conf", "join_timeout=5,store_path=/x,backend_opt=1", "t.py"});
   CHECK(o.join_timeout == std::chrono::seconds(5));
-  CHECK(o.warnings == std::vector<std::string>{
-                          "--rdzv-conf: ignoring keys 'store_path', 'backend_opt' (dlaunch reads is_host, join_timeout, "
-                          "last_call_timeout, heartbeat_timeout)"});
+  CHECK(o.warnings ==
+        std::vector<std::string>{
+            "--rdzv-conf: ignoring keys 'store_path', 'backend_opt' (dlaunch reads is_host, join_timeout, "
+            "last_call_timeout, heartbeat_timeout)"});
   CHECK(MustParse({"--rdzv-conf", "zzzzzzzz=1", "t.py"}).warnings ==
         std::vector<std::string>{"--rdzv-conf: ignoring key 'zzzzzzzz' (dlaunch reads is_host, join_timeout, "
                                  "last_call_timeout, heartbeat_timeout)"});
@@ -102,7 +108,8 @@ TEST_CASE("--rdzv-conf: unknown keys are ignored with one line, near misses refu
   CHECK(MustParse({"--rdzv-conf", "read_timeout=9,timeout=9,close_timeout=1,keep_alive_interval=5,use_libuv=1", "t.py"})
             .warnings.empty());
   // A near miss of a key dlaunch reads would change the job if ignored.
-  CHECK(CliError({"--rdzv-conf", "is_hots=1", "t.py"}) == "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
+  CHECK(CliError({"--rdzv-conf", "is_hots=1", "t.py"}) ==
+        "--rdzv-conf: unknown key 'is_hots' (did you mean 'is_host'?)");
   CHECK(CliError({"--rdzv-conf", "join_timout=5", "t.py"}) ==
         "--rdzv-conf: unknown key 'join_timout' (did you mean 'join_timeout'?)");
   CHECK(CliError({"--rdzv-conf", "hearbeat_timeout=5", "t.py"}) ==
@@ -153,13 +160,14 @@ TEST_CASE("--redirects with --tee: a tee'd stream reaches the console, per strea
 }
 
 TEST_CASE("a long flag may be an unambiguous prefix of one of torchrun's", "[torchrun][prefix]") {
-  Options o = MustParse({"--redirect", "3", "--nproc_per", "2", "--max_rest", "1", "--tee=1", "--rdzv-e=h:1",
-                         "--nnodes", "2", "t.py"});
+  Options o = MustParse(
+      {"--redirect", "3", "--nproc_per", "2", "--max_rest", "1", "--tee=1", "--rdzv-e=h:1", "--nnodes", "2", "t.py"});
   CHECK(o.redirects == "3");
   CHECK(o.nproc == 2);
   CHECK(o.max_restarts == 1);
   CHECK(o.rdzv_endpoint == "h:1");
-  CHECK(MustParse({"--monitor-int", "5", "--start_meth", "fork", "--master_a=10.0.0.1", "t.py"}).master_addr == "10.0.0.1");
+  CHECK(MustParse({"--monitor-int", "5", "--start_meth", "fork", "--master_a=10.0.0.1", "t.py"}).master_addr ==
+        "10.0.0.1");
   // An exact name always wins over the longer flags it begins.
   CHECK_FALSE(MustParse({"--no-python", "x"}).no_python_hook);
   CHECK(MustParse({"--no-python", "x"}).no_python);
@@ -179,18 +187,21 @@ TEST_CASE("a long flag may be an unambiguous prefix of one of torchrun's", "[tor
   CHECK(dashed.nproc == 1);
 }
 
-TEST_CASE("torchrun's flag lists: every 1.13 flag and the 2.x flags dlaunch takes are in the table", "[torchrun][prefix]") {
+TEST_CASE("torchrun's flag lists: every 1.13 flag and the 2.x flags dlaunch takes are in the table",
+          "[torchrun][prefix]") {
   for (auto list : {Torch113Flags(), Torch2Flags()}) {
     for (std::string_view f : list) {
       std::string dashed(f);
-      for (char& c : dashed) if (c == '_') c = '-';
+      for (char& c : dashed)
+        if (c == '_') c = '-';
       INFO(dashed);
       CHECK(IsTorchrunFlag(dashed));
     }
   }
   for (std::string_view f : Torch113Flags()) {
     std::string dashed(f);
-    for (char& c : dashed) if (c == '_') c = '-';
+    for (char& c : dashed)
+      if (c == '_') c = '-';
     INFO(dashed);
     std::vector<std::string> names = FlagNames();
     CHECK(std::find(names.begin(), names.end(), dashed) != names.end());

@@ -65,7 +65,8 @@ TEST_CASE("LoadYaml refuses a cycle and deep nesting without recursing", "[yaml]
   CHECK(YamlError(std::string(65, '[') + std::string(65, ']')) == "spec.yml: nested deeper than 64 levels");
   CHECK(LoadYaml(std::string(64, '[') + std::string(64, ']'), "v", false).ok());
   // Far deeper: yaml-cpp's own guard stops the parse first, with the same line.
-  CHECK(YamlError(std::string(20000, '[') + std::string(20000, ']'), false) == "spec.yml: nested deeper than 64 levels");
+  CHECK(YamlError(std::string(20000, '[') + std::string(20000, ']'), false) ==
+        "spec.yml: nested deeper than 64 levels");
 }
 
 TEST_CASE("LoadYaml refuses a text over the byte limit before parsing it", "[yaml][bounds]") {

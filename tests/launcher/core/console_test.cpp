@@ -15,9 +15,9 @@
 
 #include "tests/launcher/core/stalled_pipe.hpp"
 using namespace dlaunch::launcher;
+using dlaunch::testing::kOverfill;
 using dlaunch::testing::Lines;
 using dlaunch::testing::StalledPipe;
-using dlaunch::testing::kOverfill;
 namespace asio = boost::asio;
 using std::chrono::steady_clock;
 
@@ -28,7 +28,8 @@ TEST_CASE("console writes never block on a stalled reader and fill up at the cap
   Console console(io, p.fds[1], p.fds[1], cap);
   std::string all = Lines(0, 20000, "out");  // about 2 MiB: more than the pipe holds
   auto start = steady_clock::now();
-  for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
+  for (size_t at = 0; at < all.size(); at += 4096)
+    console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
   CHECK(steady_clock::now() - start < std::chrono::seconds(1));
   CHECK(console.full());
   CHECK(console.buffered() > cap);
@@ -72,7 +73,8 @@ TEST_CASE("console grows a busy pipe to 1 MiB and holds exactly what the pipe no
   CHECK(console.pipes().used() == (1 << 20) - 64 * 1024);
   // Then the reader stalls: the pipe takes its 1 MiB before the console queues.
   std::string all = Lines(0, kOverfill, "out");
-  for (size_t at = 0; at < all.size(); at += 4096) console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
+  for (size_t at = 0; at < all.size(); at += 4096)
+    console.Write(ConsoleStream::kOut, std::string_view(all).substr(at, 4096));
   std::string in_pipe = p.ReadNow();
   CHECK(in_pipe.size() > 1000 * 1024);
   CHECK(in_pipe.size() <= 1 << 20);
@@ -80,7 +82,8 @@ TEST_CASE("console grows a busy pipe to 1 MiB and holds exactly what the pipe no
   CHECK(in_pipe + p.ReadAll(io, all.size() - in_pipe.size()) == all);
 }
 
-TEST_CASE("console leaves a pipe whose reader is slow at its size, and never shrinks a larger one", "[console][pipes]") {
+TEST_CASE("console leaves a pipe whose reader is slow at its size, and never shrinks a larger one",
+          "[console][pipes]") {
   StalledPipe big, small;
   // Only a process that may pass fs.pipe-max-size (1 MiB) can make the larger
   // one; where none can (this machine's root cannot), no pipe is larger.

@@ -51,7 +51,8 @@ TEST_CASE("WalkToDir resolves a path as the kernel does, to its real path", "[di
 
   Result<WalkedDir> d = WalkToDir(t / "a/rel");
   REQUIRE(d.ok());
-  struct stat by_fd {}, by_name {};
+  struct stat by_fd {
+  }, by_name{};
   REQUIRE(fstat(d->fd(), &by_fd) == 0);
   REQUIRE(stat((t / "a/b/c").c_str(), &by_name) == 0);
   CHECK(by_fd.st_ino == by_name.st_ino);  // the descriptor is the directory named

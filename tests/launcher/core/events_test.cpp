@@ -20,7 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 using dlaunch::testing::ReadFile;
 
 }  // namespace
@@ -64,7 +63,8 @@ TEST_CASE("EventLog follows a symbolic link only when it is this user's or root'
   REQUIRE(lchown(link.c_str(), 65534, 65534) == 0);
   EventLog theirs;
   Status s = theirs.Open(link);
-  CHECK(s.message() == "--events " + link + ": refused (a symbolic link owned by uid 65534; only yours or root's are followed)");
+  CHECK(s.message() ==
+        "--events " + link + ": refused (a symbolic link owned by uid 65534; only yours or root's are followed)");
   CHECK_FALSE(theirs.enabled());
 }
 

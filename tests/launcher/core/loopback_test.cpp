@@ -19,8 +19,8 @@ TEST_CASE("loopback: an address literal is loopback when it is in 127/8 or is ::
 }
 
 TEST_CASE("loopback: the names the head starts without ssh", "[loopback]") {
-  for (const char* h : {"localhost", "127.0.0.1", "127.0.0.2", "::1", "[::1]", "[0:0:0:0:0:0:0:1]", "0::1", "127.1",
-                        "127.0.1"})
+  for (const char* h :
+       {"localhost", "127.0.0.1", "127.0.0.2", "::1", "[::1]", "[0:0:0:0:0:0:0:1]", "0::1", "127.1", "127.0.1"})
     CHECK(IsLoopbackName(h));
   for (const char* h : {"node1", "10.0.0.1", "127", "localhost2", "my127.0.0.1", "LOCALHOST.example", "[127.0.0.1]",
                         "[fe80::1]", "[::1", "::1]", "[]", "", "::ffff:127.0.0.1", "[::ffff:127.0.0.1]"})

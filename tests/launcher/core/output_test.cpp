@@ -107,7 +107,8 @@ TEST_CASE("the tail keeps the last lines of a stream", "[output]") {
   CHECK(tail.LastLines(10).size() <= 3);  // the cap dropped the oldest
 }
 
-TEST_CASE("the last line: the line being written, else the last whole one, as a terminal shows it", "[output][bounds]") {
+TEST_CASE("the last line: the line being written, else the last whole one, as a terminal shows it",
+          "[output][bounds]") {
   using namespace std::chrono_literals;
   auto t0 = std::chrono::steady_clock::time_point{} + 1s;
   LastLine l(8);
@@ -135,7 +136,8 @@ TEST_CASE("the last line: the line being written, else the last whole one, as a 
   CHECK(l.line() == "zzzzzzzz");
 }
 
-TEST_CASE("an over-long line is cut at the cap across reads, and a line longer than a read stays whole", "[output][bounds]") {
+TEST_CASE("an over-long line is cut at the cap across reads, and a line longer than a read stays whole",
+          "[output][bounds]") {
   LineTagger t(4);
   std::string out;
   t.Feed("ab", "|", out);

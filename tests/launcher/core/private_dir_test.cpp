@@ -24,7 +24,6 @@ namespace fs = std::filesystem;
 // The uid a file is given to show "another user's"; only root can chown to it.
 constexpr uid_t kOther = 65534;
 
-
 struct stat Lstat(const std::string& path) {
   struct stat st {};
   REQUIRE(lstat(path.c_str(), &st) == 0);
@@ -137,8 +136,7 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
   }
 }
 
-TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one else can write",
-          "[private_dir]") {
+TEST_CASE("EnsureOwnDir makes 0700 directories and accepts only ours that no one else can write", "[private_dir]") {
   testing::TempDir t;
   REQUIRE(EnsureOwnDir(t / "new").ok());
   CHECK((Lstat(t / "new").st_mode & 07777) == 0700);

@@ -55,10 +55,14 @@ std::string DescribeStandardFds() {
   for (int fd = 0; fd <= 2; ++fd) {
     struct stat st {};
     int flags = fcntl(fd, F_GETFD);
-    if (flags < 0) out += "closed ";
-    else if ((flags & FD_CLOEXEC) != 0) out += "cloexec ";
-    else if (fstat(fd, &st) == 0 && st.st_rdev == null_st.st_rdev && S_ISCHR(st.st_mode)) out += "null ";
-    else out += "other ";
+    if (flags < 0)
+      out += "closed ";
+    else if ((flags & FD_CLOEXEC) != 0)
+      out += "cloexec ";
+    else if (fstat(fd, &st) == 0 && st.st_rdev == null_st.st_rdev && S_ISCHR(st.st_mode))
+      out += "null ";
+    else
+      out += "other ";
   }
   return out;
 }
@@ -67,7 +71,8 @@ std::string DescribeStandardFds() {
 std::vector<std::string> Words(const std::string& text) {
   std::vector<std::string> words;
   size_t at = 0;
-  for (size_t space; (space = text.find(' ', at)) != std::string::npos; at = space + 1) words.push_back(text.substr(at, space - at));
+  for (size_t space; (space = text.find(' ', at)) != std::string::npos; at = space + 1)
+    words.push_back(text.substr(at, space - at));
   if (at < text.size()) words.push_back(text.substr(at));
   return words;
 }
@@ -100,7 +105,8 @@ TEST_CASE("std fds: a null device that cannot be opened is named, with the cause
   CHECK(got == "/nonexistent-dlaunch-test/null: cannot open (No such file or directory)");
   // With nothing closed there is nothing to open: no error either.
   CHECK(InChildWithClosed({}, [] {
-          return OpenClosedStandardFds("/nonexistent-dlaunch-test/null").ok() ? std::string("ok") : std::string("error");
+          return OpenClosedStandardFds("/nonexistent-dlaunch-test/null").ok() ? std::string("ok")
+                                                                              : std::string("error");
         }) == "ok");
 }
 

@@ -10,7 +10,9 @@ namespace dlaunch::launcher {
 
 TEST_CASE("Printable escapes every byte outside printable ASCII", "[text][bounds]") {
   CHECK(Printable("n1 slots=2") == "n1 slots=2");
-  CHECK(Printable(std::string("\x7f" "ELF\x02\x00\x1b[0m\xff\\", 12)) == "\\x7fELF\\x02\\x00\\x1b[0m\\xff\\");
+  CHECK(Printable(std::string("\x7f"
+                              "ELF\x02\x00\x1b[0m\xff\\",
+                              12)) == "\\x7fELF\\x02\\x00\\x1b[0m\\xff\\");
   CHECK(Printable("\t\n\r") == "\\x09\\x0a\\x0d");
 }
 
@@ -37,7 +39,8 @@ TEST_CASE("ParseSeconds: finite, not negative, at most 30 days, rounded up to a 
 }
 
 TEST_CASE("SafeUtf8 keeps valid UTF-8 and makes controls and bad bytes '?'", "[text][bounds]") {
-  CHECK(SafeUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", false) == "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  CHECK(SafeUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", false) ==
+        "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
   CHECK(SafeUtf8("a\x1b[2Jb\rc\td\ne\x7f", false) == "a?[2Jb?c?d?e?");
   CHECK(SafeUtf8("c\td\ne", true) == "c\td\ne");
   CHECK(SafeUtf8("\xff\xc3(\xc0\xaf\xed\xa0\x80\xc2\x9b", false) == "??(???????");
@@ -46,11 +49,12 @@ TEST_CASE("SafeUtf8 keeps valid UTF-8 and makes controls and bad bytes '?'", "[t
 
 TEST_CASE("ValidUtf8 keeps valid UTF-8, controls too, and makes each bad byte U+FFFD", "[text][bounds]") {
   const std::string r = "\xef\xbf\xbd";
-  CHECK(ValidUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80") == "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
+  CHECK(ValidUtf8("plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80") ==
+        "plain \xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80");
   CHECK(ValidUtf8("a\x1b[2Jb\r\t\n\x7f\xc2\x9b") == "a\x1b[2Jb\r\t\n\x7f\xc2\x9b");
   CHECK(ValidUtf8("\xff") == r);
-  CHECK(ValidUtf8("\xc0\xaf") == r + r);            // overlong '/'
-  CHECK(ValidUtf8("\xed\xa0\x80") == r + r + r);    // a surrogate
+  CHECK(ValidUtf8("\xc0\xaf") == r + r);                  // overlong '/'
+  CHECK(ValidUtf8("\xed\xa0\x80") == r + r + r);          // a surrogate
   CHECK(ValidUtf8("\xf4\x90\x80\x80") == r + r + r + r);  // past U+10FFFF
   CHECK(ValidUtf8("cut \xe2\x9c") == "cut " + r + r);
   CHECK(ValidUtf8(std::string("nul\0in", 6)) == std::string("nul\0in", 6));

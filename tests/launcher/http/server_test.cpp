@@ -74,8 +74,9 @@ struct Fixture {
         if (r.target == "/missing") return Response{404, "no such key\n"};
         return Response{200, r.method + " " + r.target + " " + r.body};
       };
-    auto started = Server::Start(io, tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0), std::move(handler),
-                                 [this](const std::string& line) { lines.push_back(line); }, std::move(options));
+    auto started = Server::Start(
+        io, tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0), std::move(handler),
+        [this](const std::string& line) { lines.push_back(line); }, std::move(options));
     REQUIRE(started.ok());
     server = std::move(started).value();
   }
@@ -147,8 +148,8 @@ TEST_CASE("a server answers on the port it chose, keeps a connection alive and c
 
 TEST_CASE("a second server on a bound port is refused with the address named", "[http]") {
   Fixture f;
-  auto again = Server::Start(f.io, f.server->endpoint(), [](const Request&) { return Response{}; }, nullptr,
-                             ServerOptions{.name = "metrics"});
+  auto again = Server::Start(
+      f.io, f.server->endpoint(), [](const Request&) { return Response{}; }, nullptr, ServerOptions{.name = "metrics"});
   REQUIRE_FALSE(again.ok());
   CHECK(again.status().message().find("metrics: cannot listen on " + FormatEndpoint(f.server->endpoint())) !=
         std::string::npos);
@@ -324,11 +325,10 @@ TEST_CASE("pipelined requests are answered in order, up to the bound for one con
 
 TEST_CASE("a client that stops reading its answer is dropped after the reply bound", "[http][bounds]") {
   int seen = 0;
-  Fixture f(ServerOptions{.reply_timeout = 200ms},
-            [&seen](const Request&) {
-              ++seen;
-              return Response{200, std::string(16 << 20, 'm')};
-            });
+  Fixture f(ServerOptions{.reply_timeout = 200ms}, [&seen](const Request&) {
+    ++seen;
+    return Response{200, std::string(16 << 20, 'm')};
+  });
   Client c(f.io, f.server->endpoint());
   int small = 4096;
   setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -361,8 +361,9 @@ TEST_CASE("a client that pipelines requests and reads nothing stops being read; 
           "[http][bounds][backpressure]") {
   // Answers of 1 KiB: without the bound on unsent answers the kernel took
   // thousands of them (up to a 4 MiB send buffer) for a client that read none.
-  Fixture f(ServerOptions{.max_requests = 1000000, .reply_timeout = 500ms},
-            [](const Request&) { return Response{200, std::string(1024, 'a')}; });
+  Fixture f(ServerOptions{.max_requests = 1000000, .reply_timeout = 500ms}, [](const Request&) {
+    return Response{200, std::string(1024, 'a')};
+  });
   tcp::socket c(f.io);
   c.open(tcp::v4());
   int small = 4096;  // before connecting, so that the window it offers is small from the start
@@ -392,21 +393,24 @@ TEST_CASE("a client that pipelines requests and reads nothing stops being read; 
 }
 
 TEST_CASE("a slow client that reads gets every answer of a long pipeline", "[http][bounds][backpressure]") {
-  Fixture f(ServerOptions{.max_requests = 1000000},
-            [](const Request& r) { return Response{200, r.target + std::string(1024, '.')}; });
+  Fixture f(ServerOptions{.max_requests = 1000000}, [](const Request& r) {
+    return Response{200, r.target + std::string(1024, '.')};
+  });
   Client c(f.io, f.server->endpoint());
   const int n = 3000;
   const std::string flood = Pipeline(n);
   size_t sent = 0;
   std::string got;
   char buf[2048];  // a little at a time
-  REQUIRE(f.ServeUntil([&] {
-    sent = SendSome(c.socket(), flood, sent);
-    boost::system::error_code ec;
-    size_t k = c.socket().read_some(boost::asio::buffer(buf), ec);
-    if (!ec) got.append(buf, k);
-    return Count(got, "HTTP/1.1 200 OK") == n && got.find("/r" + std::to_string(n - 1) + ".") != std::string::npos;
-  }, 60000ms));
+  REQUIRE(f.ServeUntil(
+      [&] {
+        sent = SendSome(c.socket(), flood, sent);
+        boost::system::error_code ec;
+        size_t k = c.socket().read_some(boost::asio::buffer(buf), ec);
+        if (!ec) got.append(buf, k);
+        return Count(got, "HTTP/1.1 200 OK") == n && got.find("/r" + std::to_string(n - 1) + ".") != std::string::npos;
+      },
+      60000ms));
   CHECK(f.server->answered() == n);
   CHECK(got.find("/r0.") < got.find("/r1."));
 }

@@ -31,8 +31,8 @@ TEST_CASE("Horovod peers: this machine's by socket owner, others by node address
   HorovodPeerRules rules;
   rules.uid = 1000;
   rules.local = {ip::make_address("10.0.0.1"), ip::make_address("192.168.5.1"), ip::make_address("fd00::1")};
-  rules.nodes = std::vector<ip::address>{ip::make_address("10.0.0.1"), ip::make_address("10.0.0.2"),
-                                         ip::make_address("fd00::7")};
+  rules.nodes =
+      std::vector<ip::address>{ip::make_address("10.0.0.1"), ip::make_address("10.0.0.2"), ip::make_address("fd00::7")};
   FakeOwners owners;
   owners.by_address.emplace("127.0.0.1", Owned(1000));
   owners.by_address.emplace("127.0.0.6", Owned(1337));  // a sidecar's own uid

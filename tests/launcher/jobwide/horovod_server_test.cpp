@@ -115,7 +115,8 @@ TEST_CASE("the Horovod store listens on MASTER_ADDR or not at all", "[horovod_st
     layout.master_port = FreeStorePort(io);
     auto store = HorovodServer::Start(io, layout, true, say);
     REQUIRE_FALSE(store.ok());
-    CHECK(store.status().message().rfind(fmt::format("horovod store: cannot listen on 192.0.2.1:{} (", layout.master_port + 1), 0) == 0);
+    CHECK(store.status().message().rfind(
+              fmt::format("horovod store: cannot listen on 192.0.2.1:{} (", layout.master_port + 1), 0) == 0);
     CHECK(store.status().message().find("(MASTER_ADDR 192.0.2.1, MASTER_PORT + 1)") != std::string::npos);
     tcp::socket probe(io);
     boost::system::error_code ec;

@@ -25,7 +25,8 @@ RankStack Stack(int rank, const std::string& where, int others = 0, int frames =
   s.rank = rank;
   s.pid = 1000 + rank;
   s.how = "python";
-  ThreadStack main{"Current thread 0x7f00", true, {{where, "train.py", 10}, {"step", "train.py", 20}, {"main", "train.py", 30}}};
+  ThreadStack main{
+      "Current thread 0x7f00", true, {{where, "train.py", 10}, {"step", "train.py", 20}, {"main", "train.py", 30}}};
   for (int i = 0; i < others; ++i) {
     ThreadStack t{fmt::format("Thread 0x7f{:02}", i), false, {}};
     for (int f = 0; f < frames; ++f) t.frames.push_back({fmt::format("helper_{}_{}", i, f), "threading.py", f});
@@ -110,7 +111,8 @@ TEST_CASE("job hang: a report's items are parsed, checked against the node's ran
   CHECK(problems[1] == "node 2 (c), ranks 4-6: not sampled (no answer within 15s)");
 }
 
-TEST_CASE("job hang: the host prints the grouped summary over every node, keeps the stacks, and the stop lines", "[job_hang]") {
+TEST_CASE("job hang: the host prints the grouped summary over every node, keeps the stacks, and the stop lines",
+          "[job_hang]") {
   fs::path dir = fs::temp_directory_path() / fmt::format("dlaunch-job-hang-test-{}", getpid());
   fs::create_directories(dir);
   std::vector<std::string> said;
@@ -129,12 +131,13 @@ TEST_CASE("job hang: the host prints the grouped summary over every node, keeps 
   hang.Report(report);
   CHECK(hang.StopLines("cause").empty());  // report only
   std::string file = (dir / "stacks-1.txt").string();
-  CHECK(said == std::vector<std::string>{
-                    "hang: ranks 0-1,3 (3) wait in all_reduce (train.py:10) <- step (train.py:20) <- main (train.py:30)",
-                    "hang: rank 2 (1) is elsewhere: load_batch (train.py:10) <- step (train.py:20) <- main "
-                    "(train.py:30)   <- odd one out",
-                    "hang: full stacks in " + file,
-                });
+  CHECK(said ==
+        std::vector<std::string>{
+            "hang: ranks 0-1,3 (3) wait in all_reduce (train.py:10) <- step (train.py:20) <- main (train.py:30)",
+            "hang: rank 2 (1) is elsewhere: load_batch (train.py:10) <- step (train.py:20) <- main "
+            "(train.py:30)   <- odd one out",
+            "hang: full stacks in " + file,
+        });
   std::ifstream f(file);
   std::stringstream text;
   text << f.rdbuf();

@@ -32,9 +32,9 @@ std::vector<std::string> ReadTestItems(const std::vector<rdzv::NodeStacks>& node
 
 TEST_CASE("node items: every node's items come out by rank, equal ranks in node order", "[node_items]") {
   std::vector<std::string> problems;
-  std::vector<std::string> got = ReadTestItems(
-      {ItemNode(0, "a", 0, 2, {"1:a1", "0:a0"}), ItemNode(1, "b", 2, 2, {"3:b3", "2:b2"})}, {"", "answer", "row"},
-      problems);
+  std::vector<std::string> got =
+      ReadTestItems({ItemNode(0, "a", 0, 2, {"1:a1", "0:a0"}), ItemNode(1, "b", 2, 2, {"3:b3", "2:b2"})},
+                    {"", "answer", "row"}, problems);
   CHECK(got == std::vector<std::string>{"a0", "a1", "b2", "b3"});
   CHECK(problems.empty());
   // Two nodes that claim the same ranks (a coordinator's bug): both kept, stable.

@@ -41,8 +41,8 @@ TEST_CASE("job live: every node's rows, by rank", "[job_live]") {
 
 TEST_CASE("job live: a silent node and bad items are named, never shown", "[job_live]") {
   rdzv::QueryAnswered a{1, "status", {}, {}};
-  a.nodes.push_back(Node(0, "a", 0, 2, {R"({"rank":0})", "junk", R"({"rank":5})", R"({"rank":0})", "[1]",
-                                        std::string(100, '[')}));
+  a.nodes.push_back(
+      Node(0, "a", 0, 2, {R"({"rank":0})", "junk", R"({"rank":5})", R"({"rank":0})", "[1]", std::string(100, '[')}));
   rdzv::NodeStacks silent = Node(1, "b", 2, 2, {});
   silent.answered = false;
   silent.problem = "no answer within 2s";

@@ -22,7 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 // Answers from fixed documents; a stacks request waits until Release().
 class FakeSource : public LiveSource {
  public:

@@ -35,7 +35,8 @@ TEST_CASE("Rank states: every row state word maps into the fixed set", "[metrics
   CHECK(RankStateOf("not started") == "not_started");
   CHECK(RankStateOf("exited (3)") == "exited");
   CHECK(RankStateOf("killed (SIGKILL)") == "killed");
-  for (const char* alive : {"running", "sleeping", "stopped", "traced", "disk-wait", "idle", "zombie", "exiting", "unknown"})
+  for (const char* alive :
+       {"running", "sleeping", "stopped", "traced", "disk-wait", "idle", "zombie", "exiting", "unknown"})
     CHECK(RankStateOf(alive) == "running");
 }
 
@@ -45,7 +46,8 @@ TEST_CASE("Rank metrics come from the status rows: state, exit code, silence, re
       {"rank": 0, "pid": 41, "state": "sleeping", "silent_s": 2.5, "restarts": 1},
       {"rank": 1, "pid": 0, "state": "exited (3)", "exit_code": 3, "silent_s": 0.0, "restarts": 1},
       {"rank": 2, "pid": 0, "state": "not started", "silent_s": 0.0, "restarts": 0},
-      {"rank": "junk", "state": "running"}, 7])j"), e);
+      {"rank": "junk", "state": "running"}, 7])j"),
+                                 e);
   CHECK(running == 1);
   std::string text = e.Text();
   CHECK(text.find("dlaunch_rank_state{rank=\"0\",state=\"running\"} 1\n") != std::string::npos);
@@ -72,7 +74,7 @@ TEST_CASE("LoopLag: the later of the last tick's lateness and how overdue the ne
   CHECK(lag.Lag(t0 + 2 * p + 5s) == 5s);
   CHECK_FALSE(lag.Healthy(t0 + 2 * p + 5s));
   CHECK(lag.Healthy(t0 + 2 * p + LoopLag::kBound));  // the bound itself is still healthy
-  lag.Ticked(t0 + 2 * p, t0 + 2 * p + 5s);  // the late tick itself
+  lag.Ticked(t0 + 2 * p, t0 + 2 * p + 5s);           // the late tick itself
   CHECK(lag.Lag(t0 + 2 * p + 5s + 10ms) == 5s);
   lag.Ticked(t0 + 3 * p + 5s, t0 + 3 * p + 5s);  // the next, on time
   CHECK(lag.Healthy(t0 + 3 * p + 5s + 10ms));

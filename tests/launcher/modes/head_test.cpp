@@ -48,19 +48,56 @@ TEST_CASE("a hostfile or -H without --rdzv-endpoint is a head-node launch", "[he
 TEST_CASE("each agent gets its node rank, worker count, the rendezvous and the user's flags", "[head]") {
   std::vector<HostEntry> hosts = {{"a", 4, {}}, {"b", 2, {}}};
   envmap::EnvMap env = {{"FROM_HEAD", "v"}};
-  HeadPlan h = Head({"-H", "a:4,b:2", "--ssh-port", "2222", "-x", "GLOO_SOCKET_IFNAME=eth0", "-x", "FROM_HEAD",
-                     "-x", "UNSET_HERE", "--max-restarts=1", "--rdzv-conf", "heartbeat_timeout=2,is_host=1",
-                     "--env", "ompi", "--", "python", "t.py", "--lr", "0.1"},
+  HeadPlan h = Head({"-H",
+                     "a:4,b:2",
+                     "--ssh-port",
+                     "2222",
+                     "-x",
+                     "GLOO_SOCKET_IFNAME=eth0",
+                     "-x",
+                     "FROM_HEAD",
+                     "-x",
+                     "UNSET_HERE",
+                     "--max-restarts=1",
+                     "--rdzv-conf",
+                     "heartbeat_timeout=2,is_host=1",
+                     "--env",
+                     "ompi",
+                     "--",
+                     "python",
+                     "t.py",
+                     "--lr",
+                     "0.1"},
                     hosts, env);
   CHECK(h.exports_unset == std::vector<std::string>{"UNSET_HERE"});
   AgentCommand c = AgentCommandFor(h, 1, "/opt/dlaunch", "10.0.0.1:4000", "job7", "/w");
   CHECK(c.cwd == "/w");
   CHECK(c.env == std::vector<std::pair<std::string, std::string>>{{"GLOO_SOCKET_IFNAME", "eth0"}, {"FROM_HEAD", "v"}});
-  CHECK(c.argv == std::vector<std::string>{"/opt/dlaunch", "--rdzv-endpoint", "10.0.0.1:4000", "--rdzv-id", "job7",
-                                           "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2",
-                                           "--tag-output=[{node_rank},{rank}]: ", "--max-restarts", "1",
-                                           "--rdzv-conf", "heartbeat_timeout=2,is_host=1", "--env", "ompi",
-                                           "--rdzv-conf", "is_host=0", "--", "python", "t.py", "--lr", "0.1"});
+  CHECK(c.argv == std::vector<std::string>{"/opt/dlaunch",
+                                           "--rdzv-endpoint",
+                                           "10.0.0.1:4000",
+                                           "--rdzv-id",
+                                           "job7",
+                                           "--nnodes",
+                                           "2",
+                                           "--node-rank",
+                                           "1",
+                                           "--nproc-per-node",
+                                           "2",
+                                           "--tag-output=[{node_rank},{rank}]: ",
+                                           "--max-restarts",
+                                           "1",
+                                           "--rdzv-conf",
+                                           "heartbeat_timeout=2,is_host=1",
+                                           "--env",
+                                           "ompi",
+                                           "--rdzv-conf",
+                                           "is_host=0",
+                                           "--",
+                                           "python",
+                                           "t.py",
+                                           "--lr",
+                                           "0.1"});
 }
 
 TEST_CASE("--role-env values go to the agents over stdin, not on their command line", "[head]") {

@@ -33,7 +33,8 @@ std::string RunShell(const std::string& line) {
 }  // namespace
 
 TEST_CASE("ShellQuote survives a real shell unchanged", "[remote]") {
-  for (std::string s : {"plain", "", "two words", "it's", "'", "a\"b", "$HOME `id` $(id) \\n *", "x y'z", "--flag=[{rank}]: "}) {
+  for (std::string s :
+       {"plain", "", "two words", "it's", "'", "a\"b", "$HOME `id` $(id) \\n *", "x y'z", "--flag=[{rank}]: "}) {
     INFO(s);
     CHECK(RunShell("printf '%s' " + ShellQuote(s)) == s);
   }
@@ -128,10 +129,10 @@ TEST_CASE("ssh, pdsh and local argv; the user's -o comes before dlaunch's defaul
   o.port = 2222;
   o.identity = "/k/id";
   o.ssh_options = {"ConnectTimeout=2", "StrictHostKeyChecking=no"};
-  CHECK(LauncherArgv(o, "n1", "LINE") ==
-        std::vector<std::string>{"ssh", "-T", "-o", "ConnectTimeout=2", "-o", "StrictHostKeyChecking=no", "-o",
-                                 "BatchMode=yes", "-o", "ConnectTimeout=10", "-p", "2222", "-i", "/k/id", "--", "n1",
-                                 "LINE"});
+  CHECK(LauncherArgv(o, "n1", "LINE") == std::vector<std::string>{"ssh", "-T", "-o", "ConnectTimeout=2", "-o",
+                                                                  "StrictHostKeyChecking=no", "-o", "BatchMode=yes",
+                                                                  "-o", "ConnectTimeout=10", "-p", "2222", "-i",
+                                                                  "/k/id", "--", "n1", "LINE"});
   o.kind = RemoteKind::kPdsh;
   CHECK(LauncherArgv(o, "n1", "LINE") == std::vector<std::string>{"pdsh", "-S", "-N", "-R", "ssh", "-w", "n1", "LINE"});
   CHECK(PdshEnv(o).first == "PDSH_SSH_ARGS_APPEND");

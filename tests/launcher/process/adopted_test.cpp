@@ -72,7 +72,6 @@ int StartDaemon(bool ignore_term) {
   return daemon;
 }
 
-
 }  // namespace
 
 TEST_CASE("Scan registers an adopted setsid daemon and KillAll ends it", "[adopted]") {
@@ -108,7 +107,8 @@ TEST_CASE("Scans keep a child they saw until a Reaper reaps it, then see the nex
     if (!watchdog.Start("").ok()) return 10;
     boost::asio::io_context io;
     std::vector<int> exited;
-    Reaper reaper(io, [&](int pid, int) { exited.push_back(pid); }, nullptr);
+    Reaper reaper(
+        io, [&](int pid, int) { exited.push_back(pid); }, nullptr);
     Adopted adopted(watchdog, std::chrono::milliseconds(0));
     watchdog.Add(999999999);  // stands for a running worker's group
     int first = StartDaemon(false);

@@ -20,9 +20,9 @@
 #include "tests/launcher/core/stalled_pipe.hpp"
 
 using namespace dlaunch::launcher;
+using dlaunch::testing::kOverfill;
 using dlaunch::testing::Lines;
 using dlaunch::testing::StalledPipe;
-using dlaunch::testing::kOverfill;
 namespace asio = boost::asio;
 using std::chrono::steady_clock;
 
@@ -183,7 +183,8 @@ TEST_CASE("streams: a worker's line without a newline is ended when its pipe clo
   CHECK(closed);
 }
 
-TEST_CASE("streams: many short lines a read, a line longer than a read, a stalled reader: bounded, whole, none lost", "[console][streams][bounds]") {
+TEST_CASE("streams: many short lines a read, a line longer than a read, a stalled reader: bounded, whole, none lost",
+          "[console][streams][bounds]") {
   StalledPipe console_pipe;
   asio::io_context io;
   const size_t cap = 64 * 1024;

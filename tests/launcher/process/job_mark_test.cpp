@@ -62,7 +62,6 @@ int StartSleep(const std::vector<std::string>& env, bool daemon) {
   return pid;
 }
 
-
 void Reap(int pid) {
   kill(pid, SIGKILL);
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {

@@ -148,8 +148,10 @@ TEST_CASE("spawn: a signal to the launcher's group while a worker starts runs no
       SpawnSpec spec;
       spec.exe = "/bin/true";
       Result<int> pid = SpawnWorker(spec);
-      if (!pid.ok()) code = 2;
-      else SpawnTestWait(*pid);
+      if (!pid.ok())
+        code = 2;
+      else
+        SpawnTestWait(*pid);
     }
     stop = true;
     storm.join();

@@ -51,7 +51,8 @@ class FakeChannel : public JobChannel {
 struct RunBench {
   explicit RunBench(int nproc, int nnodes = 1, int node_rank = 0) {
     for (int n = 0; n < nnodes; ++n)
-      plan.layout.nodes.push_back(envmap::Node{"host-" + std::to_string(n), "10.0.0." + std::to_string(n + 1), nproc, {}});
+      plan.layout.nodes.push_back(
+          envmap::Node{"host-" + std::to_string(n), "10.0.0." + std::to_string(n + 1), nproc, {}});
     plan.layout.node_rank = node_rank;
     plan.layout.master_addr = "10.0.0.1";
     plan.layout.master_port = 29500;
@@ -305,8 +306,8 @@ TEST_CASE("runner: teardown order: SIGTERM, stacks, SIGKILL, release, summary, t
   b.DieOf(SIGKILL);
   REQUIRE(b.code);
   CHECK(*b.code == 2);
-  CHECK(b.env.processes.log == std::vector<std::string>{"spawn 100", "spawn 101", "release 100",
-                                                         "signal 101 15", "signal 101 9", "release 101"});
+  CHECK(b.env.processes.log == std::vector<std::string>{"spawn 100", "spawn 101", "release 100", "signal 101 15",
+                                                        "signal 101 9", "release 101"});
   // The summary and the last worker's output are on the console before `done`.
   CHECK(Has(b.console_when_done, "at SIGKILL"));
   CHECK(Has(b.console_when_done, "root cause"));

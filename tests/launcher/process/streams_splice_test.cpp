@@ -255,7 +255,7 @@ TEST_CASE("spliced output: closing streams while the reader stalls keeps what wa
   streams->Add(child[0], 0, route, nullptr);
   for (int i = 0; i < 30; ++i) RunFor(io, std::chrono::milliseconds(5));
   REQUIRE(console.buffered() > 0);  // the stalled pipe owes spliced lines
-  streams->CloseAll();  // as at the end of a job stopped by a signal
+  streams->CloseAll();              // as at the end of a job stopped by a signal
   std::string got;
   auto deadline = steady_clock::now() + std::chrono::seconds(10);
   while (console.buffered() > 0 && steady_clock::now() < deadline) {

@@ -50,7 +50,8 @@ const Clock::time_point kTeardownT0 = Clock::time_point{} + 1h;
 
 }  // namespace
 
-TEST_CASE("after a failure the survivors are SIGKILLed at the shutdown timeout, whatever it is", "[supervisor][timing]") {
+TEST_CASE("after a failure the survivors are SIGKILLed at the shutdown timeout, whatever it is",
+          "[supervisor][timing]") {
   // tests/integration/test_kill_stacks.sh, --hang-timeout 0: ranks 0 and 2
   // ignore SIGTERM after rank 1 exits 3.
   const std::chrono::milliseconds shutdown = GENERATE(1000ms, 5000ms, 30000ms);
@@ -79,7 +80,8 @@ TEST_CASE("after a failure the survivors are SIGKILLed at the shutdown timeout, 
   CHECK(s.root_cause()->local_rank == 1);
 }
 
-TEST_CASE("a stack sample that never answers delays the SIGKILL by the sampling bound at most", "[supervisor][timing]") {
+TEST_CASE("a stack sample that never answers delays the SIGKILL by the sampling bound at most",
+          "[supervisor][timing]") {
   // tests/integration/test_kill_stacks.sh, a gdb that never answers:
   // --shutdown-timeout 1 and the 5 s bound on sampling.
   TeardownControl c;
@@ -164,7 +166,7 @@ TEST_CASE("a silence is reported one hang timeout after the last line, short or 
     std::optional<Clock::time_point> at = h.NextCheck(last, last, now);
     REQUIRE(at.has_value());
     CHECK(*at - now <= HangWatch::kLook);  // no oversleeping a pause
-    CHECK(*at <= last + timeout);         // no look past the report's time
+    CHECK(*at <= last + timeout);          // no look past the report's time
     now = *at;
     silent = h.Check(last, last, now);
     ++looks;

@@ -20,8 +20,8 @@
 #include "tests/temp_dir.hpp"
 
 using namespace dlaunch::launcher;
-using dlaunch::testing::ReadFile;
 using dlaunch::testing::GoneWithin;
+using dlaunch::testing::ReadFile;
 
 namespace {
 
@@ -229,21 +229,23 @@ TEST_CASE("watch: no dlaunch-watch beside the program means the fork", "[watchdo
   CHECK(Watchdog::WatchHelperPath().empty());
 }
 
-TEST_CASE("watch: after a SIGKILL of the launcher its watchdog kills the registered group and removes the run directory",
-          "[watchdog]") {
+TEST_CASE(
+    "watch: after a SIGKILL of the launcher its watchdog kills the registered group and removes the run directory",
+    "[watchdog]") {
   // Both ways the watchdog starts: the dlaunch-watch program, and a fork of the
   // launcher, also when the program named cannot be executed or, in the
   // helper's place, exits at once (made for each run: Catch2 keeps the
   // generated values across runs).
   ForeignHelper foreign("exit 0");
-  std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"),
-                                std::string("foreign"));
+  std::string helper =
+      GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"), std::string("foreign"));
   if (helper == "foreign") helper = foreign.path;
   // A launcher started with stdin, stdout or stderr closed: the orders pipe may
   // land on 0-2, and must be the helper's stdin all the same.
   std::vector<int> closed =
       GENERATE(std::vector<int>{}, std::vector<int>{0}, std::vector<int>{1}, std::vector<int>{0, 1, 2});
-  INFO("helper: '" << helper << "', closed: " << closed.size() << " of 0-2, the first " << (closed.empty() ? -1 : closed[0]));
+  INFO("helper: '" << helper << "', closed: " << closed.size() << " of 0-2, the first "
+                   << (closed.empty() ? -1 : closed[0]));
   char dir_template[] = "/tmp/dlaunch-watch-test-XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
   std::string dir = dir_template;

@@ -20,11 +20,11 @@
 using namespace dlaunch;
 using namespace dlaunch::launcher;
 using namespace std::chrono_literals;
-using dlaunch::testing::ReadFile;
-using dlaunch::testing::TempDir;
 using dlaunch::testing::ConsolePipes;
 using dlaunch::testing::FakeProcesses;
+using dlaunch::testing::ReadFile;
 using dlaunch::testing::RunReadyHandlers;
+using dlaunch::testing::TempDir;
 
 namespace {
 

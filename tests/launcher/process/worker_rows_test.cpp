@@ -93,7 +93,13 @@ TEST_CASE("the last line and the silence since it; held output is not silence", 
 }
 
 TEST_CASE("a running rank without /proc (the metrics' rows): running, its pid and silence, no usage", "[worker_rows]") {
-  WorkerRows rows(2, [](int) -> ProcUsage { FAIL("/proc was read"); return {}; }, 100);
+  WorkerRows rows(
+      2,
+      [](int) -> ProcUsage {
+        FAIL("/proc was read");
+        return {};
+      },
+      100);
   WorkerRecord w = RunningWorker(4242);
   boost::json::object r = rows.Row(1, Facts(&w), kStart + 10s, false);
   CHECK(r.at("pid") == 4242);
@@ -107,7 +113,13 @@ TEST_CASE("a running rank without /proc (the metrics' rows): running, its pid an
 
 TEST_CASE("an ended rank: its exit code or signal, its run time, no /proc", "[worker_rows]") {
   FakeProc proc;
-  WorkerRows rows(1, [](int) -> ProcUsage { FAIL("an ended worker's /proc was read"); return {}; }, 100);
+  WorkerRows rows(
+      1,
+      [](int) -> ProcUsage {
+        FAIL("an ended worker's /proc was read");
+        return {};
+      },
+      100);
   WorkerRecord w = RunningWorker(9);
   w.running = false;
   w.ended = kStart + 2500ms;

@@ -73,7 +73,8 @@ TEST_CASE("a command gets the hook when it names Python", "[python_hook]") {
 TEST_CASE("a script gets the hook when its #! lines name Python", "[python_hook]") {
   CHECK(ShebangNamesPython("#!/usr/bin/python3\n# -*- coding: utf-8 -*-\nimport re\n"));
   CHECK(ShebangNamesPython("#!/usr/bin/env python3\n"));
-  CHECK(ShebangNamesPython("#!/bin/sh\n'''exec' '/very/long/venv/bin/python3' \"$0\" \"$@\"\n' '''\n"));  // pip's trampoline
+  CHECK(ShebangNamesPython(
+      "#!/bin/sh\n'''exec' '/very/long/venv/bin/python3' \"$0\" \"$@\"\n' '''\n"));  // pip's trampoline
   // A shell script may start Python, whatever its first 512 bytes say.
   CHECK(ShebangNamesPython("#!/bin/bash\necho hello\n"));
   CHECK(ShebangNamesPython("#!/usr/bin/env sh\nexec ./train\n"));
@@ -82,7 +83,9 @@ TEST_CASE("a script gets the hook when its #! lines name Python", "[python_hook]
   CHECK_FALSE(ShebangNamesPython("#!/usr/bin/env node\n"));
   CHECK_FALSE(ShebangNamesPython("#!/bin/shell-tool\n"));
   CHECK_FALSE(ShebangNamesPython("#!"));
-  CHECK_FALSE(ShebangNamesPython("\x7f" "ELF\x02\x01\x01 python in a native program's bytes"));
+  CHECK_FALSE(
+      ShebangNamesPython("\x7f"
+                         "ELF\x02\x01\x01 python in a native program's bytes"));
   CHECK_FALSE(ShebangNamesPython(""));
 }
 
@@ -134,9 +137,12 @@ TEST_CASE("WritePythonHook writes the hook once and mends a changed one", "[pyth
     CHECK(st.st_ino == inode);
   }
   SECTION("a changed, cut or missing file is written again, whole") {
-    for (std::string text : {std::string(PythonHookSource()) + "print('x')\n", std::string("import os\n"), std::string()}) {
-      if (text.empty()) std::filesystem::remove(file);
-      else std::ofstream(file, std::ios::trunc) << text;
+    for (std::string text :
+         {std::string(PythonHookSource()) + "print('x')\n", std::string("import os\n"), std::string()}) {
+      if (text.empty())
+        std::filesystem::remove(file);
+      else
+        std::ofstream(file, std::ios::trunc) << text;
       REQUIRE(WritePythonHook(hook).ok());
       CHECK(HookFileText(file) == PythonHookSource());
     }

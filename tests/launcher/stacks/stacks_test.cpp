@@ -30,7 +30,8 @@ constexpr const char* kGdbDump =
     "#1  0x000055 in pool_wait (p=0x1) at pool.c:40\n"
     "\n"
     "Thread 1 (Thread 0x7f1a (LWP 4242) \"app\"):\n"
-    "#0  __GI___clock_nanosleep (clock_id=0, flags=0, req=0x7ffc, rem=0x0) at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71\n"
+    "#0  __GI___clock_nanosleep (clock_id=0, flags=0, req=0x7ffc, rem=0x0) at "
+    "../sysdeps/unix/sysv/linux/clock_nanosleep.c:71\n"
     "#1  0x00007f1c in __GI___nanosleep (req=<optimized out>, rem=<optimized out>) at nanosleep.c:25\n"
     "#2  0x000055 in main (argc=2, argv=0x7ffc) at /src/app.c:12\n"
     "#3  0x000055 in ?? ()\n";
@@ -157,7 +158,8 @@ TEST_CASE("frames the old patterns got wrong or threw on", "[stacks]") {
   CHECK(f[0].frames[0].Render() == "run (x\", line 1 in y.py:5)");
   // C++ names hold spaces; arguments hold parentheses.
   std::vector<ThreadStack> g = ParseGdb(
-      "#0  0x1 in std::vector<int, std::allocator<int> >::push_back (this=0x1, v=(int &) @0x2: 3) at stl_vector.h:1281\n"
+      "#0  0x1 in std::vector<int, std::allocator<int> >::push_back (this=0x1, v=(int &) @0x2: 3) at "
+      "stl_vector.h:1281\n"
       "#1  0x2 in run(int) () from /usr/lib/libx.so\n"
       "#2  not a frame\n"
       "#3  0x3 in f (a=1) at /dir with space/x.c:4\n",
@@ -193,8 +195,9 @@ TEST_CASE("the hang summary groups ranks by where their main thread is and names
 
   SECTION("all in one place") {
     std::vector<RankStack> s = {Python(0, collective), Python(1, collective)};
-    CHECK(HangSummary(s) == std::vector<std::string>{
-                                "hang: ranks 0-1 (2) wait in all_reduce (distributed_c10d.py:1541) <- step (train.py:88)"});
+    CHECK(HangSummary(s) ==
+          std::vector<std::string>{
+              "hang: ranks 0-1 (2) wait in all_reduce (distributed_c10d.py:1541) <- step (train.py:88)"});
     CHECK(OddRanks(s).empty());
   }
   SECTION("one rank elsewhere") {
@@ -297,8 +300,8 @@ TEST_CASE("a hostile stack document is refused with one line, never thrown or ta
         "stack of rank 1.threads[0].frames[0].line: not an integer from 0 to 2147483647");
   CHECK(Refusal(R"({"rank": 1, "pid": 2, "threads": [{"frames": [null]}]})") ==
         "stack of rank 1.threads[0].frames[0]: not an object");
-  std::string long_name = R"({"rank": 1, "pid": 2, "threads": [{"name": ")" + std::string(kMaxStackText + 1, 'n') +
-                          R"(", "frames": []}]})";
+  std::string long_name =
+      R"({"rank": 1, "pid": 2, "threads": [{"name": ")" + std::string(kMaxStackText + 1, 'n') + R"(", "frames": []}]})";
   CHECK(Refusal(long_name.c_str()) == "stack of rank 1.threads[0].name: 4097 bytes, more than 4096");
   boost::json::array many(kMaxStackThreads + 1, boost::json::object{{"frames", boost::json::array{}}});
   boost::json::value v = boost::json::object{{"rank", 0}, {"pid", 1}, {"threads", many}};
