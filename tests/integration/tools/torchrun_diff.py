@@ -79,6 +79,11 @@ HOOK_ENTRY = re.compile(r"/hook-[0-9a-f]+$")
 # A worker's console lines, with a launcher's prefix ("[default0]:" from
 # torchrun's --tee, "[0]: " from dlaunch) taken off.
 WORKER_LINE = re.compile(r"^(?:\[[^\]]*\]: ?)?((?:stdout|stderr) of rank .*)$")
+# One message of diff_worker.py. Under torchrun the workers share the console
+# untagged, and `python -u` writes print()'s text and its newline apart, so two
+# ranks' messages can share a line ("...rank 3 attempt 0stderr of rank 2..."):
+# torchrun's lines are read message by message. dlaunch's must be whole.
+WORKER_MESSAGE = re.compile(r"(?:stdout|stderr) of rank \d+ attempt \d+")
 
 _ports_lock = threading.Lock()
 _ports_given = set()
@@ -407,8 +412,13 @@ def run_launcher(case, which, tag):
             f.close()
             for line in text.splitlines():
                 m = WORKER_LINE.match(line)
-                if m:
-                    console.append(f"{stream}: {m.group(1)}")
+                if not m:
+                    continue
+                messages = WORKER_MESSAGE.findall(m.group(1))
+                if which == "dlaunch" or len(messages) <= 1 or "".join(messages) != m.group(1):
+                    console.append(f"{stream}: {m.group(1)}")  # a torn dlaunch line differs
+                else:
+                    console.extend(f"{stream}: {msg}" for msg in messages)
             if stream == "stderr":
                 stderr_tails.append(text.splitlines()[-6:])
     recs = {}
