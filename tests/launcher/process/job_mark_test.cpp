@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,8 +35,10 @@ int StartSleep(const std::vector<std::string>& env, bool daemon) {
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   char* argv[] = {const_cast<char*>("sleep"), const_cast<char*>("300"), nullptr};
+  // Close-on-exec: the pipe reads EOF once `sleep` has exec'd (and the middle
+  // process exited), so its environment is `env` by the time this returns.
   int fds[2];
-  if (pipe(fds) != 0) return -1;
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
   pid_t first = fork();
   if (first == 0) {
     if (daemon) {
@@ -57,6 +60,11 @@ int StartSleep(const std::vector<std::string>& env, bool daemon) {
   close(fds[1]);
   int pid = -1;
   if (read(fds[0], &pid, sizeof pid) != sizeof pid) pid = -1;
+  char more;
+  for (ssize_t n = 1; n != 0;) {
+    n = read(fds[0], &more, 1);
+    if (n < 0 && errno != EINTR) break;
+  }
   close(fds[0]);
   if (daemon) waitpid(first, nullptr, 0);
   return pid;
