@@ -76,24 +76,11 @@ wait_for 2 jobdir_gone || fail "$jobdir is still there 2s after SIGKILL to dlaun
 # SIGUSR1 to the head of a head-node launch (two agents here, through local
 # shells): the head runs no worker, so it passes the signal on to every agent,
 # which passes it on to its workers, once each. It used to kill the head.
-cat >"$TMP/usr1.py" <<'PYEOF'
-import os, signal, sys, time
-out, rank = sys.argv[1], os.environ["RANK"]
-got = []
-signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
-open(f"{out}/ready.{rank}.tmp", "w").close()
-os.rename(f"{out}/ready.{rank}.tmp", f"{out}/ready.{rank}")
-deadline = time.monotonic() + 30
-while not got and time.monotonic() < deadline:
-    time.sleep(0.05)
-time.sleep(1.5)  # room for a duplicate
-with open(f"{out}/count.{rank}", "w") as f:
-    f.write(str(len(got)))
-PYEOF
+cp "$SRC/tests/integration/tools/usr1_counter.py" "$TMP/usr1.py"
 mkdir -p "$TMP/usr1"
 RUN_SEQ=$((RUN_SEQ + 1))
 OUT=$TMP/run$RUN_SEQ.out ERR=$TMP/run$RUN_SEQ.err
-timeout -k 5 60 "$DLAUNCH" -H localhost:1,127.0.0.1:1 -- "$PY" -u "$TMP/usr1.py" "$TMP/usr1" >"$OUT" 2>"$ERR" </dev/null &
+timeout -k 5 60 "$DLAUNCH" -H localhost:1,127.0.0.1:1 -- "$PY" -u "$TMP/usr1.py" "$TMP/usr1" 30 >"$OUT" 2>"$ERR" </dev/null &
 head_pid=$!
 # shellcheck disable=SC2317  # called through wait_for
 both_ready() { [[ -f $TMP/usr1/ready.0 && -f $TMP/usr1/ready.1 ]]; }

@@ -217,21 +217,7 @@ assert_file_matches "$OUT" "^ *0: mode: TCP rendezvous at $HOST:[0-9]+, run id [
 #   c. `kill -USR1 <dlaunch>` in a step: only dlaunch gets it, and passes it on.
 # Each worker counts its SIGUSR1s, waits a moment for a second copy, and writes
 # the count; one without the handler would die of the first.
-cat >"$TMP/usr1.py" <<'PYEOF'
-import os, signal, sys, time
-out, rank = sys.argv[1], os.environ["RANK"]
-got = []
-signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
-with open(f"{out}/ready.{rank}.tmp", "w") as f:
-    f.write(str(os.getppid()))
-os.rename(f"{out}/ready.{rank}.tmp", f"{out}/ready.{rank}")
-deadline = time.monotonic() + 60
-while not got and time.monotonic() < deadline:
-    time.sleep(0.05)
-time.sleep(1.5)  # room for a duplicate
-with open(f"{out}/count.{rank}", "w") as f:
-    f.write(str(len(got)))
-PYEOF
+cp "$SRC/tests/integration/tools/usr1_counter.py" "$TMP/usr1.py"
 both_ready() { [[ -f $1/ready.0 && -f $1/ready.1 ]]; }
 only_job() { squeue -h -o %i | head -n 1; }
 no_jobs() { [[ -z $(squeue -h -o %i) ]]; }
