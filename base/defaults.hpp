@@ -72,5 +72,9 @@ inline constexpr int kExitNoProgress = 123;     // restarts made no progress: do
 inline constexpr int kExitHang = 124;           // the job was stopped because it hung (as timeout(1))
 inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
 inline constexpr int kExitNotFound = 127;       // no such program (as sh)
+// A job stopped by dlaunch's own rule (a hang, restarts without progress) ends
+// with that rule's code on every node, even where a worker had failed first: a
+// scheduler reads it to decide whether to requeue the job.
+constexpr bool IsJobStopCode(int code) { return code == kExitNoProgress || code == kExitHang; }
 
 }  // namespace dlaunch::base

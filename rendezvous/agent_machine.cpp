@@ -85,7 +85,8 @@ std::vector<AgentAction> AgentMachine::OnConnected(const std::string& local_addr
     nonce_ = *nonce;
   }
   Emit(DoSend{Hello{kProtocolVersion, options_.join.run_id, nonce_, options_.min_nodes, options_.max_nodes,
-                    options_.max_restarts, ClampMs(options_.hang_timeout), options_.hang_stop ? 1 : 0}});
+                    options_.max_restarts, ClampMs(options_.hang_timeout), options_.hang_stop ? 1 : 0, options_.spares,
+                    options_.max_no_progress_restarts, ClampMs(options_.backoff_min), ClampMs(options_.backoff_max)}});
   state_ = State::kHandshake;
   deadline_ = now + options_.handshake_timeout;
   return Flush();
@@ -135,6 +136,10 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
   auto* abort = std::get_if<Abort>(&message);
   auto* done = std::get_if<Done>(&message);
   auto* assignment = std::get_if<Assignment>(&message);
+  if (auto* standby = std::get_if<Standby>(&message); standby && Joined()) {
+    OnStandby(*standby);
+    return Flush();
+  }
   switch (state_) {
     case State::kHandshake:
       OnHandshakeMessage(message, now);
@@ -182,7 +187,8 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
       if (done) {
         Finish(own_code_ != 0 ? own_code_ : done->exit_code, "");
       } else if (abort) {
-        Finish(own_code_ != 0 ? own_code_ : abort->code, options_.hosted ? "" : abort->reason);
+        Finish(own_code_ != 0 && !base::IsJobStopCode(abort->code) ? own_code_ : abort->code,
+               options_.hosted ? "" : abort->reason);
       } else if (assignment) {
         // The job restarts while this node's workers had already finished.
         generation_ = assignment->generation;
@@ -298,8 +304,43 @@ void AgentMachine::Lost(const std::string& why) {
 }
 
 std::vector<AgentAction> AgentMachine::OnWorkerFailed(int rank, int code, const std::string& reason) {
-  if (state_ == State::kRunning && connected_) Emit(DoSend{WorkerFailed{generation_, node_rank_, rank, code, reason}});
+  if (state_ == State::kRunning && connected_) {
+    // The ranks' last progress goes first: a heartbeat may be seconds old, and
+    // whether this run got further decides whether the job restarts.
+    if (options_.progress) Emit(DoSend{Heartbeat{Silence(), options_.progress()}});
+    Emit(DoSend{WorkerFailed{generation_, node_rank_, rank, code, reason}});
+  }
   return Flush();
+}
+
+void AgentMachine::OnStandby(const Standby& standby) {
+  std::string line = options_.hosted ? "" : standby.reason;
+  switch (state_) {
+    case State::kRunning:
+      if (standby.generation != generation_) return;
+      standing_by_ = true;
+      state_ = State::kStopping;
+      Emit(DoStopWorkers{1, line});
+      break;
+    case State::kStopping:
+      // A restart that was coming is off; an end that was coming stays.
+      if (!outcome_ && next_ && next_->generation <= standby.generation) {
+        next_.reset();
+        standing_by_ = true;
+      }
+      break;
+    case State::kBarrier:
+      if (standby.generation != generation_) return;
+      state_ = State::kJoining;  // its workers had finished; the job goes on without them
+      if (!line.empty()) Emit(DoNotice{line});
+      break;
+    default:
+      break;
+  }
+}
+
+int AgentMachine::Silence() const {
+  return state_ == State::kRunning && options_.silence ? ClampMs(options_.silence()) : 0;
 }
 
 std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point) {
@@ -313,8 +354,12 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
       node_rank_ = next_->node_rank;
       state_ = State::kRunning;
       Emit(DoRunWorkers{*std::exchange(next_, std::nullopt)});
+    } else if (standing_by_ && !outcome_) {
+      standing_by_ = false;
+      state_ = State::kJoining;  // joined, without workers, until the next Assignment
     } else {
-      Finish(code != 0 ? code : outcome_.value_or(1), "");
+      bool stop_code = outcome_ && base::IsJobStopCode(*outcome_);
+      Finish(code != 0 && !stop_code ? code : outcome_.value_or(1), "");
     }
   }
   return Flush();
@@ -360,8 +405,9 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread
         last_heard_ = now;  // it spoke; we have not read it yet
       }
       if (now >= next_beat_) {
-        int silent_ms = state_ == State::kRunning && options_.silence ? ClampMs(options_.silence()) : 0;
-        Emit(DoSend{Heartbeat{silent_ms}});
+        Heartbeat beat{Silence(), {}};
+        if (state_ == State::kRunning && options_.progress) beat.progress = options_.progress();
+        Emit(DoSend{std::move(beat)});
         next_beat_ = now + options_.heartbeat_interval;
       }
       break;

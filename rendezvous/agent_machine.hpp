@@ -22,8 +22,9 @@
 //     coordinator that reads the Hello late still sees the handshake first.
 //   running: workers of the assigned generation run. A newer Assignment means the
 //     coordinator restarts the job; an Abort stops the job here too.
-//   stopping: the workers were told to stop (abort, restart, lost coordinator);
-//     the agent waits for them before it restarts or finishes.
+//   stopping: the workers were told to stop (abort, restart, standby, lost
+//     coordinator); the agent waits for them before it restarts, finishes, or
+//     (after a Standby) waits joined again for the next Assignment.
 //   barrier: the workers finished and Done went out; the coordinator's Done (or
 //     Abort) says how the job ended.
 //   ended: Finish was returned.
@@ -37,6 +38,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -65,9 +67,18 @@ struct AgentMachineOptions {
   int max_restarts = 0;
   std::chrono::milliseconds hang_timeout{0};  // --hang-timeout, 0 off (Hello; capped at INT_MAX ms)
   bool hang_stop = false;                     // --hang-action stop (Hello)
+  // --spares, --max-no-progress-restarts (-1 off) and --restart-backoff (Hello).
+  int spares = 0;
+  int max_no_progress_restarts = -1;
+  std::chrono::milliseconds backoff_min{0};
+  std::chrono::milliseconds backoff_max{0};
   // How long this node's ranks have been silent, for each Heartbeat while running.
   // Default: unset, 0.
   std::function<std::chrono::milliseconds()> silence;
+  // Each local rank's progress (its progress file's largest number this
+  // generation, -1 for none), by local rank, for each Heartbeat while running and
+  // just before a WorkerFailed. Default: unset, none reported.
+  std::function<std::vector<std::int64_t>()> progress;
   // From Start until an Assignment: connect attempts stop after this.
   // Default: 600s, torchrun's join_timeout.
   std::chrono::milliseconds join_timeout{base::kDefaultJoinTimeout};
@@ -199,6 +210,10 @@ class AgentMachine {
   void NoticeWait(Clock::time_point now);
   // The job ends for this node with `code`: stop the workers or finish now.
   void EndJob(int code, const std::string& reason);
+  // The coordinator stopped the generation: stop the workers and wait, joined.
+  void OnStandby(const Standby& standby);
+  // What this Heartbeat says of the ranks' silence: 0 unless running.
+  int Silence() const;
 
   AgentMachineOptions options_;
   State state_ = State::kIdle;
@@ -218,6 +233,7 @@ class AgentMachine {
   std::optional<Assignment> next_;  // a restart's assignment, while stopping
   std::optional<int> outcome_;      // the job's code once it ended, while stopping
   int own_code_ = 0;                // the workers' result, in the barrier
+  bool standing_by_ = false;        // stopping for a Standby: then wait, joined
   std::vector<AgentAction> out_;
 };
 

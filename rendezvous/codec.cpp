@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::array<std::string_view, std::variant_size_v<Message>> kTypeNames = {
     "hello", "challenge", "proof", "join",    "assignment", "heartbeat", "worker-failed",
-    "abort", "done",      "leave", "refused", "query",      "report"};
+    "abort", "done",      "leave", "refused", "query",      "report",    "standby"};
 
 std::uint32_t LoadU32(const char* p) {
   auto b = [p](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])); };
@@ -51,6 +51,10 @@ void Fields(V& v, M& m) {
   v.Int("max_restarts", m.max_restarts);
   v.Int("hang_timeout_ms", m.hang_timeout_ms);
   v.Int("hang_stop", m.hang_stop);
+  v.Int("spares", m.spares);
+  v.Int("max_no_progress_restarts", m.max_no_progress_restarts);
+  v.Int("backoff_min_ms", m.backoff_min_ms);
+  v.Int("backoff_max_ms", m.backoff_max_ms);
 }
 template <typename V, Is<Challenge> M>
 void Fields(V& v, M& m) {
@@ -95,6 +99,7 @@ void Fields(V& v, M& m) {
 template <typename V, Is<Heartbeat> M>
 void Fields(V& v, M& m) {
   v.Int("silent_ms", m.silent_ms);
+  v.List("progress", m.progress, [](V& v, auto& value) { v.Int64("progress", value); });
 }
 template <typename V, Is<WorkerFailed> M>
 void Fields(V& v, M& m) {
@@ -134,11 +139,20 @@ void Fields(V& v, M& m) {
   v.Int("node_rank", m.node_rank);
   v.List("items", m.items, [](V& v, auto& item) { v.Str("items", item); });
 }
+template <typename V, Is<Standby> M>
+void Fields(V& v, M& m) {
+  v.Int("generation", m.generation);
+  v.Str("reason", m.reason);
+}
 
 class Writer {
  public:
   explicit Writer(std::string& out) : out_(out) {}
   void Int(const char*, int v) { U32(static_cast<std::uint32_t>(v)); }
+  void Int64(const char*, std::int64_t v) {
+    U32(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v) >> 32));
+    U32(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v)));
+  }
   // Only called for messages that passed CheckEncodable: nothing is cut.
   void Str(const char*, const std::string& s) {
     U32(static_cast<std::uint32_t>(s.size()));
@@ -165,6 +179,7 @@ class Sizer {
  public:
   explicit Sizer(std::string_view message) : message_(message) {}
   void Int(const char*, int) { size += 4; }
+  void Int64(const char*, std::int64_t) { size += 8; }
   void Str(const char* name, const std::string& s) {
     size += 4 + s.size();
     if (s.size() > kMaxString && status.ok()) {
@@ -197,6 +212,12 @@ class Reader {
     if (!Need(name, 4)) return;
     v = static_cast<int>(LoadU32(data_.data() + pos_));
     pos_ += 4;
+  }
+  void Int64(const char* name, std::int64_t& v) {
+    if (!Need(name, 8)) return;
+    std::uint64_t high = LoadU32(data_.data() + pos_), low = LoadU32(data_.data() + pos_ + 4);
+    v = static_cast<std::int64_t>(high << 32 | low);
+    pos_ += 8;
   }
   void Str(const char* name, std::string& s) {
     std::uint32_t n = 0;

@@ -33,7 +33,12 @@ inline constexpr char kMagic[4] = {'D', 'L', 'R', 'V'};
 //    and hang_stop, Heartbeat::silent_ms, and the Query and Report messages. A
 //    version-3 agent would never say how long its ranks have been silent, so the
 //    coordinator would think the job always busy.
-inline constexpr std::uint8_t kProtocolVersion = 4;
+// 5: surviving bad nodes: Hello carries the job's spares, no-progress limit and
+//    restart backoff (for a stand-alone coordinator), Heartbeat each local
+//    rank's progress, and Standby stops a generation's workers without ending
+//    the job. A version-4 agent would never report progress, so every restart
+//    would look like one without it.
+inline constexpr std::uint8_t kProtocolVersion = 5;
 // How a frame of another protocol version is refused: "frame: unsupported
 // version 5 (expected 4)". An agent tells a dlaunch of another version by it.
 inline constexpr std::string_view kVersionProblem = "frame: unsupported version";
@@ -58,6 +63,12 @@ struct Hello {
   // a stand-alone coordinator like the size. An agent caps the timeout at INT_MAX ms.
   int hang_timeout_ms = 0;
   int hang_stop = 0;
+  // --spares, --max-no-progress-restarts (-1: off) and --restart-backoff in ms
+  // (0 and 0: none), taken by a stand-alone coordinator like the size.
+  int spares = 0;
+  int max_no_progress_restarts = -1;
+  int backoff_min_ms = 0;
+  int backoff_max_ms = 0;
 
   bool operator==(const Hello&) const = default;
 };
@@ -116,10 +127,13 @@ struct Assignment {
 // Both ways while joined: agent -> coordinator keeps it alive; the coordinator
 // answers each one, so an agent notices a lost coordinator within its own timeout.
 // `silent_ms` (agent -> coordinator): milliseconds since any of this node's ranks
-// last wrote a byte, capped at INT_MAX; 0 when none runs. The coordinator's
-// answer carries 0.
+// last wrote a byte, capped at INT_MAX; 0 when none runs. `progress` (agent ->
+// coordinator, while running): each local rank's largest number in its progress
+// file this generation, by local rank, -1 where it wrote none; empty when the
+// node runs no ranks. The coordinator's answer carries 0 and no progress.
 struct Heartbeat {
   int silent_ms = 0;
+  std::vector<std::int64_t> progress;
 
   bool operator==(const Heartbeat&) const = default;
 };
@@ -184,14 +198,24 @@ struct Report {
   bool operator==(const Report&) const = default;
 };
 
+// Coordinator -> agent: stop the workers of `generation` and stay joined; the
+// next Assignment comes once the job can go on (a lost node was replaced, or a
+// restart's backoff passed). `reason` is the line the node prints.
+struct Standby {
+  int generation = 0;
+  std::string reason;
+
+  bool operator==(const Standby&) const = default;
+};
+
 // The wire type of each message is its index in this variant plus one.
 using Message = std::variant<Hello, Challenge, Proof, Join, Assignment, Heartbeat, WorkerFailed, Abort, Done, Leave,
-                             Refused, Query, Report>;
+                             Refused, Query, Report, Standby>;
 
 // envmap::Node has no operator==, so Assignment spells its own out.
 bool operator==(const Assignment& a, const Assignment& b);
 
-// The wire type (1..13) and its name ("hello", "worker-failed", ...).
+// The wire type (1..14) and its name ("hello", "worker-failed", ...).
 std::uint8_t TypeOf(const Message& message);
 std::string_view TypeName(const Message& message);
 

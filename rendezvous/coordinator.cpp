@@ -95,6 +95,16 @@ Status Validate(const CoordinatorOptions& o) {
     if (d.count() <= 0) return bad(fmt::format("--rdzv-conf {}: {} is not positive", name, FormatDuration(d)));
   }
   if (o.max_restarts < 0) return bad(fmt::format("--max-restarts: {} is negative", o.max_restarts));
+  if (o.spares < 0 || o.spares > kMaxSpares) {
+    return bad(fmt::format("--spares: {} is outside 0..{}", o.spares, kMaxSpares));
+  }
+  if (o.max_no_progress_restarts < -1) {
+    return bad(fmt::format("--max-no-progress-restarts: {} is below -1 (off)", o.max_no_progress_restarts));
+  }
+  if (o.backoff_min.count() < 0 || o.backoff_max < o.backoff_min) {
+    return bad(fmt::format("--restart-backoff: {}:{} is not MIN:MAX with 0 <= MIN <= MAX",
+                           FormatDuration(o.backoff_min), FormatDuration(o.backoff_max)));
+  }
   if (o.master_port < 0 || o.master_port > 65535) {
     return bad(fmt::format("--master-port: {} is outside 0..65535", o.master_port));
   }
@@ -153,6 +163,10 @@ struct Coordinator::Parts final : CoreListener {
       for (Action& action : router.AskForHang(*silent, now)) out.push_back(std::move(action));
     }
     return out;
+  }
+  std::vector<Action> OnStandby() override {
+    hangs.OnJobEnd();
+    return router.OnJobEnd();
   }
   std::vector<Action> OnJobEnd() override {
     hangs.OnJobEnd();

@@ -78,6 +78,8 @@
 #include <variant>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 #include "base/defaults.hpp"
 #include "base/status.hpp"
 #include "rendezvous/codec.hpp"
@@ -100,6 +102,8 @@ inline constexpr std::chrono::milliseconds kHangReportTimeout = base::kStacksAns
 inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
 // The most on-demand queries open at once (the live view serves 16 clients).
 inline constexpr std::size_t kMaxOpenQueries = 16;
+// The most spares one job keeps waiting.
+inline constexpr int kMaxSpares = 65536;
 
 // `text` in single quotes for a message, shortened to its first 64 bytes with its
 // length when longer ("'aaaa...' (5000 bytes)"), so that a peer's long run id
@@ -218,8 +222,15 @@ struct QueryAnswered {
   std::vector<NodeStacks> nodes;
   std::string problem;
 };
+// Something the hosting dlaunch's --events and metrics record about how the job
+// recovers: "spare_waiting", "spare_left", "standby", "ranks_renumbered". The
+// fields are as docs/events.md lists them; `spares` always says how many wait now.
+struct JobEvent {
+  std::string name;
+  boost::json::object fields;
+};
 using Action = std::variant<Send, SendAssignments, Close, Farewell, Log, JobEnded, NodeLost, HangSuspected, HangReport,
-                            QueryAnswered>;
+                            QueryAnswered, JobEvent>;
 // Calls `each` with every plain Send and Close that `action` stands for, in
 // order: itself for a Send or a Close, one Send a recipient for SendAssignments,
 // a Send (when due) and a Close a recipient for Farewell. Each is built just
@@ -243,7 +254,15 @@ struct CoordinatorOptions {
   // A connection must Join within this. Default: 10s.
   std::chrono::milliseconds handshake_timeout{base::kHandshakeTimeout};
   int max_restarts = 0;  // --max-restarts, across the whole job
-  std::string token;     // "" = no authentication
+  // --max-no-progress-restarts (-1: off) and --restart-backoff (0 and 0: none):
+  // restart_policy.hpp's rules, with max_restarts.
+  int max_no_progress_restarts = -1;
+  std::chrono::milliseconds backoff_min{0};
+  std::chrono::milliseconds backoff_max{0};
+  // --spares: up to this many agents that join a job already at max_nodes wait
+  // as spares instead of being refused, and replace a lost node at once.
+  int spares = 0;
+  std::string token;  // "" = no authentication
   // --nodes / --hostfile: node rank = position. Empty, or exactly max_nodes hosts.
   std::vector<std::string> node_list;
   int master_port = 0;  // 0: node rank 0's master_port_hint, else kDefaultMasterPort

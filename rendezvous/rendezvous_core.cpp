@@ -1,7 +1,9 @@
 #include "rendezvous/rendezvous_core.hpp"
 
 #include <algorithm>
+#include <set>
 
+#include <boost/json/array.hpp>
 #include <fmt/format.h>
 
 #include "rendezvous/auth.hpp"
@@ -19,7 +21,10 @@ constexpr const char* kLimitNumbers = "messages with a bad number";
 }  // namespace
 
 RendezvousCore::RendezvousCore(CoordinatorOptions options, CoreListener& listener)
-    : options_(std::move(options)), listener_(listener), node_list_(options_.node_list) {
+    : options_(std::move(options)),
+      listener_(listener),
+      node_list_(options_.node_list),
+      policy_({options_.max_restarts, options_.max_no_progress_restarts, options_.backoff_min, options_.backoff_max}) {
   if (!options_.nonce_source) options_.nonce_source = RandomNonce;
 }
 
@@ -82,7 +87,17 @@ std::vector<Action> RendezvousCore::OnMessage(ConnId conn, const Message& messag
   } else if (auto* m = std::get_if<Join>(&message); m && phase == Phase::kJoin) {
     OnJoin(conn, agent, *m, now);
   } else if (auto* m = std::get_if<Heartbeat>(&message); m && joined) {
-    if (phase == Phase::kAssigned) Take(listener_.OnHeartbeat(agent.node_rank, *m, now));
+    if (phase == Phase::kAssigned) {
+      // Each local rank's progress, by global rank; more values than it has ranks
+      // are not its to report.
+      auto node = static_cast<std::size_t>(agent.node_rank);
+      if (node < plan_->table.size()) {
+        std::size_t n = std::min(m->progress.size(), static_cast<std::size_t>(plan_->table[node].nproc));
+        for (std::size_t i = 0; i < n; ++i)
+          policy_.Progress(plan_->rank_offsets[node] + static_cast<int>(i), m->progress[i]);
+      }
+      Take(listener_.OnHeartbeat(agent.node_rank, *m, now));
+    }
     Emit(Send{conn, Heartbeat{}});
   } else if (std::holds_alternative<Leave>(message) && joined) {
     CloseConn(conn, "left");
@@ -93,6 +108,11 @@ std::vector<Action> RendezvousCore::OnMessage(ConnId conn, const Message& messag
     OnDone(conn, agent, *m, now);
   } else if (auto* m = std::get_if<Report>(&message); m && joined) {
     Take(listener_.OnReport(conn, NodeName(agent), *m));
+  } else if ((std::holds_alternative<WorkerFailed>(message) || std::holds_alternative<Done>(message)) &&
+             phase == Phase::kWaiting && agent.last_rank >= 0) {
+    // Sent by its last generation before our Standby reached it.
+    Emit(Log{fmt::format("{}: ignoring {} from {}, which stands by", Subject(), TypeName(message), NodeName(agent)),
+             kLimitIgnored});
   } else {
     OnUnexpected(conn, phase, message, now);
   }
@@ -129,10 +149,16 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   if (std::string problem = JoinProblem(join, options_.run_id); !problem.empty()) {
     return Refuse(conn, problem, now);
   }
-  if (state_ == State::kRunning && options_.min_nodes == options_.max_nodes) {
+  if (Full()) {
+    if (options_.spares == 0) {
+      return Refuse(conn,
+                    fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id, plan_->table.size(),
+                                options_.max_nodes),
+                    now);
+    }
     return Refuse(conn,
-                  fmt::format("job '{}' is already running on {} of {} nodes", options_.run_id, plan_->table.size(),
-                              options_.max_nodes),
+                  fmt::format("job '{}' already has its {} nodes and {} spare{}", options_.run_id, options_.max_nodes,
+                              options_.spares, options_.spares == 1 ? "" : "s"),
                   now);
   }
   Result<int> slot = ClaimSlot(join, node_list_, options_.max_nodes, slots_);
@@ -146,6 +172,13 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   expiry_floor_ = std::min(expiry_floor_, agent.last_seen + options_.heartbeat_timeout);
   if (agent.slot >= 0) slots_[agent.slot] = join.host;
   if (state_ == State::kRunning) {
+    if (static_cast<int>(plan_->table.size()) >= options_.max_nodes) {
+      Emit(
+          Log{fmt::format("{}: host '{}' waits as a spare ({} of {})", Subject(), join.host, waiting_, options_.spares),
+              "late joins"});
+      Emit(JobEvent{"spare_waiting", {{"host", join.host}, {"spares", Spares()}}});
+      return;
+    }
     Emit(Log{fmt::format("{}: host '{}' joined late; it waits for the next generation", Subject(), join.host),
              "late joins"});
     return;
@@ -154,13 +187,26 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   UpdateGathering(now);
 }
 
+bool RendezvousCore::Full() const {
+  std::int64_t limit = std::int64_t{options_.max_nodes} + options_.spares;
+  if (state_ == State::kGathering) return generation_ > 0 && waiting_ >= limit;  // standing by
+  if (state_ != State::kRunning) return false;
+  // An elastic job below its maximum takes late joiners for its next generation,
+  // as it always has; --spares bounds how many wait beyond the maximum.
+  if (Elastic() && options_.spares == 0) return false;
+  return static_cast<std::int64_t>(plan_->table.size()) + waiting_ >= limit;
+}
+
 void RendezvousCore::UpdateGathering(Clock::time_point now) {
   if (state_ != State::kGathering) return;
+  if (not_before_ && now < *not_before_) return;  // GatheringDeadlines comes back then
   int waiting = waiting_;
   if (waiting == 0) {
     join_deadline_.reset();
     last_call_deadline_.reset();
-  } else if (waiting >= options_.max_nodes) {
+  } else if (waiting >= options_.max_nodes || (generation_ > 0 && waiting >= options_.min_nodes)) {
+    // A restart forms at once with whoever is here: no last call for nodes that
+    // may never come.
     Assign(now);
   } else if (waiting < options_.min_nodes) {
     last_call_deadline_.reset();
@@ -173,29 +219,46 @@ void RendezvousCore::UpdateGathering(Clock::time_point now) {
 }
 
 std::vector<std::pair<ConnId, RendezvousCore::Agent*>> RendezvousCore::Members() {
-  // The nodes of the last generation still here keep their place ahead of late
-  // joiners; within each group, arrival order.
+  // The nodes of the last generation still here keep their place ahead of
+  // spares and late joiners, in their old order; the others in arrival order.
   std::vector<std::pair<ConnId, Agent*>> members;
-  for (Phase phase : {Phase::kAssigned, Phase::kWaiting}) {
-    std::size_t first = members.size();
-    for (auto& [id, agent] : agents_)
-      if (agent.phase == phase) members.emplace_back(id, &agent);
-    std::sort(members.begin() + static_cast<std::ptrdiff_t>(first), members.end(),
-              [](const auto& a, const auto& b) { return a.second->arrival < b.second->arrival; });
-  }
+  for (auto& [id, agent] : agents_)
+    if (agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting) members.emplace_back(id, &agent);
+  std::sort(members.begin(), members.end(), [](const auto& x, const auto& y) {
+    const Agent& a = *x.second;
+    const Agent& b = *y.second;
+    if ((a.last_rank >= 0) != (b.last_rank >= 0)) return a.last_rank >= 0;
+    if (a.last_rank >= 0) return a.last_rank < b.last_rank;
+    return a.arrival < b.arrival;
+  });
   if (members.size() > static_cast<std::size_t>(options_.max_nodes)) {
     members.resize(static_cast<std::size_t>(options_.max_nodes));
   }
   return members;
 }
 
+std::vector<GenerationMember> RendezvousCore::Claims(const std::vector<std::pair<ConnId, Agent*>>& members) const {
+  // Survivors keep their node ranks, so that their workers keep their RANKs and
+  // sharded checkpoints still line up; a spare then fills the lost node's place
+  // (NodeRanks gives the lowest free slot), and when none does the gap closes up.
+  std::set<int> taken;
+  for (const auto& [id, agent] : members)
+    if (agent->slot >= 0) taken.insert(agent->slot);
+  std::vector<GenerationMember> claims;
+  for (const auto& [id, agent] : members) {
+    int slot = agent->slot;
+    if (slot < 0 && agent->last_rank >= 0 && taken.insert(agent->last_rank).second) slot = agent->last_rank;
+    claims.push_back({&agent->join, slot, agent->arrival});
+  }
+  return claims;
+}
+
 void RendezvousCore::Assign(Clock::time_point now) {
   std::vector<std::pair<ConnId, Agent*>> members = Members();
   if (members.empty()) return;
-  std::vector<GenerationMember> claims;
-  for (const auto& [id, agent] : members) claims.push_back({&agent->join, agent->slot, agent->arrival});
+  std::shared_ptr<const Generation> previous = plan_;
   plan_ = std::make_shared<const Generation>(PlanGeneration(
-      claims, {++generation_, restart_count_, options_.run_id, options_.master_port, kDefaultMasterPort}));
+      Claims(members), {++generation_, restart_count_, options_.run_id, options_.master_port, kDefaultMasterPort}));
   const Generation& g = *plan_;
   if (!g.problem.empty()) {
     std::string why = Subject() + ": " + g.problem;
@@ -204,6 +267,8 @@ void RendezvousCore::Assign(Clock::time_point now) {
   state_ = State::kRunning;
   join_deadline_.reset();
   last_call_deadline_.reset();
+  not_before_.reset();
+  policy_.Started(now);
   std::vector<ConnId> by_rank(members.size());
   for (std::size_t i = 0; i < members.size(); ++i)
     by_rank[static_cast<std::size_t>(g.node_ranks[i])] = members[i].first;
@@ -222,7 +287,45 @@ void RendezvousCore::Assign(Clock::time_point now) {
     agent.done = false;
     sends.to.push_back({members[i].first, agent.node_rank, agent.join.wants_table != 0});
   }
+  if (generation_ > 1) RecoveryEvents(members, *previous);
+  for (auto& [id, agent] : members) agent->last_rank = agent->node_rank;
   Emit(std::move(sends));
+}
+
+void RendezvousCore::RecoveryEvents(const std::vector<std::pair<ConnId, Agent*>>& members, const Generation& previous) {
+  auto ranks = [](int first, int count) { return fmt::format("{}-{}", first, first + count - 1); };
+  boost::json::array moves;
+  std::string said;
+  for (const auto& [id, agent] : members) {
+    auto node = static_cast<std::size_t>(agent->node_rank);
+    int first = plan_->rank_offsets[node];
+    int nproc = plan_->table[node].nproc;
+    if (agent->last_rank < 0) {
+      Emit(Log{fmt::format("{}: generation {}: host '{}' takes node rank {} (ranks {})", Subject(), generation_,
+                           agent->join.host, agent->node_rank, ranks(first, nproc))});
+      Emit(JobEvent{"spare_promoted",
+                    {{"generation", generation_},
+                     {"host", agent->join.host},
+                     {"node", agent->node_rank},
+                     {"first_rank", first},
+                     {"spares", waiting_}}});
+      continue;
+    }
+    auto old = static_cast<std::size_t>(agent->last_rank);
+    int old_first = old < previous.rank_offsets.size() ? previous.rank_offsets[old] : -1;
+    if (agent->last_rank == agent->node_rank && old_first == first) continue;
+    moves.push_back(boost::json::object{{"host", agent->join.host},
+                                        {"old_node", agent->last_rank},
+                                        {"node", agent->node_rank},
+                                        {"old_first_rank", old_first},
+                                        {"first_rank", first},
+                                        {"nproc", nproc}});
+    said += fmt::format("{}node {} ({}) ranks {} -> node {} ranks {}", said.empty() ? "" : ", ", agent->last_rank,
+                        agent->join.host, ranks(old_first, nproc), agent->node_rank, ranks(first, nproc));
+  }
+  if (moves.empty()) return;
+  Emit(Log{fmt::format("{}: generation {} renumbers ranks: {}", Subject(), generation_, said)});
+  Emit(JobEvent{"ranks_renumbered", {{"generation", generation_}, {"moves", std::move(moves)}, {"spares", waiting_}}});
 }
 
 void RendezvousCore::OnWorkerFailed(Agent& agent, const WorkerFailed& failed, Clock::time_point now) {
@@ -286,17 +389,58 @@ void RendezvousCore::OnDone(ConnId conn, Agent& agent, const Done& done, Clock::
 
 void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now) {
   std::string reason = Subject() + ": " + cause;
-  int remaining = 0;
+  RestartDecision d = policy_.Failed(node_lost ? Failure::kNodeLost : Failure::kWorker, now);
+  if (d.verdict == RestartDecision::Verdict::kNoProgress) {
+    std::string why =
+        fmt::format("{}; {}: not restarting (exit {}: do not requeue)", reason, d.why, base::kExitNoProgress);
+    return End(base::kExitNoProgress, why, [why](int) { return Message(Abort{why, base::kExitNoProgress}); });
+  }
+  if (d.verdict == RestartDecision::Verdict::kExhausted) {
+    return End(code, reason, [reason, code](int) { return Message(Abort{reason, code}); });
+  }
+  restart_count_ = policy_.restarts();
+  int here = 0;
   for (const auto& [id, agent] : agents_)
-    remaining += agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting ? 1 : 0;
-  remaining = std::min(remaining, options_.max_nodes);
-  bool elastic = options_.min_nodes < options_.max_nodes;
-  if (restart_count_ < options_.max_restarts && (!node_lost || elastic) && remaining >= options_.min_nodes) {
-    ++restart_count_;
+    here += agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting ? 1 : 0;
+  if (d.wait.count() == 0 && std::min(here, options_.max_nodes) >= options_.min_nodes) {
     Emit(Log{fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts)});
     return Assign(now);
   }
-  End(code, reason, [reason, code](int) { return Message(Abort{reason, code}); });
+  if (d.wait.count() > 0) {
+    return StandBy(fmt::format("{}; restarting ({} of {}) in {} (--restart-backoff)", reason, restart_count_,
+                               options_.max_restarts, FormatDuration(d.wait)),
+                   d.wait, now);
+  }
+  StandBy(fmt::format("{}; restart {} of {} waits up to {} for a node to take its place", reason, restart_count_,
+                      options_.max_restarts, FormatDuration(options_.join_timeout)),
+          d.wait, now);
+}
+
+void RendezvousCore::StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now) {
+  Emit(Log{reason});
+  for (auto& [id, agent] : agents_) {
+    if (agent.phase != Phase::kAssigned) continue;
+    agent.phase = Phase::kWaiting;
+    agent.node_rank = -1;
+    agent.done = false;
+    ++waiting_;
+    Emit(Send{id, Standby{generation_, reason}});
+  }
+  unfinished_ = 0;
+  state_ = State::kGathering;
+  Take(listener_.OnStandby());
+  if (state_ != State::kGathering) return;
+  not_before_.reset();
+  if (wait.count() > 0) not_before_ = now + wait;
+  join_deadline_ = now + wait + options_.join_timeout;
+  last_call_deadline_.reset();
+  Emit(JobEvent{"standby",
+                {{"generation", generation_},
+                 {"restart", restart_count_},
+                 {"wait_ms", wait.count()},
+                 {"reason", reason},
+                 {"spares", 0}}});
+  UpdateGathering(now);
 }
 
 std::vector<Action> RendezvousCore::AbortJob(int code, const std::string& cause) {
@@ -351,6 +495,8 @@ void RendezvousCore::Remove(ConnId conn, const std::string& what, Clock::time_po
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
     Emit(NodeLost{agent.node_rank, agent.join.host, what});
     Fail(fmt::format("{} {}", NodeName(agent), what), 1, true, now);
+  } else if (agent.phase == Phase::kWaiting && state_ == State::kRunning) {
+    Emit(JobEvent{"spare_left", {{"host", agent.join.host}, {"reason", what}, {"spares", Spares()}}});
   } else if (agent.phase == Phase::kWaiting) {
     UpdateGathering(now);
   }
@@ -405,6 +551,12 @@ void RendezvousCore::ExpireConnections(Clock::time_point now, const Coordinator:
 }
 
 void RendezvousCore::GatheringDeadlines(Clock::time_point now) {
+  if (not_before_) {
+    if (now < *not_before_) return;
+    not_before_.reset();  // the backoff passed
+    UpdateGathering(now);
+    if (state_ != State::kGathering) return;
+  }
   if (last_call_deadline_ && now >= *last_call_deadline_) return Assign(now);
   if (!join_deadline_) return;
   if (now < *join_deadline_) {
@@ -448,6 +600,7 @@ std::optional<Clock::time_point> RendezvousCore::NextDeadline() const {
   };
   consider(last_call_deadline_);
   consider(join_deadline_);
+  consider(not_before_);
   for (const auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     consider(joined ? agent.last_seen + options_.heartbeat_timeout : agent.connected + options_.handshake_timeout);

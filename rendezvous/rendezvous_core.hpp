@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "rendezvous/coordinator.hpp"
+#include "rendezvous/generation.hpp"
 #include "rendezvous/ranks.hpp"
+#include "rendezvous/restart_policy.hpp"
 #include "rendezvous/wait_notice.hpp"
 
 namespace dlaunch::rendezvous {
@@ -50,6 +52,10 @@ class CoreListener {
                                          Clock::time_point now) = 0;
   // Time passed while a generation runs.
   virtual std::vector<Action> OnTick(Clock::time_point now) = 0;
+  // The running generation stopped and the job waits for its next one (a lost
+  // node's replacement, a restart's backoff): no generation runs until the next
+  // OnGeneration.
+  virtual std::vector<Action> OnStandby() = 0;
   // The job ended; called before its JobEnded is emitted.
   virtual std::vector<Action> OnJobEnd() = 0;
 };
@@ -91,6 +97,7 @@ class RendezvousCore {
     std::uint64_t arrival = 0;  // sequence number of its Join
     int slot = -1;              // fixed slot claimed at Join (ranks.hpp)
     int node_rank = -1;         // in the current generation; -1 while waiting
+    int last_rank = -1;         // its node rank in the last generation it ran in; -1 none (a spare)
     bool done = false;          // sent Done for the current generation
   };
 
@@ -119,8 +126,24 @@ class RendezvousCore {
   // The agents of the next generation, in the order NodeRanks wants.
   std::vector<std::pair<ConnId, Agent*>> Members();
   void Assign(Clock::time_point now);
-  // A failure in the running generation: restart or abort.
+  // A failure in the running generation: restart (now, or after standing by) or
+  // end the job, as the restart policy says.
   void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
+  // Stops the running generation without ending the job: every assigned agent
+  // gets Standby and waits again, keeping its node rank for the next generation,
+  // which forms once `wait` has passed and enough nodes are here (at most the
+  // join timeout after that).
+  void StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now);
+  // The slot each member claims: its fixed slot, else the node rank it had in the
+  // last generation where no fixed slot of the others takes it.
+  std::vector<GenerationMember> Claims(const std::vector<std::pair<ConnId, Agent*>>& members) const;
+  // Events for a formed generation: spares promoted, survivors renumbered.
+  void RecoveryEvents(const std::vector<std::pair<ConnId, Agent*>>& members, const Generation& previous);
+  // Whether a join now would make one agent more than the job and its spares hold.
+  bool Full() const;
+  bool Elastic() const { return options_.min_nodes < options_.max_nodes; }
+  // Joined agents waiting while a generation runs: the spares.
+  int Spares() const { return state_ == State::kRunning ? waiting_ : 0; }
   // Sends `last(node_rank)` to every joined agent, closes every connection (one
   // Farewell), ends the job. `last` is kept in the action: it owns what it uses.
   void End(int code, const std::string& summary, std::function<Message(int node_rank)> last);
@@ -153,6 +176,9 @@ class RendezvousCore {
   std::shared_ptr<const Generation> plan_ = std::make_shared<const Generation>();
   std::optional<Clock::time_point> join_deadline_;
   std::optional<Clock::time_point> last_call_deadline_;
+  // After a Standby: the next generation forms no earlier than this (backoff).
+  std::optional<Clock::time_point> not_before_;
+  RestartPolicy policy_;
   WaitNotice wait_notice_;  // while fewer than min_nodes have joined
   std::vector<Action> out_;
 };

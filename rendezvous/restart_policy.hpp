@@ -76,10 +76,10 @@ class RestartPolicy {
   std::chrono::milliseconds Backoff(bool healthy);
 
   RestartRules rules_;
-  std::map<int, std::int64_t> best_;      // each rank's largest value so far
-  std::map<int, std::int64_t> at_fail_;   // each rank's largest value at the previous failure
-  bool reported_ = false;                 // some rank reported a value in this generation
-  bool restarted_ = false;                // the running generation is a restart
+  std::map<int, std::int64_t> best_;     // each rank's largest value so far
+  std::map<int, std::int64_t> at_fail_;  // each rank's largest value at the previous failure
+  bool reported_ = false;                // some rank reported a value in this generation
+  bool restarted_ = false;               // the running generation is a restart
   std::optional<Clock::time_point> started_;
   int restarts_ = 0;
   int no_progress_ = 0;

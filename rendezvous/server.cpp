@@ -292,6 +292,13 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
     } else if (auto* lost = std::get_if<NodeLost>(&action)) {
       ++counters_.nodes_lost;
       if (on_node_lost_) on_node_lost_(*lost);
+    } else if (auto* event = std::get_if<JobEvent>(&action)) {
+      if (const auto* spares = event->fields.if_contains("spares"); spares && spares->is_int64()) {
+        std::uint64_t& mine = spares_[run_id];
+        counters_.spares = counters_.spares - mine + static_cast<std::uint64_t>(spares->as_int64());
+        mine = static_cast<std::uint64_t>(spares->as_int64());
+      }
+      if (on_job_event_) on_job_event_(*event);
     } else if (auto* suspected = std::get_if<HangSuspected>(&action)) {
       if (on_hang_.suspected) on_hang_.suspected(run_id, *suspected);
     } else if (auto* report = std::get_if<HangReport>(&action)) {
@@ -310,6 +317,10 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
       std::erase_if(route_, [&](const auto& r) { return r.second == run_id; });
       jobs_.erase(run_id);
       idle_since_.erase(run_id);
+      if (auto it = spares_.find(run_id); it != spares_.end()) {
+        counters_.spares -= it->second;  // an ended job's spares were sent away
+        spares_.erase(it);
+      }
       return;  // the coordinator is gone: its remaining actions went out above
     }
   }

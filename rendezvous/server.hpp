@@ -86,6 +86,9 @@ class CoordinatorServer {
   void LogJobEnds(bool on) { log_job_ends_ = on; }
   // Runs `hook`, in the handler that noticed it, for each node a job lost.
   void OnNodeLost(std::function<void(const NodeLost&)> hook) { on_node_lost_ = std::move(hook); }
+  // Runs `hook`, in the handler that noticed it, for each recovery event of a
+  // job (JobEvent: spares, standbys, renumbered ranks).
+  void OnJobEvent(std::function<void(const JobEvent&)> hook) { on_job_event_ = std::move(hook); }
   // Run, in the handler that noticed it, for each hang a job suspects and each
   // report of one (coordinator.hpp), with the job's run id. A report with `stop`
   // is followed by the job's end (OnJobEnded).
@@ -115,6 +118,7 @@ class CoordinatorServer {
     std::uint64_t auth_refused = 0;
     std::uint64_t joined = 0;      // authenticated Joins handed to a job
     std::uint64_t nodes_lost = 0;  // nodes lost by every job (NodeLost)
+    std::uint64_t spares = 0;      // spares waiting, over every job, as the last JobEvent of each said
   };
   const Counters& counters() const { return counters_; }
 
@@ -151,6 +155,8 @@ class CoordinatorServer {
 
   std::function<void(const JobEnded&)> on_ended_;
   std::function<void(const NodeLost&)> on_node_lost_;
+  std::function<void(const JobEvent&)> on_job_event_;
+  std::map<std::string, std::uint64_t> spares_;  // run id -> its spares, for Counters::spares
   HangHooks on_hang_;
   std::function<void(const QueryAnswered&)> on_answered_;
   boost::asio::io_context& io_;

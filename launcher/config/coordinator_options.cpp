@@ -11,6 +11,18 @@
 
 namespace dlaunch::launcher {
 
+namespace {
+
+// A number flag as typed, last one winning (the flag table checked it), else `none`.
+int TypedInt(const Options& o, std::string_view flag, int none) {
+  int n = none;
+  for (const auto& [name, value] : o.typed)
+    if (name == flag) n = std::stoi(value);
+  return n;
+}
+
+}  // namespace
+
 rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::optional<int> master_port,
                                                      const std::string& run_id, int min_nodes, int max_nodes,
                                                      int max_restarts, const std::string& token) {
@@ -26,6 +38,8 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::opti
   c.master_port = master_port.value_or(0);
   c.hang_timeout = o.hang_timeout;
   c.hang_stop = o.hang_stop;
+  c.spares = TypedInt(o, "spares", 0);
+  c.max_no_progress_restarts = TypedInt(o, "max-no-progress-restarts", -1);
   return c;
 }
 
@@ -110,6 +124,10 @@ rendezvous::CoordinatorOptions JobFor(const DaemonPlan& plan, const rendezvous::
   c.max_restarts = hello.max_restarts;
   c.hang_timeout = std::chrono::milliseconds(hello.hang_timeout_ms);
   c.hang_stop = hello.hang_stop != 0;
+  c.spares = hello.spares;
+  c.max_no_progress_restarts = hello.max_no_progress_restarts;
+  c.backoff_min = std::chrono::milliseconds(hello.backoff_min_ms);
+  c.backoff_max = std::chrono::milliseconds(hello.backoff_max_ms);
   return c;
 }
 

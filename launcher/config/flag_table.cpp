@@ -78,6 +78,22 @@ Setter IntFlag(const char* flag, int min, int Options::*field) {
   };
 }
 
+Status CheckNoProgress(Options&, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 1) return Bad("max-no-progress-restarts", "a positive number", v);
+  return Status::Ok();
+}
+
+// --spares: only checked here; coordinator_options.cpp reads the value from
+// Options::typed, so the recovery flags need no fields of their own in Options.
+Status CheckSpares(Options&, const std::string& v) {
+  std::optional<int> n = ParseInt(v);
+  if (!n || *n < 0 || *n > rendezvous::kMaxSpares) {
+    return Bad("spares", fmt::format("a number from 0 to {}", rendezvous::kMaxSpares), v);
+  }
+  return Status::Ok();
+}
+
 Setter StringFlag(std::string Options::*field) {
   return [=](Options& o, const std::string& v) {
     o.*field = v;
@@ -322,6 +338,8 @@ bool ForAgents(std::string_view name) {
   return Listed(name, {"rdzv-conf",
                        "launch-mode",
                        "max-restarts",
+                       "spares",
+                       "max-no-progress-restarts",
                        "monitor-interval",
                        "start-method",
                        "role",
@@ -539,6 +557,18 @@ const std::vector<Flag>& Flags() {
        IntFlag("max-restarts", 0, &Options::max_restarts),
        "restarts of the worker group on failure (default 0)",
        {.value = "N", .torchrun = true}},
+      {"max-no-progress-restarts",
+       0,
+       Arity::kValue,
+       CheckNoProgress,
+       "stop, exit 123 (do not requeue), after N restarts in a row that made no progress",
+       {.value = "N"}},
+      {"spares",
+       0,
+       Arity::kValue,
+       CheckSpares,
+       "agents beyond --nnodes's maximum wait as spares and replace a lost node (default 0: refused)",
+       {.value = "N"}},
       {"monitor-interval",
        0,
        Arity::kValue,

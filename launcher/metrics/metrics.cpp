@@ -119,6 +119,7 @@ int WriteRankMetrics(const boost::json::array& rows, Exposition& out) {
 void WriteServerCounters(const rendezvous::CoordinatorServer::Counters& c, Exposition& out) {
   out.Add("dlaunch_nodes_joined_total", static_cast<double>(c.joined));
   out.Add("dlaunch_nodes_lost_total", static_cast<double>(c.nodes_lost));
+  out.Add("dlaunch_spares", static_cast<double>(c.spares));
   out.Add("dlaunch_rendezvous_attempts_total", static_cast<double>(c.hellos));
   out.Add("dlaunch_auth_refusals_total", static_cast<double>(c.auth_refused));
 }

@@ -38,6 +38,7 @@ const std::vector<MetricDef>& MetricTable() {
        "stack collections saved to a stacks-N.txt file (hangs, and workers killed after a failure)"},
       {"dlaunch_nodes_joined_total", kCounter, "", kHost, "agents that proved the token and joined a job"},
       {"dlaunch_nodes_lost_total", kCounter, "", kHost, "nodes a job lost: closed connection or no heartbeat"},
+      {"dlaunch_spares", kGauge, "", kHost, "agents waiting as spares (--spares) to replace a lost node"},
       {"dlaunch_rendezvous_attempts_total", kCounter, "", kHost,
        "rendezvous hellos received: every agent's attempt to join, refused or not"},
       {"dlaunch_auth_refusals_total", kCounter, "", kHost, "rendezvous attempts refused for a missing or wrong token"},

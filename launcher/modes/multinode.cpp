@@ -103,6 +103,7 @@ class NodeMode {
       server_->OnNodeLost([this](const rdzv::NodeLost& lost) {
         base_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
       });
+      server_->OnJobEvent([this](const rdzv::JobEvent& event) { base_.events->Emit(event.name, event.fields); });
       server_->OnHang({[this](const std::string&, const rdzv::HangSuspected& s) { hang_.Suspected(s); },
                        [this](const std::string&, const rdzv::HangReport& r) { hang_.Report(r); }});
     }
@@ -325,6 +326,10 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
   o.min_nodes = r.min_nodes;
   o.max_nodes = r.max_nodes;
   o.max_restarts = r.coordinator.max_restarts;
+  o.spares = r.coordinator.spares;
+  o.max_no_progress_restarts = r.coordinator.max_no_progress_restarts;
+  o.backoff_min = r.coordinator.backoff_min;
+  o.backoff_max = r.coordinator.backoff_max;
   o.join.host = r.host_name;
   if (!r.local_addr.empty()) o.join.addrs.push_back(r.local_addr);
   o.join.nproc = plan.supervisor.nproc;

@@ -11,7 +11,7 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VERSION = 4  # rendezvous::kProtocolVersion
+VERSION = 5  # rendezvous::kProtocolVersion
 
 
 def write(target, seeds):
@@ -44,7 +44,8 @@ def frame(type_, payload):
     return b"DLRV" + bytes([VERSION, type_, 0, 0]) + struct.pack(">I", len(payload)) + payload
 
 
-hello = frame(1, i32(VERSION) + s("job42") + s(b"\x01" * 32) + i32(2) + i32(4) + i32(3) + i32(1800000) + i32(1))
+hello = frame(1, i32(VERSION) + s("job42") + s(b"\x01" * 32) + i32(2) + i32(4) + i32(3) + i32(1800000) + i32(1)
+              + i32(1) + i32(2) + i32(10000) + i32(300000))
 challenge = frame(2, s(b"\x02" * 32) + s(b"\x04" * 32))
 proof = frame(3, s(b"\x03" * 32))
 join = frame(4, s("job42") + s("node1") + lst(["127.0.0.1", "::1"], s) + i32(8) + i32(8) + i32(-1)
@@ -53,7 +54,7 @@ node = lambda h, a, n, ports: s(h) + s(a) + i32(n) + lst(ports, i32)
 assignment = frame(5, i32(1) + i32(0) + lst([("n0", "127.0.0.1", 2, [1, 2]), ("n1", "127.0.0.2", 1, [])],
                                             lambda t: node(*t))
                    + s("127.0.0.1") + i32(29500) + s("job42") + i32(0) + i32(2) + i32(0) + i32(3))
-heartbeat = frame(6, i32(5000))
+heartbeat = frame(6, i32(5000) + i32(2) + struct.pack(">q", 4000000000) + struct.pack(">q", -1))
 failed = frame(7, i32(1) + i32(0) + i32(3) + i32(137) + s("killed by signal 9"))
 abort = frame(8, s("node 1 (n1) lost") + i32(1))
 done = frame(9, i32(1) + i32(0) + i32(0))
@@ -61,7 +62,9 @@ leave = frame(10, i32(1))
 refused = frame(11, s("rendezvous: bad token"))
 query = frame(12, i32(1) + s("stacks"))
 report = frame(13, i32(1) + i32(1) + lst(['{"rank":2,"pid":42}', '{"rank":3,"pid":43}'], s))
-frames = [hello, challenge, proof, join, assignment, heartbeat, failed, abort, done, leave, refused, query, report]
+standby = frame(14, i32(3) + s("node 1 (b) lost"))
+frames = [hello, challenge, proof, join, assignment, heartbeat, failed, abort, done, leave, refused, query, report,
+          standby]
 write("codec", [bytes([63]) + f for f in frames]
       + [bytes([0]) + hello + challenge + proof + join + assignment + heartbeat,
          bytes([5]) + failed + abort + done + leave + refused + query + report,

@@ -2,7 +2,7 @@
 """Hostile and helper rendezvous peers for the coordinator tests, on loopback only.
 
 Speaks the frame format of rendezvous/codec.hpp (12-byte header, big-endian,
-protocol version 4). Every loop is bounded in count and time.
+protocol version 5). Every loop is bounded in count and time.
 
   junk PORT RUN_ID MIN MAX [nonce]  one Hello with no proof: prints the reply type
                                     (2 challenge, 11 refused) and, with `nonce`, keeps
@@ -32,7 +32,7 @@ import struct
 import sys
 import time
 
-VERSION = int(os.environ.get("RDZV_PEER_VERSION", "4"))  # another only to show old builds fail
+VERSION = int(os.environ.get("RDZV_PEER_VERSION", "5"))  # another only to show old builds fail
 HELLO, CHALLENGE, PROOF, JOIN, ASSIGNMENT, HEARTBEAT, ABORT = 1, 2, 3, 4, 5, 6, 8
 
 
@@ -48,9 +48,17 @@ def frame(mtype, payload):
     return b"DLRV" + bytes([VERSION, mtype]) + b"\0\0" + struct.pack(">I", len(payload)) + payload
 
 
+def beat(silent_ms):
+    """A heartbeat's payload: silent_ms from protocol 4, an empty progress list from 5."""
+    if VERSION < 4:
+        return b""
+    return i(silent_ms) + (i(0) if VERSION >= 5 else b"")
+
+
 def hello(run_id, lo, hi, nonce=b""):
     # Protocol 4 adds hang_timeout_ms and hang_stop (0: no hang watch).
     extra = i(0) + i(0) if VERSION >= 4 else b""
+    extra += i(0) + i(-1) + i(0) + i(0) if VERSION >= 5 else b""  # spares, no-progress limit, backoff
     return frame(HELLO, i(VERSION) + s(run_id.encode()) + s(nonce) + i(lo) + i(hi) + i(0) + extra)
 
 
@@ -123,7 +131,7 @@ def beat(port, token, run_id, count, secs):
             if c in closed:
                 continue
             try:
-                c.send(frame(HEARTBEAT, i(0) if VERSION >= 4 else b""))  # silent_ms from protocol 4
+                c.send(frame(HEARTBEAT, beat(0)))
             except BlockingIOError:
                 pass  # a full buffer: the coordinator is not reading; it has bytes of ours
             except OSError:
@@ -208,7 +216,7 @@ def intrude(port, run_id, beats, token):
         try:
             mtype, body = read_frame(conn)
         except socket.timeout:
-            conn.sendall(frame(HEARTBEAT, i(0)))
+            conn.sendall(frame(HEARTBEAT, beat(0)))
             continue
         if mtype is None:
             print("closed before an assignment", flush=True)
@@ -234,7 +242,7 @@ def intrude(port, run_id, beats, token):
     rank_offset = struct.unpack(">i", body[pos + 8:pos + 12])[0]  # after restart_count, nnodes
     print("assigned node %d master %s:%d" % (node_rank, master, master_port), flush=True)
     conn.settimeout(10)
-    conn.sendall(frame(HEARTBEAT, i(-1)) * beats)
+    conn.sendall(frame(HEARTBEAT, beat(-1)) * beats)
     conn.sendall(frame(WORKER_FAILED, i(generation) + i(node_rank) + i(rank_offset) + i(3) + s(EVIL_REASON)))
     try:
         while conn.recv(65536):
@@ -298,7 +306,7 @@ def main():
         join = (s(run_id) + s(b"leaver") + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
                 i(-1) + i(0) + struct.pack(">I", 0) + i(0))
         conn.sendall(frame(JOIN, join))
-        conn.sendall(frame(HEARTBEAT, i(0) if VERSION >= 4 else b""))  # answered only once joined
+        conn.sendall(frame(HEARTBEAT, beat(0)))  # answered only once joined
         mtype, _ = read_frame(conn)
         print("joined" if mtype == 6 else "not joined: type %s" % mtype, flush=True)
         conn.close()

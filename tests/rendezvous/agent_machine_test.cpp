@@ -186,9 +186,9 @@ TEST_CASE("agent: a coordinator of another protocol version is named as such, bo
   AgentHarness h(Options());
   h.Start();
   h.Connected();
-  // What the codec says of the coordinator's first frame when its version is 5.
+  // What the codec says of the coordinator's first frame when its version is 6.
   FrameDecoder decoder;
-  decoder.Feed(std::string("DLRV\x05\x02", 6));
+  decoder.Feed(std::string("DLRV\x06\x02", 6));
   Result<std::optional<Message>> got = decoder.Next();
   REQUIRE_FALSE(got.ok());
   std::vector<AgentAction> out = h.Take(h.m.OnClosed(got.status(), h.now));
@@ -196,7 +196,7 @@ TEST_CASE("agent: a coordinator of another protocol version is named as such, bo
   REQUIRE(f);
   CHECK(f->error ==
         "rendezvous head:29400: the coordinator at head:29400 speaks another rendezvous protocol "
-        "(frame: unsupported version 5 (expected 4)); run one dlaunch version on every node "
+        "(frame: unsupported version 6 (expected 5)); run one dlaunch version on every node "
         "(dlaunch --version)");
 }
 
@@ -455,6 +455,98 @@ TEST_CASE("agent: after finishing, nothing more happens", "[agent]") {
   CHECK(h.Receive(Abort{"late", 1}).empty());
   CHECK(h.TickAt(100s).empty());
   CHECK_FALSE(h.m.NextDeadline());
+}
+
+}  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("agent: a standby stops the workers and waits, joined, for the next generation", "[agent][recovery]") {
+  AgentHarness h(Options());
+  h.Joined(Gen(1));
+  std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Standby{1, "node 2 (c) lost; waiting"}));
+  REQUIRE(stop);
+  CHECK(stop->reason == "node 2 (c) lost; waiting");
+  // Its workers stop: no Done, no finish; the node stays joined and beats.
+  std::vector<AgentAction> out = h.Take(h.m.OnWorkersDone(143, h.now));
+  CHECK_FALSE(Find<DoFinish>(out));
+  CHECK_FALSE(Sent<Done>(out));
+  CHECK(h.m.state() == AgentMachine::State::kJoining);
+  CHECK(Sent<Heartbeat>(h.TickAt(6s)));
+  // A worker failure now belongs to no generation: nothing goes out.
+  CHECK(h.Take(h.m.OnWorkerFailed(0, 1, "exited with code 1")).empty());
+  std::optional<DoRunWorkers> run = Find<DoRunWorkers>(h.Receive(Gen(2)));
+  REQUIRE(run);
+  CHECK(run->assignment.generation == 2);
+}
+
+TEST_CASE("agent: a standby for another generation, or after the end, changes nothing", "[agent][recovery]") {
+  AgentHarness h(Options());
+  h.Joined(Gen(2));
+  CHECK(h.Receive(Standby{1, "old"}).empty());
+  CHECK(h.m.state() == AgentMachine::State::kRunning);
+  // A restart on its way is called off by a standby of the same generation.
+  h.Receive(Gen(3, 0));
+  h.Receive(Standby{3, "backoff"});
+  std::vector<AgentAction> out = h.Take(h.m.OnWorkersDone(143, h.now));
+  CHECK_FALSE(Find<DoRunWorkers>(out));
+  CHECK(h.m.state() == AgentMachine::State::kJoining);
+  // An abort while stopping stays an abort.
+  AgentHarness g(Options());
+  g.Joined(Gen(1));
+  g.Receive(Abort{"boom", 3});
+  g.Receive(Standby{1, "late"});
+  CHECK(Find<DoFinish>(g.Take(g.m.OnWorkersDone(0, g.now)))->code == 3);
+  CHECK(g.m.state() == AgentMachine::State::kEnded);
+}
+
+TEST_CASE("agent: a node in the barrier that gets a standby waits again", "[agent][recovery]") {
+  AgentHarness h(Options());
+  h.Joined(Gen(1));
+  h.Take(h.m.OnWorkersDone(0, h.now));
+  std::vector<AgentAction> out = h.Receive(Standby{1, "node 0 (a) lost"});
+  CHECK(h.m.state() == AgentMachine::State::kJoining);
+  REQUIRE(Find<DoNotice>(out));
+  CHECK(Find<DoNotice>(out)->line == "node 0 (a) lost");
+  CHECK(Find<DoRunWorkers>(h.Receive(Gen(2))));
+}
+
+TEST_CASE("agent: heartbeats carry each rank's progress, and a failure sends it first", "[agent][recovery]") {
+  AgentMachineOptions o = Options();
+  std::vector<std::int64_t> progress = {-1, 7};
+  o.progress = [&progress] { return progress; };
+  AgentHarness h(o);
+  h.Joined(Gen(1));
+  std::optional<Heartbeat> beat = Sent<Heartbeat>(h.TickAt(6s));
+  REQUIRE(beat);
+  CHECK(beat->progress == std::vector<std::int64_t>{-1, 7});
+  progress = {4'000'000'000, 8};
+  std::vector<AgentAction> out = h.Take(h.m.OnWorkerFailed(1, 3, "exited with code 3"));
+  REQUIRE(out.size() == 2);
+  CHECK(std::get<DoSend>(out[0]).message == Message(Heartbeat{0, {4'000'000'000, 8}}));
+  CHECK(std::holds_alternative<WorkerFailed>(std::get<DoSend>(out[1]).message));
+  // Not running: no progress in the beat.
+  h.Receive(Standby{1, ""});
+  h.Take(h.m.OnWorkersDone(143, h.now));
+  beat = Sent<Heartbeat>(h.TickAt(20s));
+  REQUIRE(beat);
+  CHECK(beat->progress.empty());
+}
+
+TEST_CASE("agent: the hello carries the job's recovery flags", "[agent][recovery]") {
+  AgentMachineOptions o = Options();
+  o.spares = 2;
+  o.max_no_progress_restarts = 3;
+  o.backoff_min = std::chrono::seconds(10);
+  o.backoff_max = std::chrono::hours(24 * 365);  // capped at INT_MAX ms on the wire
+  AgentHarness h(o);
+  h.Start();
+  std::optional<Hello> hello = Sent<Hello>(h.Connected());
+  REQUIRE(hello);
+  CHECK(hello->spares == 2);
+  CHECK(hello->max_no_progress_restarts == 3);
+  CHECK(hello->backoff_min_ms == 10'000);
+  CHECK(hello->backoff_max_ms == std::numeric_limits<int>::max());
 }
 
 }  // namespace dlaunch::rendezvous

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 namespace dlaunch::rendezvous {
@@ -32,7 +34,8 @@ std::vector<Message> EveryMessage() {
   assignment.rank_offset = 2;
   assignment.world_size = 5;
   return {
-      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3, 1'800'000, 1},
+      Hello{kProtocolVersion, "job42", std::string("\0\x01\xff nonce", 9), 2, 4, 3, 1'800'000, 1, 2, 3, 10'000,
+            300'000},
       Challenge{std::string(32, '\x7f'), std::string(32, '\x01')},
       Challenge{""},
       Proof{std::string(32, '\0')},
@@ -42,6 +45,10 @@ std::vector<Message> EveryMessage() {
       Assignment{},
       Heartbeat{},
       Heartbeat{65'000},
+      // Progress past 2^31 (a token count), none written (-1), and the extremes.
+      Heartbeat{
+          0,
+          {0, -1, 4'000'000'000, std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()}},
       WorkerFailed{3, 1, 9, 137, "was killed by SIGKILL"},
       Abort{"rendezvous head:29400: node 1 (b) rank 9 was killed by SIGKILL", 137},
       Done{3, 1, 0},
@@ -52,6 +59,8 @@ std::vector<Message> EveryMessage() {
       Query{},
       Report{7, 1, {R"({"rank":2,"pid":42})", R"({"rank":3,"pid":43})"}},
       Report{},
+      Standby{4, "rendezvous head:29400: node 2 (c) lost (connection closed); restart 1 of 3 waits"},
+      Standby{},
   };
 }
 
@@ -135,7 +144,7 @@ TEST_CASE("type numbers and names are fixed", "[codec]") {
 
 TEST_CASE("the wire layout of a frame is big-endian and length-prefixed", "[codec]") {
   std::string frame = Encode(Leave{258});
-  CHECK(frame == std::string("DLRV\x04\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
+  CHECK(frame == std::string("DLRV\x05\x0a\x00\x00\x00\x00\x00\x04\x00\x00\x01\x02", 16));
   CHECK(Encode(Abort{"ab", -1}) == Frame(kAbortType, Str("ab") + std::string(4, '\xff')));
 }
 
@@ -178,11 +187,11 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
   } kCases[] = {
       {"http", "GET / HTTP/1.1\r\n", "frame: bad magic 0x47455420 (expected 0x444c5256)"},
       {"one wrong byte", "X", "frame: bad magic 0x58 (expected 0x444c5256)"},
-      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 4)"},
-      {"type zero", std::string("DLRV\x04\x00", 6), "frame: unknown type 0"},
-      {"type too large", std::string("DLRV\x04\x63", 6), "frame: unknown type 99"},
-      {"reserved bits", std::string("DLRV\x04\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
-      {"oversized", std::string("DLRV\x04\x06\x00\x00", 8) + U32(kMaxPayload + 1),
+      {"wrong version", std::string("DLRV\x01\x01", 6), "frame: unsupported version 1 (expected 5)"},
+      {"type zero", std::string("DLRV\x05\x00", 6), "frame: unknown type 0"},
+      {"type too large", std::string("DLRV\x05\x63", 6), "frame: unknown type 99"},
+      {"reserved bits", std::string("DLRV\x05\x06\x00\x01", 8), "frame: reserved bits set (0x0001)"},
+      {"oversized", std::string("DLRV\x05\x06\x00\x00", 8) + U32(kMaxPayload + 1),
        "frame: payload length 1048577 over the cap of 1048576"},
       {"truncated int", Frame(kLeaveType, std::string("\x00\x01", 2)), "frame: truncated field 'node_rank' of leave"},
       {"truncated string", Frame(kHelloType, U32(1) + U32(5) + "job"), "frame: truncated field 'run_id' of hello"},
@@ -190,10 +199,13 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
       {"truncated node", Frame(kAssignmentType, U32(1) + U32(0) + U32(1) + Str("a")),
        "frame: truncated field 'nodes.addr' of assignment"},
       {"trailing", Frame(kLeaveType, U32(1) + "xyz"), "frame: 3 trailing bytes after the last field of leave"},
-      {"trailing heartbeat", Frame(kHeartbeatType, U32(0) + "x"),
+      {"trailing heartbeat", Frame(kHeartbeatType, U32(0) + U32(0) + "x"),
        "frame: 1 trailing bytes after the last field of heartbeat"},
       {"protocol 3's heartbeat", Frame(kHeartbeatType, ""), "frame: truncated field 'silent_ms' of heartbeat"},
-      {"type past report", std::string("DLRV\x04\x0e", 6), "frame: unknown type 14"},
+      {"protocol 4's heartbeat", Frame(kHeartbeatType, U32(0)), "frame: truncated field 'progress' of heartbeat"},
+      {"truncated progress", Frame(kHeartbeatType, U32(0) + U32(1) + U32(0)),
+       "frame: truncated field 'progress' of heartbeat"},
+      {"type past standby", std::string("DLRV\x05\x0f", 6), "frame: unknown type 15"},
       {"long report item",
        Frame(kReportType, U32(1) + U32(0) + U32(1) + U32(kMaxString + 1) + std::string(kMaxString + 1, '{')),
        "frame: string 'items' of report is 4097 bytes, over its cap of 4096"},
@@ -214,7 +226,7 @@ TEST_CASE("every malformed frame class is rejected with its own reason", "[codec
 
 TEST_CASE("an oversized length is refused from the header alone", "[codec]") {
   FrameDecoder decoder;
-  decoder.Feed(std::string("DLRV\x04\x07\x00\x00", 8) + U32(0xffffffff));
+  decoder.Feed(std::string("DLRV\x05\x07\x00\x00", 8) + U32(0xffffffff));
   Result<std::optional<Message>> next = decoder.Next();
   REQUIRE_FALSE(next.ok());
   CHECK(next.status().message() == "frame: payload length 4294967295 over the cap of 1048576");
@@ -236,7 +248,7 @@ TEST_CASE("a decoder error is final", "[codec]") {
   decoder.Feed(Encode(Heartbeat{}));
   Result<std::optional<Message>> again = decoder.Next();
   REQUIRE_FALSE(again.ok());
-  CHECK(again.status().message() == "frame: unsupported version 9 (expected 4)");
+  CHECK(again.status().message() == "frame: unsupported version 9 (expected 5)");
   CHECK(decoder.buffered() == 0);
 }
 

@@ -66,6 +66,8 @@ class Harness {
         reports.push_back(std::move(*hr));
       } else if (auto* qa = std::get_if<QueryAnswered>(&action)) {
         answered.push_back(std::move(*qa));
+      } else if (auto* ev = std::get_if<JobEvent>(&action)) {
+        events.push_back(std::move(*ev));
       } else {
         CHECK_FALSE(ended.has_value());  // the job ends once
         ended = std::get<JobEnded>(action);
@@ -143,6 +145,14 @@ class Harness {
   std::vector<HangSuspected> suspected;
   std::vector<HangReport> reports;
   std::vector<QueryAnswered> answered;  // on-demand queries, in order
+  std::vector<JobEvent> events;         // in order
+  // The events named `name`, in order.
+  std::vector<JobEvent> EventsNamed(const std::string& name) const {
+    std::vector<JobEvent> out;
+    for (const JobEvent& e : events)
+      if (e.name == name) out.push_back(e);
+    return out;
+  }
 
  private:
   std::string token_;

@@ -253,14 +253,34 @@ TEST_CASE("elastic: a lost node is left out of the next generation", "[coordinat
   CHECK(h.ended->exit_code == 0);
 }
 
-TEST_CASE("a lost node aborts when the job is not elastic or too few remain", "[coordinator]") {
-  SECTION("fixed size, restarts left") {
-    CoordinatorOptions o = Opts(2, 2);
-    o.max_restarts = 3;
-    Harness h(o);
+TEST_CASE("a lost node with no restarts left aborts; with restarts, the job stands by", "[coordinator]") {
+  SECTION("fixed size, no restarts") {
+    Harness h(Opts(2, 2));
     std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
     h.Disconnect(conns[1]);
     CHECK(h.inbox[conns[0]].back() == Message(Abort{"rendezvous head:29400: node 1 (b) lost (connection closed)", 1}));
+  }
+  SECTION("fixed size, restarts left: it waits the join timeout for a replacement") {
+    CoordinatorOptions o = Opts(2, 2);
+    o.max_restarts = 3;
+    o.join_timeout = 60s;
+    o.heartbeat_timeout = 1h;
+    Harness h(o);
+    std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
+    h.Disconnect(conns[1]);
+    const std::string reason =
+        "rendezvous head:29400: node 1 (b) lost (connection closed); restart 1 of 3 waits up to 60s for a node to "
+        "take its place";
+    CHECK(h.inbox[conns[0]].back() == Message(Standby{1, reason}));
+    CHECK(h.c.state() == Coordinator::State::kGathering);
+    CHECK_FALSE(h.ended.has_value());
+    h.TickAt(59s);
+    CHECK_FALSE(h.ended.has_value());
+    h.TickAt(60s);
+    REQUIRE(h.ended.has_value());
+    CHECK(h.ended->exit_code == 1);
+    CHECK(h.inbox[conns[0]].back() ==
+          Message(Abort{"rendezvous head:29400: timed out after 60s waiting for 1 of 2 nodes (joined: a)", 1}));
   }
   SECTION("elastic, below min") {
     CoordinatorOptions o = Opts(2, 3);
@@ -271,7 +291,11 @@ TEST_CASE("a lost node aborts when the job is not elastic or too few remain", "[
     h.TickAt(30s);
     REQUIRE(h.c.state() == Coordinator::State::kRunning);
     h.Send(conns[0], Leave{0});
-    CHECK(h.inbox[conns[1]].back() == Message(Abort{"rendezvous head:29400: node 0 (a) left", 1}));
+    REQUIRE(std::holds_alternative<Standby>(h.inbox[conns[1]].back()));
+    ConnId c = h.JoinAs(MakeJoin("c"));  // back to min: the job forms at once
+    CHECK(h.LastAssignment(c).generation == 2);
+    CHECK(h.LastAssignment(conns[1]).node_rank == 1);  // b keeps its node rank; c takes a's
+    CHECK(h.LastAssignment(c).node_rank == 0);
   }
 }
 

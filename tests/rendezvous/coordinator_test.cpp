@@ -122,7 +122,7 @@ TEST_CASE("a Hello of another version, job or nonce size is refused", "[coordina
     Hello hello;
     const char* problem;
   } kCases[] = {
-      {{1, "job42", std::string(kNonceSize, 'n')}, "protocol version 1 is not supported (this coordinator speaks 4)"},
+      {{1, "job42", std::string(kNonceSize, 'n')}, "protocol version 1 is not supported (this coordinator speaks 5)"},
       {{kProtocolVersion, "job7", std::string(kNonceSize, 'n')}, "run id 'job7' is not this job's ('job42')"},
       {{kProtocolVersion, "job42", "short"}, "hello nonce of 5 bytes (expected 32)"},
       {{kProtocolVersion, "job42", ""}, "this job needs a token, and the agent has none"},

@@ -41,6 +41,7 @@ class RecordingListener final : public CoreListener {
     if (stop_on_tick) return {HangReport{90s, {}, true}};
     return Record("tick");
   }
+  std::vector<Action> OnStandby() override { return Record("standby"); }
   std::vector<Action> OnJobEnd() override { return Record("end"); }
 
   std::vector<Action> Record(const std::string& line) {
