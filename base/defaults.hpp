@@ -47,6 +47,10 @@ inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};    //
 // stacks` of a whole job); one that does not is named as not sampled. A node
 // takes at most 10 s: gdb attaches take seconds.
 inline constexpr std::chrono::milliseconds kStacksAnswerTimeout{15'000};
+// A generation that ran this long counts as healthy: it resets the restart
+// backoff, and counts as progress where no rank writes its progress file
+// (Kubernetes resets CrashLoopBackOff after 10 minutes of running).
+inline constexpr std::chrono::milliseconds kHealthyRun{600'000};
 
 // Pipe memory. Linux charges a pipe's capacity to the user who made it
 // (fs.pipe-user-pages-soft: 64 MiB for a user without CAP_SYS_RESOURCE), and
@@ -64,6 +68,7 @@ inline constexpr std::chrono::milliseconds kBusyWindow{100};
 // Exit codes. Once workers run a job's code is theirs (launcher/process/summary.hpp);
 // only main() returns a code to the shell.
 inline constexpr int kExitUsage = 2;            // a bad flag, file or variable
+inline constexpr int kExitNoProgress = 123;     // restarts made no progress: do not requeue this job
 inline constexpr int kExitHang = 124;           // the job was stopped because it hung (as timeout(1))
 inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
 inline constexpr int kExitNotFound = 127;       // no such program (as sh)
