@@ -15,6 +15,7 @@
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/config/rdzv_conf.hpp"
+#include "launcher/config/recovery_flags.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -322,6 +323,8 @@ bool ForAgents(std::string_view name) {
   return Listed(name, {"rdzv-conf",
                        "launch-mode",
                        "max-restarts",
+                       "max-no-progress-restarts",
+                       "restart-backoff",
                        "monitor-interval",
                        "start-method",
                        "role",
@@ -539,6 +542,18 @@ const std::vector<Flag>& Flags() {
        IntFlag("max-restarts", 0, &Options::max_restarts),
        "restarts of the worker group on failure (default 0)",
        {.value = "N", .torchrun = true}},
+      {"max-no-progress-restarts",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return ParseMaxNoProgressRestarts(v).status(); },
+       "stop after K restarts in a row without progress (DLAUNCH_PROGRESS_FILE); exit 123: do not requeue",
+       {.value = "K"}},
+      {"restart-backoff",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return ParseRestartBackoff(v).status(); },
+       "wait MIN seconds before a restart, doubling up to MAX; reset after 10 minutes running",
+       {.value = "MIN:MAX"}},
       {"monitor-interval",
        0,
        Arity::kValue,
