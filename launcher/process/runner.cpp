@@ -44,7 +44,8 @@ class Runner : public WorkerRun {
         channel_(channel),
         processes_(env.NewProcesses()),
         group_(plan, env.job_mark(), *processes_, io, console,
-               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); }},
+               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); },
+                [this](const std::string& line) { console_.Say(line); }},
                [&timers = env.timers()] { return timers.Now(); }),
         hang_(plan.hang_timeout),
         rows_(group_.size()),
@@ -160,7 +161,7 @@ void Runner::ReportRootCause() {
   }
   if (channel_ != nullptr && !failure_reported_) {
     failure_reported_ = true;
-    channel_->LocalFailure(group_.RankOf(root->local_rank), root->status.ShellCode(), Describe(root->status));
+    channel_->LocalFailure(group_.RankOf(root->local_rank), JobCode(root->status), Describe(root->status));
   }
 }
 
