@@ -41,8 +41,8 @@ Result<int> ParseMaxNoProgressRestarts(std::string_view value) {
   std::optional<int> n = ParseInt(value);
   // 0 would mean nothing: the first failure has no earlier one to compare with.
   if (!n || *n < 1)
-    return Status::InvalidArgument(fmt::format("--max-no-progress-restarts: expected a positive number, got '{}'",
-                                               PrintablePrefix(value, 64)));
+    return Status::InvalidArgument(
+        fmt::format("--max-no-progress-restarts: expected a positive number, got '{}'", PrintablePrefix(value, 64)));
   return *n;
 }
 

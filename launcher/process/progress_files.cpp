@@ -131,8 +131,8 @@ std::string ProgressFiles::Prepare(int generation, int local_rank) {
   unlink(r.path.c_str());
   Result<int> fd = OpenToWrite(r.path, /*fresh=*/true, 0600);
   if (!fd.ok()) {
-    if (warn_) warn_(fmt::format("{}; local rank {} runs without {}", fd.status().message(), local_rank,
-                                 kProgressFileVar));
+    if (warn_)
+      warn_(fmt::format("{}; local rank {} runs without {}", fd.status().message(), local_rank, kProgressFileVar));
     r.path.clear();
     return {};
   }

@@ -88,8 +88,8 @@ TEST_CASE("recovery flags: a bad value gets one line naming the flag and the val
 }
 
 TEST_CASE("recovery flags: the plan carries them, --explain shows them, a head passes them on", "[recovery]") {
-  Plan p = MustDecide({"--max-restarts", "5", "--max-no-progress-restarts", "2", "--restart-backoff", "10:300", "--",
-                       "true"});
+  Plan p = MustDecide(
+      {"--max-restarts", "5", "--max-no-progress-restarts", "2", "--restart-backoff", "10:300", "--", "true"});
   const WorkerPlan& w = *p.workers();
   CHECK(w.max_restarts == 5);
   CHECK(w.recovery.max_no_progress_restarts == 2);
@@ -103,10 +103,11 @@ TEST_CASE("recovery flags: the plan carries them, --explain shows them, a head p
   CHECK(ForAgents("max-no-progress-restarts"));
   CHECK(ForAgents("restart-backoff"));
   Result<Options> o = ParseCommandLine(
-      {"-H", "a,b", "--max-no-progress-restarts", "2", "--restart-backoff=1:2", "--max-restarts", "3", "--", "true"}, {});
+      {"-H", "a,b", "--max-no-progress-restarts", "2", "--restart-backoff=1:2", "--max-restarts", "3", "--", "true"},
+      {});
   REQUIRE(o.ok());
-  CHECK(AgentFlags(*o) == std::vector<std::string>{"--max-no-progress-restarts", "2", "--restart-backoff", "1:2",
-                                                   "--max-restarts", "3"});
+  CHECK(AgentFlags(*o) ==
+        std::vector<std::string>{"--max-no-progress-restarts", "2", "--restart-backoff", "1:2", "--max-restarts", "3"});
 }
 
 TEST_CASE("ExplainRecovery: fractions and minutes as written", "[recovery]") {
@@ -114,8 +115,9 @@ TEST_CASE("ExplainRecovery: fractions and minutes as written", "[recovery]") {
   CHECK(ExplainRecovery(3, f).empty());
   f.backoff_min = 1500ms;
   f.backoff_max = 90s;
-  CHECK(ExplainRecovery(3, f) == "restarts: up to 3 (--max-restarts); wait 1.5s before each, doubling up to 90s "
-                                 "(--restart-backoff)");
+  CHECK(ExplainRecovery(3, f) ==
+        "restarts: up to 3 (--max-restarts); wait 1.5s before each, doubling up to 90s "
+        "(--restart-backoff)");
 }
 
 }  // namespace

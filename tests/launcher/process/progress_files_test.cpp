@@ -85,8 +85,8 @@ TEST_CASE("progress file: numbers, nothing, and junk named with the path", "[pro
   Put(path, "step=3\x1b[2J");
   r = ReadProgressFile(path);
   CHECK(r.kind == ProgressRead::Kind::kRefused);
-  CHECK(r.why == "progress file " + path +
-                     ": ignored 'step=3\\x1b[2J' (expected a step number from 0 to 9223372036854775807)");
+  CHECK(r.why ==
+        "progress file " + path + ": ignored 'step=3\\x1b[2J' (expected a step number from 0 to 9223372036854775807)");
   Put(path, "123456789012345678901234567890");
   CHECK(ReadProgressFile(path).why == "progress file " + path +
                                           ": ignored '123456789012345678901234567890' (expected a step number from 0 "
