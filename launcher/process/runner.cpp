@@ -186,10 +186,15 @@ void Runner::Finish() {
 
 void Runner::ArmHangWatch() {
   if (supervisor().done()) return;
-  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), group_.last_output(), Now());
+  // Between generations (a teardown, a restart's backoff) no rank runs to be
+  // silent: the watch looks again later, and the next generation's silence
+  // counts from its start (WorkerGroup::last_output).
+  Clock::time_point now = Now();
+  bool between = supervisor().state() != Supervisor::State::kRunning;
+  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), between ? now : group_.last_output(), now);
   if (!at) return;
   hang_timer_->At(*at, [this] {
-    if (supervisor().state() != Supervisor::State::kRunning) return;
+    if (supervisor().state() != Supervisor::State::kRunning) return ArmHangWatch();
     if (auto silent = hang_.Check(group_.last_bytes(), group_.last_output(), Now())) return OnHang(*silent);
     ArmHangWatch();
   });

@@ -171,6 +171,7 @@ void WorkerGroup::Started(int pid, int local_rank, int restart) {
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
   if (restart > restarts_seen_) {
     restarts_seen_ = restart;
+    last_output_ = now_();  // a new generation: its silence counts from its start
     plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
   }
   running_[pid] = Running{local_rank, restart, now_()};

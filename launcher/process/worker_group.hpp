@@ -77,7 +77,7 @@ class WorkerGroup : private WorkerControl {
   const LastLine* last_line(size_t local_rank) const;
   // True while the console holds back output of `local_rank` (Streams::held).
   bool held(size_t local_rank) const;
-  // When any rank last wrote a byte (or the group started). Output that the
+  // When any rank last wrote a byte (or the group or its last generation started). Output that the
   // console holds back is progress, not silence: while any is held, now.
   Clock::time_point last_output() const { return streams_.held(0) ? now_() : last_output_; }
   // The same without the held output: what a reported silence is keyed to.

@@ -415,3 +415,24 @@ TEST_CASE("runner: each worker gets a progress file; restarts without progress e
   CHECK(Has(b.console_when_done, "dlaunch: job failed with exit code 123\n"));
   CHECK(warned.empty());
 }
+
+TEST_CASE("runner: the hang watch sleeps through a backoff and counts the next generation's silence from its start",
+          "[runner][backoff]") {
+  RunBench b(1);
+  b.plan.hang_timeout = 10s;
+  b.plan.supervisor.max_restarts = 1;
+  b.plan.supervisor.backoff_min = 30s;
+  b.plan.supervisor.backoff_max = 30s;
+  b.Start();
+  b.Advance(1s);
+  b.Exit(b.Pid(0), {1, 0});  // the restart comes at 31s
+  b.Advance(30s - 1ms);
+  CHECK(b.env.stacks.requests.empty());  // nothing runs to be silent
+  b.Advance(1ms);
+  REQUIRE(b.env.processes.spawns.size() == 2);
+  b.Advance(10s - 1ms);
+  CHECK(b.env.stacks.requests.empty());
+  b.Advance(1ms);
+  REQUIRE(b.env.stacks.requests.size() == 1);
+  CHECK(Has(b.Err(), "no rank has made progress for 10s: collecting stacks"));
+}
