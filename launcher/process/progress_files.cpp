@@ -155,4 +155,13 @@ std::vector<std::int64_t> ProgressFiles::Read() {
   return values_;
 }
 
+std::vector<std::pair<int, std::int64_t>> ProgressByRank(ProgressFiles& files, const envmap::JobLayout& layout) {
+  std::vector<std::int64_t> values = files.Read();
+  std::vector<envmap::WorkerSlot> slots = envmap::LocalSlots(layout);
+  std::vector<std::pair<int, std::int64_t>> out;
+  for (size_t i = 0; i < values.size() && i < slots.size(); ++i)
+    if (values[i] >= 0) out.emplace_back(slots[i].rank, values[i]);
+  return out;
+}
+
 }  // namespace dlaunch::launcher

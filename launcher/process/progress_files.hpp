@@ -20,8 +20,10 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "envmap/layout.hpp"
 #include "envmap/worker_env.hpp"
 
 namespace dlaunch::launcher {
@@ -97,5 +99,10 @@ class ProgressFiles {
   std::vector<Rank> ranks_;
   std::vector<std::int64_t> values_;
 };
+
+// What a rendezvous node sends in a heartbeat: files.Read(), each local rank
+// that wrote a number as (its global rank in `layout`, this node's slots, the
+// value). Ranks with nothing yet are left out.
+std::vector<std::pair<int, std::int64_t>> ProgressByRank(ProgressFiles& files, const envmap::JobLayout& layout);
 
 }  // namespace dlaunch::launcher

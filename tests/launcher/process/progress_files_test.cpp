@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/envmap/fixtures.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace dlaunch::launcher;
@@ -200,4 +201,16 @@ TEST_CASE("progress files: a file that cannot be made leaves the worker without 
   CHECK(said[0].find("local rank 0 runs without DLAUNCH_PROGRESS_FILE") != std::string::npos);
   CHECK(files.Read() == std::vector<std::int64_t>{-1});
   CHECK(files.Prepare(0, 5).empty());  // no such local rank
+}
+
+TEST_CASE("progress by rank: a node's local ranks as the job's ranks, for a heartbeat", "[progress]") {
+  TempDir dir("progress");
+  dlaunch::envmap::JobLayout layout = dlaunch::envmap::testing::ThreeNodes(1);  // node b: ranks 2, 3, 4
+  Files f(dir, 3);
+  CHECK(ProgressByRank(f.files, layout).empty());
+  for (int i = 0; i < 3; ++i) f.files.Prepare(2, i);
+  Put(f.files.PathOf(2, 0), "11");
+  Put(f.files.PathOf(2, 2), "13");
+  using Pairs = std::vector<std::pair<int, std::int64_t>>;
+  CHECK(ProgressByRank(f.files, layout) == Pairs{{2, 11}, {4, 13}});
 }
