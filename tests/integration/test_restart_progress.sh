@@ -2,9 +2,9 @@
 # Restarts that make no progress stop with 123 (--max-no-progress-restarts),
 # restarts that do go on to --max-restarts with the worker's code, and
 # --restart-backoff waits between them, a SIGTERM in the wait ending dlaunch at
-# once. Real processes on one node; the workers write DLAUNCH_PROGRESS_FILE
-# with the one line the docs give, under the python3 first on PATH and under
-# Debian's /usr/bin/python3.
+# once; a worker's own 124 is reported as 1. Real processes on one node; the
+# workers write DLAUNCH_PROGRESS_FILE with the one line the docs give, under
+# the python3 first on PATH and under Debian's /usr/bin/python3.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -84,5 +84,11 @@ expect_rc 143 "SIGTERM during the backoff"
 assert_eq "$(wc -l <"$runs")" 1 "the runs before the SIGTERM"
 assert_file_matches "$ERR" '^dlaunch: stopped by SIGTERM; exit code 143$' "the summary"
 assert_no_leftovers "after a SIGTERM during the backoff"
+
+# A worker's own 124 is not dlaunch's hang: reported as 1, and said so.
+run_dl 30 -- sh -c 'exit 124'
+expect_rc 1 "a worker that exits 124"
+assert_file_matches "$ERR" "^dlaunch: rank 0 exited with code 124, reported as 1: 124 is dlaunch's code for a hang$" \
+  "the summary's note"
 
 pass
