@@ -65,16 +65,50 @@ inline constexpr size_t kJobPipeBudget = size_t{12} << 20;
 inline constexpr size_t kBusyStreamBytes = size_t{256} << 10;
 inline constexpr std::chrono::milliseconds kBusyWindow{100};
 
-// Exit codes. Once workers run a job's code is theirs (launcher/process/summary.hpp);
-// only main() returns a code to the shell.
+// Exit codes: the one table of the codes dlaunch chooses itself (the man page's
+// EXIT STATUS is made from kExitCodes; docs/exit-codes.md shows it to users and
+// a test holds the two together). Only main() returns a code to the shell.
+//
+// Before any worker runs a failure is dlaunch's own: a bad flag (2), a command
+// that cannot run (126, 127, as sh says). Once workers ran the job's code is
+// the first failed worker's (launcher/process/supervisor.hpp JobCode), 128+N
+// for signal N, or one of the codes dlaunch gives a job itself after the
+// start (after_start): 123 and 124. A worker's own code that equals one of
+// those is reported as kExitWorkerClash, so that a scheduler that sees 123 or
+// 124 knows dlaunch gave it (the summary says which rank exited with what).
 inline constexpr int kExitUsage = 2;            // a bad flag, file or variable
 inline constexpr int kExitNoProgress = 123;     // restarts made no progress: do not requeue this job
 inline constexpr int kExitHang = 124;           // the job was stopped because it hung (as timeout(1))
 inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
 inline constexpr int kExitNotFound = 127;       // no such program (as sh)
-// A job stopped by dlaunch's own rule (a hang, restarts without progress) ends
-// with that rule's code on every node, even where a worker had failed first: a
-// scheduler reads it to decide whether to requeue the job.
-constexpr bool IsJobStopCode(int code) { return code == kExitNoProgress || code == kExitHang; }
+// What a worker's own exit code that is one of the after_start codes becomes.
+inline constexpr int kExitWorkerClash = 1;
+
+struct ExitCodeRow {
+  int code;
+  const char* meaning;  // a sentence for the man page, lower case
+  // dlaunch may give it once workers ran, so a worker's own is never passed on.
+  bool after_start;
+  const char* what;  // after_start: the summary's name for it ("a hang")
+};
+
+inline constexpr ExitCodeRow kExitCodes[] = {
+    {kExitUsage, "bad usage: a flag, file, variable or job spec (one line says which).", false, ""},
+    {kExitNoProgress,
+     "restarts made no progress (--max-no-progress-restarts): the job fails the same way each time, so a scheduler "
+     "should not requeue it.",
+     true, "restarts without progress"},
+    {kExitHang, "--hang-action stop ended a hung job (as timeout(1)).", true, "a hang"},
+    {kExitNotExecutable, "the command exists but cannot be run (as sh).", false, ""},
+    {kExitNotFound, "the command was not found (as sh).", false, ""},
+};
+
+// The row of `code` when dlaunch gives it to a job after its workers ran; null
+// for any other code.
+constexpr const ExitCodeRow* AfterStartCode(int code) {
+  for (const ExitCodeRow& row : kExitCodes)
+    if (row.code == code && row.after_start) return &row;
+  return nullptr;
+}
 
 }  // namespace dlaunch::base

@@ -104,6 +104,7 @@ EnvVars WorkerEnv(const JobLayout& layout, const WorkerSlot& slot, const Flavors
   if (flavors.ompi) Append(env, OmpiEnv(layout, slot));
   if (flavors.azure && !flavors.per_node) Append(env, AzureEnv(layout, flavors));
   if (flavors.horovod) Append(env, HorovodEnv(layout, slot, flavors));
+  if (!flavors.progress_file.empty()) env.emplace_back(kProgressFileVar, flavors.progress_file);
   // Seed 000: a role's own variables override the job's (ps gets MAGIC=newnumber).
   for (const RoleSpec& role : layout.roles) {
     if (role.name != slot.role) continue;

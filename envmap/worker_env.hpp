@@ -24,12 +24,18 @@ enum class LocalRankArg {
   kUnderscore,  // torch.distributed.launch in PyTorch 1.x: --local_rank=N
 };
 
+// The variable that names a worker's progress file, where it writes how far it
+// got (dlaunch's own, in every dialect).
+inline constexpr const char* kProgressFileVar = "DLAUNCH_PROGRESS_FILE";
+
 struct Flavors {
   bool ompi = false;
   bool azure = false;
   bool horovod = false;
   std::string azure_hostfile;  // path of the hostfile the launcher wrote (AZUREML_MPI_HOSTFILE)
   std::string error_file;      // TORCHELASTIC_ERROR_FILE for this worker; empty: not set
+  // DLAUNCH_PROGRESS_FILE for this worker (launcher/process/progress_files.hpp); empty: not set.
+  std::string progress_file;
   LocalRankArg local_rank_arg = LocalRankArg::kNone;
   // --launch-mode per-node: the one process per node is itself a launcher.
   bool per_node = false;

@@ -9,6 +9,10 @@ DDP averages the gradients, and at the end every rank checks that its
 parameters are identical to everyone else's. Each rank prints
 `rank R: params in sync, checksum X`; rank 0 prints a summary. The exit status
 is non-zero when the parameters differ or a collective gives a wrong answer.
+
+Each step's number goes to DLAUNCH_PROGRESS_FILE when dlaunch sets it, so
+that `--max-no-progress-restarts` can tell a run that got further from one
+that crashes at the same step again.
 """
 
 import argparse
@@ -42,6 +46,14 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.body(x)
+
+
+def report_progress(step):
+    """Tells dlaunch how far this rank got: a larger number is progress."""
+    path = os.environ.get("DLAUNCH_PROGRESS_FILE")
+    if path:
+        with open(path, "w") as f:
+            f.write(str(step))
 
 
 def main():
@@ -79,6 +91,7 @@ def main():
     true_w = torch.linspace(-1.0, 1.0, 16).unsqueeze(1)
 
     loss = torch.tensor(0.0)
+    step = 0
     for epoch in range(args.epochs):
         for _ in range(args.steps):
             x = torch.randn(args.batch_size, 16, generator=gen)
@@ -87,6 +100,8 @@ def main():
             loss = loss_fn(ddp(x), y)
             loss.backward()
             opt.step()
+            step += 1
+            report_progress(step)
         avg = loss.detach().clone()
         dist.all_reduce(avg, op=dist.ReduceOp.SUM)
         if rank == 0:

@@ -187,7 +187,7 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
       if (done) {
         Finish(own_code_ != 0 ? own_code_ : done->exit_code, "");
       } else if (abort) {
-        Finish(own_code_ != 0 && !base::IsJobStopCode(abort->code) ? own_code_ : abort->code,
+        Finish(own_code_ != 0 && !base::AfterStartCode(abort->code) ? own_code_ : abort->code,
                options_.hosted ? "" : abort->reason);
       } else if (assignment) {
         // The job restarts while this node's workers had already finished.
@@ -358,7 +358,7 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
       standing_by_ = false;
       state_ = State::kJoining;  // joined, without workers, until the next Assignment
     } else {
-      bool stop_code = outcome_ && base::IsJobStopCode(*outcome_);
+      bool stop_code = outcome_ && base::AfterStartCode(*outcome_);
       Finish(code != 0 && !stop_code ? code : outcome_.value_or(1), "");
     }
   }

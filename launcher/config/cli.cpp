@@ -67,8 +67,12 @@ Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& sho
   return Status::InvalidArgument(fmt::format("unknown flag '{}'{}", shown, Suggest(name)));
 }
 
-// torchrun reads no PET_ variable for these: argparse's plain actions, not its env one.
-bool TakesPetDefault(std::string_view name) { return name != "logs-specs"; }
+// torchrun reads no PET_ variable for logs-specs: argparse's plain action, not
+// its env one. The recovery flags are dlaunch's own, which torchrun never had,
+// and are read off Options::typed (recovery_flags.hpp).
+bool TakesPetDefault(std::string_view name) {
+  return name != "logs-specs" && name != "max-no-progress-restarts" && name != "restart-backoff";
+}
 
 // PET_NPROC_PER_NODE and friends: torchrun takes each as the default of its flag.
 Status ApplyPetDefaults(Options& o, const envmap::EnvMap& env) {

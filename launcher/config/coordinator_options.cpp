@@ -6,22 +6,11 @@
 #include "launcher/config/cli.hpp"
 #include "launcher/config/metrics_addr.hpp"
 #include "launcher/config/subcommands.hpp"
+#include "launcher/config/recovery_flags.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace dlaunch::launcher {
-
-namespace {
-
-// A number flag as typed, last one winning (the flag table checked it), else `none`.
-int TypedInt(const Options& o, std::string_view flag, int none) {
-  int n = none;
-  for (const auto& [name, value] : o.typed)
-    if (name == flag) n = std::stoi(value);
-  return n;
-}
-
-}  // namespace
 
 rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::optional<int> master_port,
                                                      const std::string& run_id, int min_nodes, int max_nodes,
@@ -38,8 +27,13 @@ rendezvous::CoordinatorOptions CoordinatorOptionsFor(const Options& o, std::opti
   c.master_port = master_port.value_or(0);
   c.hang_timeout = o.hang_timeout;
   c.hang_stop = o.hang_stop;
-  c.spares = TypedInt(o, "spares", 0);
-  c.max_no_progress_restarts = TypedInt(o, "max-no-progress-restarts", -1);
+  // The flag table checked every value: reading them again cannot fail.
+  Result<RecoveryFlags> read = ReadRecoveryFlags(o);
+  RecoveryFlags recovery = read.ok() ? *read : RecoveryFlags{};
+  c.spares = recovery.spares;
+  c.max_no_progress_restarts = recovery.max_no_progress_restarts;
+  c.backoff_min = recovery.backoff_min;
+  c.backoff_max = recovery.backoff_max;
   return c;
 }
 

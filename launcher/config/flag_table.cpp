@@ -15,6 +15,7 @@
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/config/rdzv_conf.hpp"
+#include "launcher/config/recovery_flags.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -76,22 +77,6 @@ Setter IntFlag(const char* flag, int min, int Options::*field) {
     o.*field = *n;
     return Status::Ok();
   };
-}
-
-Status CheckNoProgress(Options&, const std::string& v) {
-  std::optional<int> n = ParseInt(v);
-  if (!n || *n < 1) return Bad("max-no-progress-restarts", "a positive number", v);
-  return Status::Ok();
-}
-
-// --spares: only checked here; coordinator_options.cpp reads the value from
-// Options::typed, so the recovery flags need no fields of their own in Options.
-Status CheckSpares(Options&, const std::string& v) {
-  std::optional<int> n = ParseInt(v);
-  if (!n || *n < 0 || *n > rendezvous::kMaxSpares) {
-    return Bad("spares", fmt::format("a number from 0 to {}", rendezvous::kMaxSpares), v);
-  }
-  return Status::Ok();
 }
 
 Setter StringFlag(std::string Options::*field) {
@@ -340,6 +325,7 @@ bool ForAgents(std::string_view name) {
                        "max-restarts",
                        "spares",
                        "max-no-progress-restarts",
+                       "restart-backoff",
                        "monitor-interval",
                        "start-method",
                        "role",
@@ -560,13 +546,19 @@ const std::vector<Flag>& Flags() {
       {"max-no-progress-restarts",
        0,
        Arity::kValue,
-       CheckNoProgress,
-       "stop, exit 123 (do not requeue), after N restarts in a row that made no progress",
-       {.value = "N"}},
+       [](Options&, const std::string& v) { return ParseMaxNoProgressRestarts(v).status(); },
+       "stop after K restarts in a row without progress (DLAUNCH_PROGRESS_FILE); exit 123: do not requeue",
+       {.value = "K"}},
+      {"restart-backoff",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return ParseRestartBackoff(v).status(); },
+       "wait MIN seconds before a restart, doubling up to MAX; reset after 10 minutes running",
+       {.value = "MIN:MAX"}},
       {"spares",
        0,
        Arity::kValue,
-       CheckSpares,
+       [](Options&, const std::string& v) { return ParseSpares(v).status(); },
        "agents beyond --nnodes's maximum wait as spares and replace a lost node (default 0: refused)",
        {.value = "N"}},
       {"monitor-interval",

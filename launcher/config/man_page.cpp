@@ -145,7 +145,9 @@ GROUP_WORLD_SIZE, NODE_RANK, ROLE_NAME, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT, TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT,
 TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_ERROR_FILE,
 NCCL_ASYNC_ERROR_HANDLING and TORCH_NCCL_ASYNC_ERROR_HANDLING (each unless set),
-OMP_NUM_THREADS=1 (unless set, with more than one worker), DLAUNCH_JOB_MARK, and
+OMP_NUM_THREADS=1 (unless set, with more than one worker), DLAUNCH_JOB_MARK,
+DLAUNCH_PROGRESS_FILE (an empty file of the worker's own: writing a larger step
+number there is progress for \fB\-\-max\-no\-progress\-restarts\fR), and
 for Python workers PYTHONPATH, DLAUNCH_STACKS_DIR and DLAUNCH_STACKS_SIGNAL (the
 stack hook).
 .PP
@@ -169,14 +171,13 @@ HOROVOD_GLOO_IFACE. \fB\-\-roles\fR: TF_CONFIG.
 std::string ExitStatusSection() {
   std::string out = ".SH EXIT STATUS\n";
   out += Entry("0", "every rank on every node exited 0.");
-  out += Entry("N", "the first failed rank's exit code (the root cause is printed), on every node of the job.");
+  out +=
+      Entry("N", fmt::format("the first failed rank's exit code (the root cause is printed), on every node of the job; "
+                             "a rank's own {} or {} is reported as {}, since dlaunch gives those itself.",
+                             base::kExitNoProgress, base::kExitHang, base::kExitWorkerClash));
   out += Entry("128+N", "the first failed rank was killed by signal N (or dlaunch was stopped by it).");
   out += Entry("1", "dlaunch itself failed at run time (a lost node or coordinator, an I/O error).");
-  out += Entry(fmt::format("{}", base::kExitUsage),
-               "bad usage: a flag, file, variable or job spec (one line says which).");
-  out += Entry(fmt::format("{}", base::kExitHang), "--hang-action stop ended a hung job.");
-  out += Entry(fmt::format("{}", base::kExitNotExecutable), "the command exists but cannot be run.");
-  out += Entry(fmt::format("{}", base::kExitNotFound), "the command was not found.");
+  for (const base::ExitCodeRow& row : base::kExitCodes) out += Entry(fmt::format("{}", row.code), row.meaning);
   return out;
 }
 

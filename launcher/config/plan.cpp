@@ -219,6 +219,9 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   bool one_id = rendezvous || shape.max_nodes > 1;
   w.run_id = !shape.rdzv_id.empty() ? shape.rdzv_id : one_id ? "none" : w.log_name;
   w.max_restarts = o.max_restarts;
+  Result<RecoveryFlags> recovery = ReadRecoveryFlags(o);
+  if (!recovery.ok()) return recovery.status();
+  w.recovery = *recovery;
   w.role = o.role;
   w.roles = o.roles;
   w.flavors.ompi = o.env_ompi;
@@ -469,6 +472,7 @@ std::string Explain(const Plan& plan) {
     out += fmt::format("workers on this node: {}\n", w.nproc);
   }
   if (!w.argv.empty()) out += fmt::format("command: {}\n", fmt::join(w.argv, " "));
+  if (std::string restarts = ExplainRecovery(w.max_restarts, w.recovery); !restarts.empty()) out += restarts + "\n";
   if (!plan.origins.empty()) {
     out += "where each value came from:\n";
     for (const Origin& o : plan.origins) out += fmt::format("  {}: {} ({})\n", o.what, o.value, o.from);

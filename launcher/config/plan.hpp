@@ -23,6 +23,7 @@
 #include "base/status.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/config/hostfile.hpp"
+#include "launcher/config/recovery_flags.hpp"
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
 
@@ -72,6 +73,7 @@ struct WorkerPlan {
   std::string run_id;
   std::string log_name;  // the run's directory under --log-dir: --rdzv-id, else a fresh id
   int max_restarts = 0;
+  RecoveryFlags recovery;  // --max-no-progress-restarts, --restart-backoff
   std::string role;
   std::vector<envmap::RoleSpec> roles;
   std::optional<envmap::ProcessView> process_view;

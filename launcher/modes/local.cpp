@@ -30,6 +30,7 @@
 #include "launcher/modes/multinode.hpp"
 #include "launcher/process/adopted.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/process/progress_files.hpp"
 #include "launcher/process/runner.hpp"
 #include "launcher/stacks/python_hook.hpp"
 #include "rendezvous/coordinator.hpp"
@@ -153,6 +154,11 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   // generation runs once.
   bool agent = std::holds_alternative<AgentPlan>(p.run);
   plan.supervisor = SupervisorOptions{w.nproc, agent ? 0 : w.max_restarts, w.shutdown_timeout};
+  if (!agent) {
+    plan.supervisor.max_no_progress_restarts = w.recovery.max_no_progress_restarts;
+    plan.supervisor.backoff_min = w.recovery.backoff_min;
+    plan.supervisor.backoff_max = w.recovery.backoff_max;
+  }
   if (w.hang_timeout.count() > 0) plan.supervisor.sample_before_kill = kSampleBeforeKill;
   plan.stop_signals = w.stop_signals;
   plan.slurm = SlurmScopeOf(w.inherited, ReadProctrackType(w.inherited));
@@ -363,6 +369,11 @@ int RunLocal(const Plan& p, const std::string& exe) {
   }
   // What the workers' run does to the world, built once here (run_env.hpp).
   SystemRunEnv env(loop.io(), watchdog);
+  // Each worker's DLAUNCH_PROGRESS_FILE, in the private directory: read by the
+  // supervisor at each failure and, on a rendezvous node, for its heartbeats.
+  ProgressFiles progress(plan.private_dir, plan.supervisor.nproc,
+                         [&console](const std::string& line) { console.Say(line); });
+  plan.progress = &progress;
   int code = node != nullptr
                  ? RunStatic(node->layout, plan, env, loop, console, live)
                  : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view, metrics);

@@ -17,6 +17,8 @@
 
 namespace dlaunch::launcher {
 
+class ProgressFiles;
+
 // Everything the runner needs, made by the modes from a Plan.
 struct RunPlan {
   envmap::JobLayout layout;
@@ -59,6 +61,11 @@ struct RunPlan {
   // store, which each restart gets clean). Empty: nothing to call. A hook on
   // the plan, not a member of the runner: the runner does not know the store.
   std::function<void(int restart)> restarting;
+  // Each worker's DLAUNCH_PROGRESS_FILE (progress_files.hpp), made at each of
+  // its starts and read at each failure for the restart policy. Null: the
+  // workers get none. Owned by the mode, which reads it too (a rendezvous
+  // node's heartbeats); outlives the run.
+  ProgressFiles* progress = nullptr;
 };
 
 }  // namespace dlaunch::launcher

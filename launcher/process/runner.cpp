@@ -44,7 +44,8 @@ class Runner : public WorkerRun {
         channel_(channel),
         processes_(env.NewProcesses()),
         group_(plan, env.job_mark(), *processes_, io, console,
-               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); }},
+               {[this] { AfterEvent(); }, [this](const std::vector<int>& pids) { SampleBeforeKill(pids); },
+                [this](const std::string& line) { console_.Say(line); }},
                [&timers = env.timers()] { return timers.Now(); }),
         hang_(plan.hang_timeout),
         rows_(group_.size()),
@@ -160,7 +161,7 @@ void Runner::ReportRootCause() {
   }
   if (channel_ != nullptr && !failure_reported_) {
     failure_reported_ = true;
-    channel_->LocalFailure(group_.RankOf(root->local_rank), root->status.ShellCode(), Describe(root->status));
+    channel_->LocalFailure(group_.RankOf(root->local_rank), JobCode(root->status), Describe(root->status));
   }
 }
 
@@ -185,10 +186,15 @@ void Runner::Finish() {
 
 void Runner::ArmHangWatch() {
   if (supervisor().done()) return;
-  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), group_.last_output(), Now());
+  // Between generations (a teardown, a restart's backoff) no rank runs to be
+  // silent: the watch looks again later, and the next generation's silence
+  // counts from its start (WorkerGroup::last_output).
+  Clock::time_point now = Now();
+  bool between = supervisor().state() != Supervisor::State::kRunning;
+  std::optional<Clock::time_point> at = hang_.NextCheck(group_.last_bytes(), between ? now : group_.last_output(), now);
   if (!at) return;
   hang_timer_->At(*at, [this] {
-    if (supervisor().state() != Supervisor::State::kRunning) return;
+    if (supervisor().state() != Supervisor::State::kRunning) return ArmHangWatch();
     if (auto silent = hang_.Check(group_.last_bytes(), group_.last_output(), Now())) return OnHang(*silent);
     ArmHangWatch();
   });

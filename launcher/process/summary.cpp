@@ -41,6 +41,11 @@ std::vector<std::string> FailureSummary(int exit_code, const WorkerReport* cause
   } else {
     lines.push_back(fmt::format("job failed with exit code {}", exit_code));
   }
+  // A worker's own 123 or 124 is not passed on: say so, or the 1 looks made up.
+  if (cause != nullptr && exit_code == JobCode(cause->record.status)) {
+    std::string note = JobCodeNote(cause->rank, cause->record.status);
+    if (!note.empty()) lines.push_back(note);
+  }
   if (cause != nullptr) {
     const WorkerRecord& w = cause->record;
     lines.push_back(fmt::format("root cause: rank {} (local_rank {}, pid {}) {} after {:.2f}s", cause->rank,

@@ -31,6 +31,7 @@ struct WorkerReport {
 
 // Lines (without "dlaunch: " or newlines) describing the end of a failed job:
 //   job failed with exit code 3
+//   rank 1 exited with code 124, reported as 1: ...   (JobCodeNote, only then)
 //   root cause: rank 1 (local_rank 1, pid 4242) exited with code 3 after 0.52s
 //     | <error message or stderr lines>
 //   stopped: rank 0 (local_rank 0) was killed by SIGTERM, ...

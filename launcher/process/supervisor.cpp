@@ -25,7 +25,39 @@ std::string Describe(const ExitStatus& status) {
   return fmt::format("exited with code {}", status.code);
 }
 
-Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options) : control_(control), options_(options) {}
+int JobCode(const ExitStatus& status) {
+  int code = status.ShellCode();
+  return base::AfterStartCode(code) != nullptr ? base::kExitWorkerClash : code;
+}
+
+std::string JobCodeNote(int rank, const ExitStatus& status) {
+  const base::ExitCodeRow* row = base::AfterStartCode(status.ShellCode());
+  if (row == nullptr) return {};
+  return fmt::format("rank {} exited with code {}, reported as {}: {} is dlaunch's code for {}", rank, row->code,
+                     base::kExitWorkerClash, row->code, row->what);
+}
+
+namespace {
+
+rendezvous::RestartRules RulesOf(const SupervisorOptions& o) {
+  rendezvous::RestartRules rules;
+  rules.max_restarts = o.max_restarts;
+  rules.max_no_progress_restarts = o.max_no_progress_restarts;
+  rules.backoff_min = o.backoff_min;
+  rules.backoff_max = o.backoff_max;
+  return rules;
+}
+
+// "20s", "1.5s": a wait as the user wrote it.
+std::string Seconds(std::chrono::milliseconds wait) {
+  if (wait.count() % 1000 == 0) return fmt::format("{}s", wait.count() / 1000);
+  return fmt::format("{:.1f}s", static_cast<double>(wait.count()) / 1000);
+}
+
+}  // namespace
+
+Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options)
+    : control_(control), options_(options), policy_(RulesOf(options)) {}
 
 Status Supervisor::Start(Clock::time_point now) { return StartAll(now); }
 
@@ -36,6 +68,7 @@ Status Supervisor::StartAll(Clock::time_point now) {
   sampling_ = false;
   deadline_.reset();
   state_ = State::kRunning;
+  policy_.Started(now);
   for (int i = 0; i < options_.nproc; ++i) {
     WorkerRecord& w = workers_[static_cast<size_t>(i)];
     w.local_rank = i;
@@ -83,7 +116,7 @@ void Supervisor::OnExit(int pid, ExitStatus status, Clock::time_point now) {
     control_.Release(pid);
     if (!status.ok() && state_ == State::kRunning) {
       first_failure_ = w.local_rank;
-      exit_code_ = status.ShellCode();
+      exit_code_ = JobCode(status);
       BeginStop(SIGTERM, now);
     }
     MaybeFinish(now);
@@ -92,20 +125,49 @@ void Supervisor::OnExit(int pid, ExitStatus status, Clock::time_point now) {
 }
 
 void Supervisor::MaybeFinish(Clock::time_point now) {
-  if (Running() > 0 || state_ == State::kDone) return;
+  if (Running() > 0 || state_ == State::kDone || state_ == State::kWaiting) return;
   deadline_.reset();
   bool failed = first_failure_ >= 0;
-  if (failed && !aborted_ && stop_signal_ == 0 && !start_failed_ && restart_ < options_.max_restarts) {
-    ++restart_;
-    StartAll(now);  // a start failure here is recorded and stops the job
-    return;
-  }
+  if (failed && !aborted_ && stop_signal_ == 0 && !start_failed_ && Restart(now)) return;
   state_ = State::kDone;
   if (!failed && stop_signal_ == 0 && !aborted_ && !start_failed_) exit_code_ = 0;
 }
 
+// The generation failed and every worker has exited: the policy decides, from
+// each rank's progress now, whether it restarts (at once, or after a backoff
+// in kWaiting). False: the job ends here.
+bool Supervisor::Restart(Clock::time_point now) {
+  std::vector<std::int64_t> progress = control_.Progress();
+  for (size_t i = 0; i < progress.size(); ++i)
+    if (progress[i] >= 0) policy_.Progress(static_cast<int>(i), progress[i]);
+  rendezvous::RestartDecision d = policy_.Failed(rendezvous::Failure::kWorker, now);
+  using Verdict = rendezvous::RestartDecision::Verdict;
+  if (d.verdict == Verdict::kNoProgress) {
+    exit_code_ = base::kExitNoProgress;
+    control_.Notice(fmt::format("not restarting: {}; exit code {} (do not requeue)", d.why, exit_code_));
+    return false;
+  }
+  if (d.verdict != Verdict::kRestart) return false;
+  ++restart_;
+  if (d.wait.count() > 0) {
+    state_ = State::kWaiting;
+    deadline_ = now + d.wait;
+    control_.Notice(fmt::format("restarting in {} (backoff)", Seconds(d.wait)));
+    return true;
+  }
+  StartAll(now);  // a start failure here is recorded and stops the job
+  return true;
+}
+
 void Supervisor::OnStopSignal(int sig, Clock::time_point now) {
   if (state_ == State::kDone) return;
+  if (state_ == State::kWaiting) {
+    stop_signal_ = sig;
+    exit_code_ = 128 + sig;
+    deadline_.reset();
+    state_ = State::kDone;
+    return;
+  }
   if (state_ == State::kStopping) {
     // A second Ctrl-C means "now": skip the grace period.
     if (sig == SIGINT && !killed_) {
@@ -127,6 +189,11 @@ void Supervisor::Forward(int sig) {
 void Supervisor::Abort(int code, Clock::time_point now) {
   if (state_ == State::kDone) return;
   aborted_ = true;
+  if (state_ == State::kWaiting) {  // the failure here stands; nothing runs to stop
+    deadline_.reset();
+    state_ = State::kDone;
+    return;
+  }
   if (state_ == State::kRunning) exit_code_ = code;
   BeginStop(SIGTERM, now);
   MaybeFinish(now);
@@ -135,6 +202,10 @@ void Supervisor::Abort(int code, Clock::time_point now) {
 void Supervisor::OnTick(Clock::time_point now) {
   if (!deadline_ || now < *deadline_) return;
   deadline_.reset();
+  if (state_ == State::kWaiting) {
+    StartAll(now);  // the backoff has passed
+    return;
+  }
   if (state_ != State::kStopping || killed_) return;
   // Workers that ignore SIGTERM after a failure are most often stuck (in a
   // collective the failed rank never joined): where they are is the second

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/defaults.hpp"
 #include "base/status.hpp"
+#include "rendezvous/restart_policy.hpp"
 
 namespace dlaunch::launcher {
 
@@ -33,6 +35,16 @@ ExitStatus FromWaitStatus(int wstatus);
 // "exited with code 3", "was killed by SIGKILL", or for a code over 128 (a shell
 // whose child a signal killed) "exited with code 137 (128+SIGKILL)".
 std::string Describe(const ExitStatus& status);
+// The job's exit code when a worker ended with `status`: its ShellCode(), except
+// that a code dlaunch gives a job itself once workers ran (123, 124:
+// base::AfterStartCode) becomes base::kExitWorkerClash (1), so that a scheduler
+// never takes a worker's code for dlaunch's verdict. The one place a worker's
+// status becomes the job's code, here and in the rendezvous agent's report.
+int JobCode(const ExitStatus& status);
+// Why JobCode(status) differs from the worker's own code, for the summary:
+// "rank 0 exited with code 124, reported as 1: 124 is dlaunch's code for a
+// hang"; empty when it does not.
+std::string JobCodeNote(int rank, const ExitStatus& status);
 
 class WorkerControl {
  public:
@@ -49,6 +61,13 @@ class WorkerControl {
   // Supervisor::OnSampled. Only asked when SupervisorOptions::sample_before_kill
   // is set; the supervisor kills them anyway once that time has passed.
   virtual void SampleBeforeKill(const std::vector<int>& pids) { (void)pids; }
+  // Each local rank's progress in this generation (launcher/process/
+  // progress_files.hpp): the largest number it wrote, -1 where none. Asked at
+  // each failure, for the restart policy. Default: none written.
+  virtual std::vector<std::int64_t> Progress() { return {}; }
+  // One line for the user: a restart's backoff, or why the job stops without
+  // restarting.
+  virtual void Notice(const std::string& line) { (void)line; }
 };
 
 struct WorkerRecord {
@@ -70,11 +89,19 @@ struct SupervisorOptions {
   // shutdown timeout are sampled (WorkerControl::SampleBeforeKill) for at most
   // this long before the SIGKILL. Default: 0, off. A stop signal never samples.
   std::chrono::milliseconds sample_before_kill{0};
+  // --max-no-progress-restarts (-1: off) and --restart-backoff MIN:MAX (0 and
+  // 0: restart at once), as rendezvous/restart_policy.hpp counts them with
+  // max_restarts.
+  int max_no_progress_restarts = -1;
+  std::chrono::milliseconds backoff_min{0};
+  std::chrono::milliseconds backoff_max{0};
 };
 
 class Supervisor {
  public:
-  enum class State { kIdle, kRunning, kStopping, kDone };
+  // kWaiting: between a failed generation and its restart, for the backoff;
+  // no worker runs.
+  enum class State { kIdle, kRunning, kStopping, kWaiting, kDone };
 
   Supervisor(WorkerControl& control, SupervisorOptions options);
 
@@ -85,14 +112,16 @@ class Supervisor {
   // A worker exited (a pid that is not a worker is ignored).
   void OnExit(int pid, ExitStatus status, Clock::time_point now);
   // A stop signal (SIGINT, SIGTERM, ...) reached the launcher: forward it, then
-  // tear down. A second SIGINT kills at once.
+  // tear down. A second SIGINT kills at once. During a backoff (kWaiting) the
+  // job ends at once: no worker runs.
   void OnStopSignal(int sig, Clock::time_point now);
   // A signal to pass on as it is (SIGUSR1, SIGUSR2, SIGCONT).
   void Forward(int sig);
   // A failure elsewhere in the job (another node): tear down with `code`.
   void Abort(int code, Clock::time_point now);
   // Time passed: sends SIGKILL once the shutdown timeout has run out (after
-  // SampleBeforeKill and at most sample_before_kill, when that is set).
+  // SampleBeforeKill and at most sample_before_kill, when that is set), or
+  // starts the next generation once its backoff has passed.
   void OnTick(Clock::time_point now);
   // The sample SampleBeforeKill asked for is taken: SIGKILL now.
   void OnSampled(Clock::time_point now);
@@ -101,7 +130,8 @@ class Supervisor {
   std::optional<Clock::time_point> deadline() const { return deadline_; }
   State state() const { return state_; }
   bool done() const { return state_ == State::kDone; }
-  // Valid once done(): 0, the first failure's code, or 128+N for a signal.
+  // Valid once done(): 0, the first failure's code (JobCode), 128+N for a
+  // signal, or base::kExitNoProgress when restarts made no progress.
   int exit_code() const { return exit_code_; }
   int restart_count() const { return restart_; }
   // The first worker failure of the final generation, if any.
@@ -116,10 +146,12 @@ class Supervisor {
   void SignalRunning(int sig);
   void Kill();
   void MaybeFinish(Clock::time_point now);
+  bool Restart(Clock::time_point now);
   int Running() const;
 
   WorkerControl& control_;
   SupervisorOptions options_;
+  rendezvous::RestartPolicy policy_;  // counts restarts, their progress and backoff
   State state_ = State::kIdle;
   std::vector<WorkerRecord> workers_;
   int restart_ = 0;

@@ -15,6 +15,7 @@
 #include "launcher/core/text.hpp"
 #include "launcher/watchdog/job_mark.hpp"
 #include "launcher/stacks/python_hook.hpp"
+#include "launcher/process/progress_files.hpp"
 #include "launcher/process/summary.hpp"
 
 namespace dlaunch::launcher {
@@ -90,6 +91,11 @@ void WorkerGroup::SampleBeforeKill(const std::vector<int>& pids) {
   if (hooks_.sample) hooks_.sample(pids);
 }
 
+std::vector<std::int64_t> WorkerGroup::Progress() {
+  if (plan_.progress == nullptr) return {};
+  return plan_.progress->Read();
+}
+
 // The logs' directory, each level made 0700 or accepted only as ours: under a
 // shared --log-dir another user must not have planted it (private_dir.hpp).
 Status WorkerGroup::LogDir(int local_rank, int restart, std::string* dir) const {
@@ -115,6 +121,8 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   flavors.error_file = ErrorFilePath(plan_.private_dir, restart, local_rank);
   std::error_code ec;
   std::filesystem::remove(flavors.error_file, ec);
+  // A fresh file for each generation: the job's restart count, not the local one.
+  if (plan_.progress != nullptr) flavors.progress_file = plan_.progress->Prepare(layout.restart_count, local_rank);
 
   envmap::EnvMap env = plan_.inherited;
   for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
@@ -163,6 +171,7 @@ void WorkerGroup::Started(int pid, int local_rank, int restart) {
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
   if (restart > restarts_seen_) {
     restarts_seen_ = restart;
+    last_output_ = now_();  // a new generation: its silence counts from its start
     plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
   }
   running_[pid] = Running{local_rank, restart, now_()};

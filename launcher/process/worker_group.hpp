@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -34,6 +35,9 @@ class WorkerGroup : private WorkerControl {
     // WorkerControl::SampleBeforeKill: take `pids`' stacks, then call
     // supervisor().OnSampled. Empty: never asked (no sampling in the plan).
     std::function<void(const std::vector<int>& pids)> sample;
+    // WorkerControl::Notice: one line for the user (a restart's backoff).
+    // Empty: said nowhere.
+    std::function<void(const std::string& line)> say;
   };
 
   // `plan` (its events never null), `processes`, `io` and `console` must outlive
@@ -73,7 +77,7 @@ class WorkerGroup : private WorkerControl {
   const LastLine* last_line(size_t local_rank) const;
   // True while the console holds back output of `local_rank` (Streams::held).
   bool held(size_t local_rank) const;
-  // When any rank last wrote a byte (or the group started). Output that the
+  // When any rank last wrote a byte (or the group or its last generation started). Output that the
   // console holds back is progress, not silence: while any is held, now.
   Clock::time_point last_output() const { return streams_.held(0) ? now_() : last_output_; }
   // The same without the held output: what a reported silence is keyed to.
@@ -85,6 +89,10 @@ class WorkerGroup : private WorkerControl {
   void Signal(int pid, int sig) override { processes_.Signal(pid, sig); }
   void Release(int pid) override { processes_.Release(pid); }
   void SampleBeforeKill(const std::vector<int>& pids) override;
+  std::vector<std::int64_t> Progress() override;
+  void Notice(const std::string& line) override {
+    if (hooks_.say) hooks_.say(line);
+  }
 
   Status LogDir(int local_rank, int restart, std::string* dir) const;
   SpawnSpec Spec(int local_rank, int restart) const;

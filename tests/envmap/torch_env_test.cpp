@@ -188,6 +188,22 @@ TEST_CASE("WorkerEnv appends each flavor after the torch variables", "[envmap][t
   CHECK(env.size() == torch.size() + 6 + 3 + 7 + 4);  // Horovod: 7 rank variables, 4 of the store
 }
 
+TEST_CASE("WorkerEnv names the progress file in every mode, only when there is one", "[envmap][torch]") {
+  JobLayout layout = ThreeNodesRestarted(1);
+  WorkerSlot slot = LocalSlots(layout)[2];
+  Flavors flavors;
+  CHECK(Find(WorkerEnv(layout, slot, flavors, {}), "DLAUNCH_PROGRESS_FILE") == nullptr);
+  flavors.progress_file = "/tmp/dlaunch-x/progress-1-2";
+  flavors.horovod = true;
+  EnvVars env = WorkerEnv(layout, slot, flavors, {});
+  CHECK(Get(env, "DLAUNCH_PROGRESS_FILE") == "/tmp/dlaunch-x/progress-1-2");
+  CHECK(env.back().first == "DLAUNCH_PROGRESS_FILE");  // after the dialects, before a role's own
+  for (Node& n : layout.nodes) n.nproc = 1;
+  flavors.per_node = true;
+  CHECK(Get(WorkerEnv(layout, LocalSlots(layout)[0], flavors, {}), "DLAUNCH_PROGRESS_FILE") ==
+        "/tmp/dlaunch-x/progress-1-2");
+}
+
 TEST_CASE("WorkerEnv adds TF_CONFIG and the role's own variables", "[envmap][torch]") {
   JobLayout layout;
   layout.nodes = {{"a", "10.0.0.1", 2, {2000, 2001}}, {"b", "10.0.0.2", 2, {3000, 3001}}};

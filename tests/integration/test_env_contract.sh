@@ -18,6 +18,14 @@ err = env.get("TORCHELASTIC_ERROR_FILE")
 if err:
     d = os.path.dirname(err) or "."
     extra["error_file_dir_writable"] = os.path.isdir(d) and os.access(d, os.W_OK)
+pf = env.get("DLAUNCH_PROGRESS_FILE")
+if pf:
+    import stat
+    try:
+        st = os.lstat(pf)
+        extra["progress_file"] = "empty file" if stat.S_ISREG(st.st_mode) and st.st_size == 0 else "not an empty file"
+    except OSError as e:
+        extra["progress_file"] = str(e)
 hf = env.get("AZUREML_MPI_HOSTFILE")
 if hf:
     try:
@@ -99,6 +107,13 @@ if not run_id:
 err_files = [e.get("TORCHELASTIC_ERROR_FILE") for e in envs]
 if len(set(err_files)) != len(err_files) or not all(err_files):
     bad(f"TORCHELASTIC_ERROR_FILE must be a distinct path per rank, got {err_files}")
+progress_files = [e.get("DLAUNCH_PROGRESS_FILE") for e in envs]
+if len(set(progress_files)) != len(progress_files) or not all(progress_files):
+    bad(f"DLAUNCH_PROGRESS_FILE must be a distinct path per rank, got {progress_files}")
+for x in dumps:
+    if x["env"].get("DLAUNCH_PROGRESS_FILE") and x["extra"].get("progress_file") != "empty file":
+        bad(f"rank {x['env'].get('RANK')}: DLAUNCH_PROGRESS_FILE {x['env']['DLAUNCH_PROGRESS_FILE']!r}: "
+            f"expected an empty file there, got {x['extra'].get('progress_file')!r}")
 for x in dumps:
     if x["extra"].get("error_file_dir_writable") is False:
         bad(f"rank {x['env'].get('RANK')}: the directory of TORCHELASTIC_ERROR_FILE "

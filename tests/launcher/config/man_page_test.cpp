@@ -1,10 +1,12 @@
 #include "launcher/config/man_page.hpp"
 
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "envmap/worker_env.hpp"
 #include "launcher/config/flag_table.hpp"
@@ -99,6 +101,7 @@ TEST_CASE("ENVIRONMENT names every variable a worker can be given", "[man]") {
   all.ompi = all.azure = all.horovod = true;
   all.azure_hostfile = "/tmp/hosts";
   all.error_file = "/tmp/error.json";
+  all.progress_file = "/tmp/progress";
   EnvVars vars = envmap::WorkerEnv(layout, envmap::LocalSlots(layout).at(0), all, {});
   EnvVars per_node = envmap::PerNodeEnv(layout, all);
   vars.insert(vars.end(), per_node.begin(), per_node.end());
@@ -111,9 +114,26 @@ TEST_CASE("ENVIRONMENT names every variable a worker can be given", "[man]") {
 
 TEST_CASE("EXIT STATUS lists dlaunch's own codes", "[man]") {
   std::string exit_status = Section("EXIT STATUS");
-  for (int code : {0, 1, base::kExitUsage, base::kExitHang, base::kExitNotExecutable, base::kExitNotFound}) {
+  std::vector<int> codes = {
+      0, 1, base::kExitUsage, base::kExitNoProgress, base::kExitHang, base::kExitNotExecutable, base::kExitNotFound};
+  for (const base::ExitCodeRow& row : base::kExitCodes) codes.push_back(row.code);
+  for (int code : codes) {
     INFO(code);
     CHECK(exit_status.find(".TP\n\\fB" + std::to_string(code) + "\\fR\n") != std::string::npos);
+  }
+  // A rank's own 123 or 124 is not passed on.
+  CHECK(exit_status.find("own 123 or 124 is reported as 1") != std::string::npos);
+}
+
+TEST_CASE("docs/exit-codes.md has a row for each of dlaunch's own codes", "[man][docs]") {
+  std::ifstream in(std::string(DLAUNCH_SOURCE_DIR) + "/docs/exit-codes.md");
+  REQUIRE(in);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string page = "\n" + buf.str();
+  for (const base::ExitCodeRow& row : base::kExitCodes) {
+    INFO(row.code);
+    CHECK(page.find(fmt::format("\n| {} |", row.code)) != std::string::npos);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +15,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include "launcher/process/progress_files.hpp"
 #include "tests/launcher/process/fakes.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -348,4 +351,88 @@ TEST_CASE("runner: a rendezvous agent's node reports its failure and obeys one f
     CHECK(Has(b.Err(), "rank 0 on host-0 exited with code 5"));
     CHECK(channel.failures.empty());  // this node's ranks were stopped, not failed
   }
+}
+
+TEST_CASE("runner: --restart-backoff waits on the clock, says so, and a stop signal in the wait ends at once",
+          "[runner][backoff]") {
+  RunBench b(2);
+  b.plan.supervisor.max_restarts = 3;
+  b.plan.supervisor.backoff_min = 5s;
+  b.plan.supervisor.backoff_max = 5s;
+  b.Start();
+  b.Exit(b.Pid(0), {1, 0});
+  b.DieOf(SIGTERM);
+  CHECK(Has(b.Err(), "dlaunch: restarting in 5s (backoff)\n"));
+  b.Advance(5s - 1ms);
+  CHECK(b.env.processes.spawns.size() == 2);
+  b.Advance(1ms);
+  REQUIRE(b.env.processes.spawns.size() == 4);  // the whole node again
+  CHECK_FALSE(b.code);
+
+  b.Exit(b.Pid(1), {1, 0});
+  b.DieOf(SIGTERM);
+  REQUIRE_FALSE(b.code);  // waiting again
+  b.Advance(1s);
+  REQUIRE(b.env.signal_source.Raise(SIGTERM) == 1);
+  RunReadyHandlers(b.io);
+  REQUIRE(b.code);  // at once, with nothing to stop
+  CHECK(*b.code == 128 + SIGTERM);
+  CHECK(b.env.processes.spawns.size() == 4);
+  CHECK(b.Signals(SIGKILL) == 0);
+  CHECK_FALSE(b.env.clock.NextDue());  // nothing left armed
+}
+
+TEST_CASE("runner: each worker gets a progress file; restarts without progress end with 123", "[runner][progress]") {
+  RunBench b(1);
+  b.plan.supervisor.max_restarts = 10;
+  b.plan.supervisor.max_no_progress_restarts = 1;
+  std::vector<std::string> warned;
+  ProgressFiles progress(b.dir.path, 1, [&warned](const std::string& l) { warned.push_back(l); });
+  b.plan.progress = &progress;
+  b.Start();
+  auto progress_file = [&b] {
+    for (const std::string& kv : b.env.processes.spawns.back().env)
+      if (kv.rfind("DLAUNCH_PROGRESS_FILE=", 0) == 0) return kv.substr(sizeof "DLAUNCH_PROGRESS_FILE=" - 1);
+    return std::string();
+  };
+  // Generation 0 gets to step 3, generation 1 to step 4: progress each time.
+  for (int step : {3, 4}) {
+    std::string path = progress_file();
+    REQUIRE(path == b.dir / fmt::format("progress-{}-0", step - 3));
+    std::ofstream(path) << step << "\n";
+    b.Exit(b.Pid(0), {1, 0});
+    REQUIRE_FALSE(b.code);
+  }
+  // Generation 2 writes nothing new (its file is fresh and empty): stop.
+  CHECK(ReadFile(progress_file()).empty());
+  b.Exit(b.Pid(0), {1, 0});
+  REQUIRE(b.code);
+  CHECK(*b.code == 123);
+  CHECK(b.env.processes.spawns.size() == 3);
+  CHECK(Has(b.console_when_done,
+            "dlaunch: not restarting: 1 restart in a row made no progress (no rank passed its progress at the failure "
+            "before); exit code 123 (do not requeue)\n"));
+  CHECK(Has(b.console_when_done, "dlaunch: job failed with exit code 123\n"));
+  CHECK(warned.empty());
+}
+
+TEST_CASE("runner: the hang watch sleeps through a backoff and counts the next generation's silence from its start",
+          "[runner][backoff]") {
+  RunBench b(1);
+  b.plan.hang_timeout = 10s;
+  b.plan.supervisor.max_restarts = 1;
+  b.plan.supervisor.backoff_min = 30s;
+  b.plan.supervisor.backoff_max = 30s;
+  b.Start();
+  b.Advance(1s);
+  b.Exit(b.Pid(0), {1, 0});  // the restart comes at 31s
+  b.Advance(30s - 1ms);
+  CHECK(b.env.stacks.requests.empty());  // nothing runs to be silent
+  b.Advance(1ms);
+  REQUIRE(b.env.processes.spawns.size() == 2);
+  b.Advance(10s - 1ms);
+  CHECK(b.env.stacks.requests.empty());
+  b.Advance(1ms);
+  REQUIRE(b.env.stacks.requests.size() == 1);
+  CHECK(Has(b.Err(), "no rank has made progress for 10s: collecting stacks"));
 }

@@ -103,3 +103,22 @@ TEST_CASE("a node's end: the hang that stopped it, a failure, or nothing; the ki
   NodeEnd fine;
   CHECK(NodeEndLines(fine).empty());
 }
+
+TEST_CASE("a rank's own 124 reported as 1: the summary says why", "[summary][exit]") {
+  WorkerReport cause;
+  cause.rank = 0;
+  cause.record.pid = 7;
+  cause.record.status = {124, 0};
+  auto lines = FailureSummary(1, &cause, {cause}, 0);
+  REQUIRE(lines.size() >= 3);
+  CHECK(lines[0] == "job failed with exit code 1");
+  CHECK(lines[1] == "rank 0 exited with code 124, reported as 1: 124 is dlaunch's code for a hang");
+  CHECK(lines[2] == "root cause: rank 0 (local_rank 0, pid 7) exited with code 124 after 0.00s");
+  // dlaunch's own 123 after a last failure of code 124: the 123 is dlaunch's, no note.
+  lines = FailureSummary(123, &cause, {cause}, 0);
+  CHECK(lines[0] == "job failed with exit code 123");
+  CHECK(lines[1].rfind("root cause: ", 0) == 0);
+  // Any other code: no note.
+  cause.record.status = {3, 0};
+  CHECK(FailureSummary(3, &cause, {cause}, 0)[1].rfind("root cause: ", 0) == 0);
+}

@@ -1,7 +1,10 @@
 #include "launcher/process/supervisor.hpp"
 
 #include <csignal>
+#include <cstdint>
 #include <map>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -22,6 +25,11 @@ class FakeControl : public WorkerControl {
   void Signal(int pid, int sig) override { signals.push_back({pid, sig}); }
   void Release(int pid) override { released.push_back(pid); }
   void SampleBeforeKill(const std::vector<int>& pids) override { sampled.push_back(pids); }
+  std::vector<std::int64_t> Progress() override {
+    ++progress_reads;
+    return progress;
+  }
+  void Notice(const std::string& line) override { notices.push_back(line); }
 
   int SignalsOf(int sig) const {
     int n = 0;
@@ -35,7 +43,25 @@ class FakeControl : public WorkerControl {
   std::vector<std::pair<int, int>> signals;
   std::vector<int> released;
   std::vector<std::vector<int>> sampled;
+  std::vector<std::int64_t> progress;  // what Progress() answers
+  int progress_reads = 0;
+  std::vector<std::string> notices;
 };
+
+SupervisorOptions Recovering(int nproc, int max_restarts, int max_no_progress,
+                             std::chrono::milliseconds backoff_min = 0ms, std::chrono::milliseconds backoff_max = 0ms) {
+  SupervisorOptions o{nproc, max_restarts, 30s};
+  o.max_no_progress_restarts = max_no_progress;
+  o.backoff_min = backoff_min;
+  o.backoff_max = backoff_max;
+  return o;
+}
+
+// Fails the running generation of a one-worker supervisor at `at`: its worker
+// (the last pid started) exits with `code`.
+void FailOne(FakeControl& c, Supervisor& s, Clock::time_point at, int code = 1) {
+  s.OnExit(c.next_pid - 1, {code, 0}, at);
+}
 
 SupervisorOptions Sampling(int nproc, std::chrono::milliseconds shutdown, std::chrono::milliseconds sample) {
   SupervisorOptions o{nproc, 0, shutdown};
@@ -266,4 +292,141 @@ TEST_CASE("a stop signal, a second Ctrl-C or sampling off: SIGKILL without a sam
     CHECK(c.sampled.empty());
     CHECK(c.SignalsOf(SIGKILL) == 1);
   }
+}
+
+TEST_CASE("--max-no-progress-restarts 2: a crash at step 0 runs 3 times, then 123 with why", "[supervisor][progress]") {
+  FakeControl c;
+  Supervisor s(c, Recovering(1, 10, 2));
+  REQUIRE(s.Start(t0).ok());
+  Clock::time_point t = t0;
+  for (int run = 1; run <= 3; ++run) {
+    INFO("run " << run);
+    REQUIRE(c.starts.size() == static_cast<size_t>(run));
+    CHECK_FALSE(s.done());
+    t += 1s;
+    FailOne(c, s, t);
+  }
+  REQUIRE(s.done());
+  CHECK(c.starts.size() == 3);
+  CHECK(s.restart_count() == 2);
+  CHECK(s.exit_code() == base::kExitNoProgress);
+  CHECK(c.progress_reads == 3);  // read at each failure
+  REQUIRE(c.notices.size() == 1);
+  CHECK(c.notices[0] ==
+        "not restarting: 2 restarts in a row made no progress (no rank passed its progress at the failure "
+        "before); exit code 123 (do not requeue)");
+  REQUIRE(s.root_cause() != nullptr);  // the last failure stays the root cause
+  CHECK(s.root_cause()->restart == 2);
+}
+
+TEST_CASE("--max-no-progress-restarts: progress keeps restarting to --max-restarts, the worker's code stands",
+          "[supervisor][progress]") {
+  FakeControl c;
+  Supervisor s(c, Recovering(2, 3, 1));
+  REQUIRE(s.Start(t0).ok());
+  Clock::time_point t = t0;
+  for (int run = 0; run < 4; ++run) {
+    c.progress = {10 * (run + 1), -1};  // rank 0 gets further each run; rank 1 never writes
+    t += 1s;
+    s.OnExit(c.next_pid - 2, {7, 0}, t);
+    s.OnExit(c.next_pid - 1, {0, SIGTERM}, t);
+  }
+  REQUIRE(s.done());
+  CHECK(c.starts.size() == 8);
+  CHECK(s.restart_count() == 3);
+  CHECK(s.exit_code() == 7);
+  CHECK(c.notices.empty());
+}
+
+TEST_CASE("--max-no-progress-restarts: a run that stalls after progress stops once it stays stalled",
+          "[supervisor][progress]") {
+  FakeControl c;
+  Supervisor s(c, Recovering(1, 10, 1));
+  REQUIRE(s.Start(t0).ok());
+  c.progress = {5};
+  FailOne(c, s, t0 + 1s);  // the first run got to 5
+  FailOne(c, s, t0 + 2s);  // still 5: no progress, 1 in a row
+  REQUIRE(s.done());
+  CHECK(c.starts.size() == 2);
+  CHECK(s.exit_code() == base::kExitNoProgress);
+}
+
+TEST_CASE("--restart-backoff: the restart waits MIN, doubling up to MAX, reset by a healthy run",
+          "[supervisor][backoff]") {
+  FakeControl c;
+  Supervisor s(c, Recovering(1, 10, -1, 10s, 25s));
+  REQUIRE(s.Start(t0).ok());
+  Clock::time_point t = t0 + 1s;
+  for (std::chrono::milliseconds wait : {10'000ms, 20'000ms, 25'000ms, 25'000ms}) {
+    INFO("wait " << wait.count() << "ms");
+    size_t starts = c.starts.size();
+    FailOne(c, s, t);
+    CHECK(s.state() == Supervisor::State::kWaiting);
+    REQUIRE(s.deadline());
+    CHECK(*s.deadline() == t + wait);
+    s.OnTick(t + wait - 1ms);
+    CHECK(c.starts.size() == starts);  // nothing starts before the wait is over
+    t += wait;
+    s.OnTick(t);
+    CHECK(c.starts.size() == starts + 1);
+    CHECK(s.state() == Supervisor::State::kRunning);
+    t += 1s;
+  }
+  CHECK(c.notices == std::vector<std::string>{"restarting in 10s (backoff)", "restarting in 20s (backoff)",
+                                              "restarting in 25s (backoff)", "restarting in 25s (backoff)"});
+  // Ten minutes of health: the next wait is MIN again.
+  t += base::kHealthyRun;
+  FailOne(c, s, t);
+  REQUIRE(s.deadline());
+  CHECK(*s.deadline() == t + 10s);
+  CHECK(c.notices.back() == "restarting in 10s (backoff)");
+}
+
+TEST_CASE("--restart-backoff: a stop signal during the wait ends the job at once", "[supervisor][backoff]") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    FakeControl c;
+    Supervisor s(c, Recovering(2, 5, -1, 20s, 300s));
+    REQUIRE(s.Start(t0).ok());
+    s.OnExit(100, {3, 0}, t0 + 1s);
+    s.OnExit(101, {0, SIGTERM}, t0 + 1s);
+    REQUIRE(s.state() == Supervisor::State::kWaiting);
+    size_t signals = c.signals.size();
+    s.OnStopSignal(sig, t0 + 2s);
+    REQUIRE(s.done());
+    CHECK(s.exit_code() == 128 + sig);
+    CHECK(s.stop_signal() == sig);
+    CHECK_FALSE(s.deadline());
+    CHECK(c.signals.size() == signals);  // nobody left to signal
+    s.OnTick(t0 + 21s);
+    CHECK(c.starts.size() == 2);  // and no restart later
+  }
+  // A failure elsewhere during the wait ends it too, the failure here standing.
+  FakeControl c;
+  Supervisor s(c, Recovering(1, 5, -1, 20s, 300s));
+  REQUIRE(s.Start(t0).ok());
+  FailOne(c, s, t0 + 1s, 3);
+  REQUIRE(s.state() == Supervisor::State::kWaiting);
+  s.Abort(1, t0 + 2s);
+  REQUIRE(s.done());
+  CHECK(s.exit_code() == 3);
+  s.OnTick(t0 + 30s);
+  CHECK(c.starts.size() == 1);
+}
+
+TEST_CASE("a worker's own 123 or 124 is reported as 1; other codes pass through", "[supervisor][exit]") {
+  for (auto [code, want] : std::vector<std::pair<int, int>>{{124, 1}, {123, 1}, {125, 125}, {2, 2}, {127, 127}}) {
+    INFO("worker code " << code);
+    FakeControl c;
+    Supervisor s(c, {1, 0, 30s});
+    REQUIRE(s.Start(t0).ok());
+    s.OnExit(100, {code, 0}, t0 + 1s);
+    REQUIRE(s.done());
+    CHECK(s.exit_code() == want);
+    CHECK(JobCode({code, 0}) == want);
+  }
+  CHECK(JobCode({0, 9}) == 137);
+  CHECK(JobCodeNote(3, {124, 0}) == "rank 3 exited with code 124, reported as 1: 124 is dlaunch's code for a hang");
+  CHECK(JobCodeNote(0, {123, 0}) ==
+        "rank 0 exited with code 123, reported as 1: 123 is dlaunch's code for restarts without progress");
+  CHECK(JobCodeNote(0, {1, 0}).empty());
 }
