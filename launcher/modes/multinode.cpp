@@ -113,6 +113,8 @@ class NodeMode {
  private:
   // Every heartbeat says how long this node's ranks have been silent.
   rdzv::AgentMachineOptions WithSilence(rdzv::AgentMachineOptions o) {
+    // And each local rank's progress (its DLAUNCH_PROGRESS_FILE), read as it goes out.
+    o.progress = [this] { return base_.progress && run_ ? base_.progress->Read() : std::vector<std::int64_t>{}; };
     o.silence = [this] {
       if (!run_) return std::chrono::milliseconds(0);
       return std::chrono::duration_cast<std::chrono::milliseconds>(env_.timers().Now() - run_->last_output());

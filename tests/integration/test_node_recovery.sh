@@ -9,6 +9,9 @@
 #   2. A script that crashes at step 0 on 2 nodes with --max-restarts 10
 #      --max-no-progress-restarts 2 runs exactly 3 times and every dlaunch exits
 #      123, dlaunch's "do not requeue" code.
+#   3. A script that gets further each run (its step in DLAUNCH_PROGRESS_FILE)
+#      and then crashes keeps restarting to --max-restarts and exits with the
+#      worker's code: the host judged progress from both nodes' heartbeats.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -87,4 +90,24 @@ for r in 0 1; do assert_eq "$(wc -l <"$TMP/rec/crash.$r")" 3 "runs of rank $r (t
 grep -q "2 restarts in a row made no progress" "$TMP/crash_host.err" ||
   { show_nodes crash_host; fail "the host should say why it stopped"; }
 assert_no_leftovers "after the crash loop stopped"
+
+# 3. Progress each run, then a crash: 4 runs (the first and 3 restarts), exit 3.
+cat >"$TMP/progress.sh" <<EOF
+#!/bin/sh
+echo run >>"$TMP/rec/progress.\$RANK"
+echo \$((TORCHELASTIC_RESTART_COUNT * 100 + 50)) >"\$DLAUNCH_PROGRESS_FILE"
+exit 3
+EOF
+chmod +x "$TMP/progress.sh"
+port=$(free_port)
+common=(--nnodes 2 --max-restarts 3 --max-no-progress-restarts 1 --rdzv-endpoint "127.0.0.1:$port"
+  --rdzv-id "progress-$$")
+start_dl progress_host 60 "${common[@]}" --rdzv-conf "is_host=1,$conf" -- "$TMP/progress.sh"
+start_dl progress_peer 60 "${common[@]}" --rdzv-conf "is_host=0,$conf" -- "$TMP/progress.sh"
+for n in progress_host progress_peer; do
+  wait_dl "$n"
+  [[ $RC == 3 ]] || { show_nodes progress_host progress_peer; fail "$n exited $RC; restarts that make progress end with the worker's code"; }
+done
+for r in 0 1; do assert_eq "$(wc -l <"$TMP/rec/progress.$r")" 4 "runs of rank $r (the first and 3 restarts)"; done
+assert_no_leftovers "after the restarts ran out"
 pass
