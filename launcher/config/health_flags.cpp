@@ -54,9 +54,10 @@ Result<HealthCheckPlan> HealthCheckFor(const Options& typed) {
 
 std::string ExplainHealthCheck(const HealthCheckPlan& plan) {
   if (!plan.enabled()) return "";
-  return fmt::format("health check: '{}' before joining (timeout {}; again every {} while held out, and before a "
-                     "restart)\n",
-                     PrintablePrefix(plan.command, 80), SecondsText(plan.timeout), SecondsText(plan.interval));
+  return fmt::format(
+      "health check: '{}' before joining (timeout {}; again every {} while held out, and before a "
+      "restart)\n",
+      PrintablePrefix(plan.command, 80), SecondsText(plan.timeout), SecondsText(plan.interval));
 }
 
 }  // namespace dlaunch::launcher

@@ -64,10 +64,10 @@ class HealthChecker {
 };
 
 struct HealthCheckSpec {
-  std::string command;                                    // for /bin/sh -c
+  std::string command;                                                  // for /bin/sh -c
   std::chrono::milliseconds timeout{base::kDefaultHealthCheckTimeout};  // --health-check-timeout
-  std::chrono::milliseconds kill_grace{kCheckKillGrace};  // Default: 1s
-  std::vector<std::string> env;                           // its whole environment, "NAME=VALUE"
+  std::chrono::milliseconds kill_grace{kCheckKillGrace};                // Default: 1s
+  std::vector<std::string> env;                                         // its whole environment, "NAME=VALUE"
 };
 
 // The real checker: a process on `io`, its timeout on `timers`. Both must

@@ -116,9 +116,10 @@ void HealthGate::HoldOut() {
     Busy(false);
     admit_ = nullptr;
     std::function<void(const std::string&)> give_up = std::exchange(give_up_, nullptr);
-    std::string line = fmt::format("{}: kept this node out of the job until its join timeout ran out ({} of waiting); "
-                                   "last check: {}",
-                                   Subject(), WholeSeconds(deadline_ - since_), last_failure_);
+    std::string line = fmt::format(
+        "{}: kept this node out of the job until its join timeout ran out ({} of waiting); "
+        "last check: {}",
+        Subject(), WholeSeconds(deadline_ - since_), last_failure_);
     if (give_up) give_up(line);
   });
 }

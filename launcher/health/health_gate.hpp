@@ -30,9 +30,9 @@
 namespace dlaunch::launcher {
 
 struct HealthGateOptions {
-  std::string command;                          // the check, for messages
+  std::string command;                                                    // the check, for messages
   std::chrono::milliseconds interval{base::kDefaultHealthCheckInterval};  // --health-check-interval
-  std::vector<int> stop_signals;                // caught while checking or held out
+  std::vector<int> stop_signals;                                          // caught while checking or held out
 };
 
 class HealthGate {
@@ -45,8 +45,8 @@ class HealthGate {
   };
 
   // `timers`, `signals`, `checker` and `events` (may be null) must outlive the gate.
-  HealthGate(Timers& timers, SignalSource& signals, HealthChecker& checker, HealthGateOptions options,
-             EventLog* events, Hooks hooks);
+  HealthGate(Timers& timers, SignalSource& signals, HealthChecker& checker, HealthGateOptions options, EventLog* events,
+             Hooks hooks);
   ~HealthGate();
   HealthGate(const HealthGate&) = delete;
   HealthGate& operator=(const HealthGate&) = delete;

@@ -139,8 +139,8 @@ class NodeMode {
         HealthGateOptions{health.command, health.interval, base_.stop_signals}, base_.events,
         HealthGate::Hooks{[this](const std::string& line) { console_.Say(line); },
                           [this](int sig) {
-                            Finish(128 + sig, fmt::format("dlaunch: stopped by {} before joining (--health-check)",
-                                                          SignalName(sig)));
+                            Finish(128 + sig,
+                                   fmt::format("health check: stopped by {} before this node joined", SignalName(sig)));
                           }});
   }
 

@@ -51,8 +51,8 @@ TEST_CASE("--health-check: the command and its timings as typed, the last one wi
         "health check: 'df -P /scratch' before joining (timeout 1.5s; again every 30s while held out, and before a "
         "restart)\n");
   // The largest any duration flag takes: 30 days.
-  Result<HealthCheckPlan> longest = HealthCheckFor(MustParse({"--health-check=true", "--health-check-interval",
-                                                              "2592000", "--", "true"}));
+  Result<HealthCheckPlan> longest =
+      HealthCheckFor(MustParse({"--health-check=true", "--health-check-interval", "2592000", "--", "true"}));
   REQUIRE(longest.ok());
   CHECK(longest->interval == std::chrono::hours(24 * 30));
 }
@@ -108,8 +108,8 @@ TEST_CASE("--health-check: refused where no node joins a rendezvous; a head pass
   CHECK(single.status().message() ==
         "--health-check: only a rendezvous node checks itself before it joins (--rdzv-backend c10d --rdzv-endpoint "
         "HOST:PORT, or a head launch's nodes)");
-  Result<Plan> bad_timing = DecideFor({"--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400",
-                                       "--health-check-interval", "9", "--", "true"});
+  Result<Plan> bad_timing =
+      DecideFor({"--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29400", "--health-check-interval", "9", "--", "true"});
   REQUIRE_FALSE(bad_timing.ok());
   CHECK(bad_timing.status().message() == "--health-check-interval: only with --health-check CMD");
 
@@ -117,8 +117,8 @@ TEST_CASE("--health-check: refused where no node joins a rendezvous; a head pass
     CHECK(ForAgents(flag));
     CHECK_FALSE(HeadOnly(flag));
   }
-  Result<Plan> head = DecideFor({"-H", "a,b", "--health-check", "df /scratch", "--health-check-timeout", "7", "--",
-                                 "true"});
+  Result<Plan> head =
+      DecideFor({"-H", "a,b", "--health-check", "df /scratch", "--health-check-timeout", "7", "--", "true"});
   REQUIRE(head.ok());
   const auto& flags = std::get<HeadPlan>(head->run).agent_flags;
   auto at = std::find(flags.begin(), flags.end(), "--health-check");

@@ -14,12 +14,12 @@
 #include "tests/temp_dir.hpp"
 
 using dlaunch::launcher::AsioTimers;
-using dlaunch::testing::TempDir;
 using dlaunch::launcher::CheckOutcome;
 using dlaunch::launcher::HealthCheckSpec;
 using dlaunch::launcher::kCheckOutputKeep;
 using dlaunch::launcher::LastLine;
 using dlaunch::launcher::ProcessHealthChecker;
+using dlaunch::testing::TempDir;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -53,7 +53,8 @@ struct Check {
   CheckOutcome Run() {
     checker.Run([this](CheckOutcome o) { outcome = std::move(o); });
     CHECK_FALSE(outcome);  // never from within Run
-    REQUIRE(RunUntil(io, [this] { return outcome.has_value(); }, seconds(20)));
+    REQUIRE(RunUntil(
+        io, [this] { return outcome.has_value(); }, seconds(20)));
     return *outcome;
   }
 
@@ -108,13 +109,15 @@ TEST_CASE("a check that hangs is killed at its timeout with its whole group, gra
   int grandchild = ReadPid(file);
   REQUIRE(leader > 0);
   CHECK(getpgid(grandchild) == leader);
-  REQUIRE(RunUntil(c.io, [&] { return c.outcome.has_value(); }, seconds(20)));
+  REQUIRE(RunUntil(
+      c.io, [&] { return c.outcome.has_value(); }, seconds(20)));
   CheckOutcome o = *c.outcome;
   CHECK_FALSE(o.ok);
   CHECK(o.how == "did not finish within 1s; killed");
   CHECK(o.Describe() == "did not finish within 1s; killed: waiting");
   CHECK(o.took >= seconds(1));
-  CHECK(RunUntil(c.io, [&] { return Dead(leader) && Dead(grandchild); }, seconds(5)));
+  CHECK(RunUntil(
+      c.io, [&] { return Dead(leader) && Dead(grandchild); }, seconds(5)));
 }
 
 TEST_CASE("a check that ignores SIGTERM gets SIGKILL after the grace", "[health]") {
@@ -122,9 +125,11 @@ TEST_CASE("a check that ignores SIGTERM gets SIGKILL after the grace", "[health]
   c.checker.Run([&c](CheckOutcome o) { c.outcome = std::move(o); });
   REQUIRE(RunUntil(c.io, [&] { return c.checker.pid() > 0; }));
   int leader = c.checker.pid();
-  REQUIRE(RunUntil(c.io, [&] { return c.outcome.has_value(); }, seconds(20)));
+  REQUIRE(RunUntil(
+      c.io, [&] { return c.outcome.has_value(); }, seconds(20)));
   CHECK(c.outcome->how == "did not finish within 1s; killed");
-  CHECK(RunUntil(c.io, [&] { return Dead(leader); }, seconds(5)));
+  CHECK(RunUntil(
+      c.io, [&] { return Dead(leader); }, seconds(5)));
 }
 
 TEST_CASE("a check that closes its output early is judged by its exit, not by the pipe", "[health]") {
@@ -145,7 +150,8 @@ TEST_CASE("a check that leaves a process holding its pipe ends with its own exit
   int left = ReadPid(file);
   REQUIRE(left > 0);
   // What it left in its group goes with it.
-  CHECK(RunUntil(c.io, [&] { return Dead(left); }, seconds(5)));
+  CHECK(RunUntil(
+      c.io, [&] { return Dead(left); }, seconds(5)));
 }
 
 TEST_CASE("a command that does not exist fails with the shell's line", "[health]") {
@@ -172,7 +178,8 @@ TEST_CASE("a cancelled check's group is killed and its answer never comes", "[he
   int leader = c.checker.pid();
   c.checker.Cancel();
   CHECK(c.checker.pid() == -1);
-  CHECK(RunUntil(c.io, [&] { return Dead(leader); }, seconds(5)));
+  CHECK(RunUntil(
+      c.io, [&] { return Dead(leader); }, seconds(5)));
   CHECK_FALSE(answered);
 }
 
