@@ -151,10 +151,17 @@ class NodeMode {
   }
 
   // The gate held this node out for its whole join timeout. A node that hosts
-  // the coordinator serves the job of the other nodes to its end first.
+  // the coordinator serves the job of the other nodes to its end first, or
+  // until none of them is connected for a heartbeat timeout.
   void KeptOut(const std::string& line) {
-    if (!server_ || server_->ended()) return Finish(1, line);
-    if (!kept_out_) console_.Say(line + "; this node serves the job's coordinator until the job ends");
+    if (!server_ || server_->ended() || server_->jobs() == 0) {
+      if (kept_out_) base_.events->SetRootCause(line);  // said already
+      return Finish(1, kept_out_ ? "" : line);
+    }
+    if (!kept_out_) {
+      console_.Say(line + "; this node serves the job's coordinator until the job ends");
+      server_->ExpireAbandonedJobs(aopts_.heartbeat_timeout);
+    }
     kept_out_ = true;
     drain_->At(env_.timers().Now() + std::chrono::seconds(1), [this, line] { KeptOut(line); });
   }

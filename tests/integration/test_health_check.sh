@@ -14,7 +14,10 @@
 #      C's check went bad; before the restart C checks again (its pass is older
 #      than the 1 s interval), says it leaves the job, hangs up (the host counts
 #      it lost) and runs no worker of the new generation. How the job goes on
-#      without C is the coordinator's (spares, MIN), not asserted here.
+#      without C is the coordinator's (spares, MIN), not asserted here;
+#   4. on loopback, the node that hosts the coordinator fails its check: past
+#      its join timeout it serves the job the other two run until it ends,
+#      then exits non-zero.
 # Every wait is a bounded loop on what the nodes write; no wall time is asserted.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
@@ -163,4 +166,34 @@ wait_for 5 no_marked_processes || {
   # shellcheck disable=SC2046  # one pid a word
   fail "processes left after the restart case:$(describe_pids $(marked_pids))"
 }
+
+# ---------------------------------------------------------------------------
+# 4. A held-out node that hosts the coordinator serves the others' job to its end.
+cat >"$TMP/held_worker.sh" <<EOF
+#!/bin/sh
+echo "worker ran on \$HC_HOST"
+until [ -e "$TMP/release" ]; do "$TMP/bin/sleep" 0.1; done
+EOF
+chmod +x "$TMP/held_worker.sh"
+port=$(free_port)
+start_dl_wrapped hostA 60 "env HC_HOST=A" --nnodes 2:3 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
+  --rdzv-id "hch-$$" --rdzv-conf "is_host=1,join_timeout=4,last_call_timeout=1" --health-check "exit 9 # $MARK" \
+  --health-check-interval 1 -- "$TMP/held_worker.sh"
+wait_for 10 port_listening "$port" || { show_nodes hostA; fail "the held-out host does not serve the coordinator"; }
+for h in B C; do
+  start_dl_wrapped "host$h" 60 "env HC_HOST=$h" --nnodes 2:3 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
+    --rdzv-id "hch-$$" --rdzv-conf "is_host=0,join_timeout=20,last_call_timeout=1" --health-check true \
+    -- "$TMP/held_worker.sh"
+done
+serving="kept this node out of the job until its join timeout ran out .*; this node serves the job's coordinator until the job ends$"
+wait_for 20 file_has "$TMP/hostA.err" "$serving" || { show_nodes hostA hostB hostC; fail "the held-out host did not say it serves the job"; }
+touch "$TMP/release"
+for h in B C; do
+  wait_dl "host$h"
+  [[ $RC == 0 ]] || { show_nodes hostA hostB hostC; fail "$h, with the held-out host serving: expected exit 0, got $RC"; }
+done
+wait_dl hostA
+exited_badly "$RC" || { show_nodes hostA; fail "the held-out host: expected a non-zero exit of its own after the job, got $RC"; }
+assert_file_matches "$TMP/hostA.err" "job 'hch-$$' finished on 2 nodes" "the job's end, on the host"
+grep -q 'worker ran' "$TMP/hostA.out" && fail "the held-out host ran a worker"
 pass
