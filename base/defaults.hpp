@@ -43,6 +43,10 @@ inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{15'000};  //
 inline constexpr std::chrono::milliseconds kHandshakeTimeout{10'000};         // a connection's challenge and answer
 inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{30'000};   // --shutdown-timeout: SIGTERM to SIGKILL
 inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};    // --hang-timeout
+// --health-check: how long one check may run, and how often a held-out node
+// checks again (also: how old a passing check may be when the job restarts).
+inline constexpr std::chrono::milliseconds kDefaultHealthCheckTimeout{60'000};    // --health-check-timeout
+inline constexpr std::chrono::milliseconds kDefaultHealthCheckInterval{300'000};  // --health-check-interval
 // How long the nodes have to answer a stacks query (a hang's, or `dlaunch
 // stacks` of a whole job); one that does not is named as not sampled. A node
 // takes at most 10 s: gdb attaches take seconds.

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "launcher/config/health_flags.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/plan.hpp"
 #include "launcher/config/rdzv_conf.hpp"
@@ -339,6 +340,9 @@ bool ForAgents(std::string_view name) {
                        "shutdown-timeout",
                        "hang-timeout",
                        "hang-action",
+                       "health-check",
+                       "health-check-timeout",
+                       "health-check-interval",
                        "no-python-hook",
                        "signals-to-handle",
                        "legacy-launch",
@@ -652,6 +656,24 @@ const std::vector<Flag>& Flags() {
        SetHangAction,
        "after a hang's stacks: report (default; the job runs on) or stop (exit 124)",
        {.value = "ACTION", .choices = "report stop"}},
+      {"health-check",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckHealthCommand(v); },
+       "rendezvous node: run CMD (sh -c) before joining; a node whose check fails is held out",
+       {.value = "CMD", .others = "Slurm HealthCheckProgram; ft_launcher's node health check"}},
+      {"health-check-timeout",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckHealthSeconds("health-check-timeout", v); },
+       "a health check running this long is killed and fails (default 60)",
+       {.value = "S"}},
+      {"health-check-interval",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckHealthSeconds("health-check-interval", v); },
+       "a held-out node checks again this often; a restart rechecks an older pass (default 300)",
+       {.value = "S"}},
       {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook),
        "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},
       {"signals-to-handle",

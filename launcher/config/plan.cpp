@@ -285,6 +285,9 @@ Result<RendezvousPlan> DecideRendezvous(const Options& o, const Surroundings& s,
   r.master_port = shape.master_port;
   r.join_timeout = o.join_timeout;
   r.heartbeat_timeout = o.heartbeat_timeout;
+  Result<HealthCheckPlan> health = HealthCheckFor(o);
+  if (!health.ok()) return health.status();
+  r.health = std::move(*health);
   Result<std::string> token = ResolveToken(o, env);
   if (!token.ok()) return token.status();
   r.token = *token;
@@ -370,6 +373,13 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     if (!r.ok()) return r.status();
     plan.run = AgentPlan{std::move(*workers), std::move(*r)};
   } else {
+    // Only a rendezvous node can stay out of a job and join it later.
+    for (const auto& [name, value] : typed.typed)
+      if (name.starts_with("health-check"))
+        return Status::InvalidArgument(fmt::format(
+            "--{}: only a rendezvous node checks itself before it joins (--rdzv-backend c10d --rdzv-endpoint "
+            "HOST:PORT, or a head launch's nodes)",
+            name));
     Result<StaticPlan> layout = DecideStatic(typed, surroundings->shape);
     if (!layout.ok()) return layout.status();
     plan.run = NodePlan{std::move(*workers), std::move(*layout)};
@@ -436,11 +446,13 @@ std::string ExplainMode(const Plan& plan) {
                                                r.is_host ? (*r.is_host ? " (hosted here)" : " (hosted elsewhere)") : "",
                                                r.coordinator.run_id)
                                  : "mode: TCP rendezvous at rank 0's address, learnt through an Open MPI bootstrap\n";
-    return out + fmt::format("nodes: {}, this node's rank: {}\n",
-                             r.min_nodes == r.max_nodes ? fmt::format("{}", r.max_nodes)
-                                                        : fmt::format("{}:{}", r.min_nodes, r.max_nodes),
-                             r.requested_node_rank >= 0 ? fmt::format("{}", r.requested_node_rank)
-                                                        : "assigned by the coordinator");
+    return out +
+           fmt::format(
+               "nodes: {}, this node's rank: {}\n",
+               r.min_nodes == r.max_nodes ? fmt::format("{}", r.max_nodes)
+                                          : fmt::format("{}:{}", r.min_nodes, r.max_nodes),
+               r.requested_node_rank >= 0 ? fmt::format("{}", r.requested_node_rank) : "assigned by the coordinator") +
+           ExplainHealthCheck(r.health);
   }
   const StaticPlan& s = std::get<NodePlan>(plan.run).layout;
   std::string out = s.nnodes > 1 ? fmt::format("mode: static multi-node, master {}:{}\n", s.master_addr,

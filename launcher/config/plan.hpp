@@ -22,6 +22,7 @@
 #include "envmap/layout.hpp"
 #include "base/status.hpp"
 #include "envmap/worker_env.hpp"
+#include "launcher/config/health_flags.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/recovery_flags.hpp"
 #include "rendezvous/connection.hpp"
@@ -124,6 +125,7 @@ struct RendezvousPlan {
   std::optional<int> master_port;
   std::chrono::milliseconds join_timeout{};
   std::chrono::milliseconds heartbeat_timeout{};
+  HealthCheckPlan health;  // --health-check: this node's check before it joins
   // The hosted coordinator's options: all but the endpoint, which the host adds.
   rendezvous::CoordinatorOptions coordinator;
 };

@@ -137,6 +137,11 @@ LauncherMetrics::LauncherMetrics(std::string mode, int world_size, const RunLive
 void LauncherMetrics::OnEvent(std::string_view event, const boost::json::object& fields) {
   if (event == "hang_suspected") ++hangs_;
   if (event == "stacks") ++stacks_;
+  if (event == "health_check") {
+    const boost::json::value* ok = fields.if_contains("ok");
+    held_out_ = ok != nullptr && ok->is_bool() && !ok->as_bool();
+    if (held_out_) ++health_failures_;
+  }
   if (event == "restart" || event == "rendezvous") {
     const boost::json::value* r = fields.if_contains("restart");
     if (r != nullptr && r->is_int64()) restarts_ = std::max(restarts_, r->as_int64());
@@ -165,6 +170,8 @@ void LauncherMetrics::Write(Exposition& out) const {
   out.Add("dlaunch_restarts_total", static_cast<double>(restarts_));
   out.Add("dlaunch_hangs_detected_total", static_cast<double>(hangs_));
   out.Add("dlaunch_stacks_taken_total", static_cast<double>(stacks_));
+  out.Add("dlaunch_health_check_failures_total", static_cast<double>(health_failures_));
+  out.Add("dlaunch_node_held_out", held_out_ ? 1 : 0);
   if (server_ != nullptr) WriteServerCounters(server_->counters(), out);
 }
 

@@ -116,6 +116,8 @@ class LauncherMetrics {
   const rendezvous::CoordinatorServer* server_ = nullptr;
   std::uint64_t hangs_ = 0;
   std::uint64_t stacks_ = 0;
+  std::uint64_t health_failures_ = 0;  // health_check events with ok false
+  bool held_out_ = false;              // the last health_check failed
   std::int64_t restarts_ = 0;
 };
 

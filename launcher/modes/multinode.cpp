@@ -10,6 +10,7 @@
 #include <memory>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
@@ -18,6 +19,7 @@
 #include "launcher/core/timers.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
+#include "launcher/health/health_gate.hpp"
 #include "rendezvous/agent_session.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_hang.hpp"
@@ -72,7 +74,7 @@ class NodeMode {
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, RunEnv& env,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
-           SwitchLiveSource& view, LauncherMetrics& metrics)
+           SwitchLiveSource& view, LauncherMetrics& metrics, const HealthCheckPlan& health)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -80,11 +82,8 @@ class NodeMode {
         env_(env),
         server_(std::move(server)),
         drain_(env.timers().NewTimer()),
-        agent_(loop.io(), std::move(target), WithSilence(std::move(aopts)),
-               rdzv::AgentSession::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
-                                         [this](int code, const std::string& error) { Finish(code, error); },
-                                         [this](const std::string& line) { console_.Say(line); },
-                                         [this](int id, const std::string& what) { Query(id, what); }}),
+        target_(std::move(target)),
+        aopts_(WithSilence(std::move(aopts))),
         task_holds_(std::move(task_holds)),
         store_hold_(std::move(store_hold)),
         live_(live),
@@ -96,6 +95,7 @@ class NodeMode {
       view.SetJob(job_live_.get());
       metrics.SetCoordinator(server_.get());
     }
+    if (health.enabled()) MakeGate(health);
   }
 
   void Start() {
@@ -107,10 +107,86 @@ class NodeMode {
       server_->OnHang({[this](const std::string&, const rdzv::HangSuspected& s) { hang_.Suspected(s); },
                        [this](const std::string&, const rdzv::HangReport& r) { hang_.Report(r); }});
     }
-    agent_.Start();
+    if (!gate_) return Join(std::nullopt);
+    Admit(env_.timers().Now() + aopts_.join_timeout);
   }
 
  private:
+  // This node's agent joins the job: its join timeout is what is left until
+  // `deadline` (the health gate may have held it out), else the whole of it.
+  void Join(std::optional<SteadyTime> deadline) {
+    rdzv::AgentMachineOptions o = aopts_;
+    if (deadline)
+      o.join_timeout = std::max(std::chrono::milliseconds(1),
+                                std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - env_.timers().Now()));
+    agent_ = std::make_unique<rdzv::AgentSession>(
+        loop_.io(), target_, std::move(o),
+        rdzv::AgentSession::Hooks{[this](const rdzv::Assignment& a) { Run(a); },
+                                  [this](int code, const std::string& error) { Finish(code, error); },
+                                  [this](const std::string& line) { console_.Say(line); },
+                                  [this](int id, const std::string& what) { Query(id, what); }});
+    agent_->Start();
+  }
+
+  // --health-check (launcher/health/health_gate.hpp): the check runs with the
+  // launcher's environment and the endpoint it is to reach.
+  void MakeGate(const HealthCheckPlan& health) {
+    HealthCheckSpec spec{health.command, health.timeout, kCheckKillGrace, {}};
+    for (const auto& [name, value] : base_.inherited) spec.env.push_back(name + "=" + value);
+    spec.env.push_back("DLAUNCH_RDZV_ENDPOINT=" + endpoint_);
+    checker_ = std::make_unique<ProcessHealthChecker>(loop_.io(), env_.timers(), std::move(spec));
+    gate_ = std::make_unique<HealthGate>(
+        env_.timers(), env_.signals(), *checker_,
+        HealthGateOptions{health.command, health.interval, base_.stop_signals}, base_.events,
+        HealthGate::Hooks{[this](const std::string& line) { console_.Say(line); },
+                          [this](int sig) {
+                            Finish(128 + sig,
+                                   fmt::format("health check: stopped by {} before this node joined", SignalName(sig)));
+                          }});
+  }
+
+  // Joins once the check passes, or ends at `deadline` while it fails.
+  void Admit(SteadyTime deadline) {
+    gate_->Admit(
+        deadline, [this, deadline] { Join(deadline); }, [this](const std::string& line) { KeptOut(line); });
+  }
+
+  // The gate held this node out for its whole join timeout. A node that hosts
+  // the coordinator serves the job of the other nodes to its end first, or
+  // until none of them is connected for a heartbeat timeout.
+  void KeptOut(const std::string& line) {
+    if (!server_ || server_->ended() || server_->jobs() == 0) {
+      if (kept_out_) base_.events->SetRootCause(line);  // said already
+      return Finish(1, kept_out_ ? "" : line);
+    }
+    if (!kept_out_) {
+      console_.Say(line + "; this node serves the job's coordinator until the job ends");
+      server_->ExpireAbandonedJobs(aopts_.heartbeat_timeout);
+    }
+    kept_out_ = true;
+    drain_->At(env_.timers().Now() + std::chrono::seconds(1), [this, line] { KeptOut(line); });
+  }
+
+  // Before a restart (a newer generation), a check older than the interval
+  // runs again first; one that fails takes this node out of the job.
+  void RecheckThenRun(const rdzv::Assignment& a) {
+    pending_ = a;
+    // The job may stop or restart again meanwhile: the check goes, and the
+    // agent hears that this node's (unstarted) workers are done.
+    agent_->Attach([this](int code, const std::string&) {
+      gate_->Stop();
+      asio::post(loop_.io(), [this, code, alive = life_.token()] {
+        if (!alive.expired() && agent_) agent_->WorkersDone(code);
+      });
+    });
+    gate_->Recheck([this](bool ok) {
+      if (ok) return Run(*std::exchange(pending_, std::nullopt), /*checked=*/true);
+      pending_.reset();
+      agent_.reset();  // hangs up: the coordinator counts this node lost
+      Admit(env_.timers().Now() + aopts_.join_timeout);
+    });
+  }
+
   // Every heartbeat says how long this node's ranks have been silent.
   rdzv::AgentMachineOptions WithSilence(rdzv::AgentMachineOptions o) {
     // And each local rank's progress (its DLAUNCH_PROGRESS_FILE), read as it goes out.
@@ -127,25 +203,26 @@ class NodeMode {
   void Query(int id, const std::string& what) {
     if (run_ && what == "stacks") {
       run_->Stacks([this, id, alive = life_.token()](std::vector<RankStack> stacks) {
-        if (!alive.expired()) agent_.Answer(id, StackItems(stacks));
+        if (!alive.expired() && agent_) agent_->Answer(id, StackItems(stacks));
       });
       return;
     }
     // "signal SIGUSR1": a head passes on a signal it caught (PassOnQuery).
     if (std::optional<int> sig = PassedOnSignal(what)) {
       if (run_) run_->PassOn(*sig);
-      agent_.Answer(id, {});
+      agent_->Answer(id, {});
       return;
     }
     std::vector<std::string> items;
     if (run_ && what == "status")
       for (const boost::json::value& row : run_->Rows()) items.push_back(boost::json::serialize(row));
-    agent_.Answer(id, std::move(items));
+    agent_->Answer(id, std::move(items));
   }
 
-  void Run(const rdzv::Assignment& a) {
+  void Run(const rdzv::Assignment& a, bool checked = false) {
     live_.SetRun(nullptr);
     run_.reset();  // the last generation's run has finished
+    if (gate_ && !checked && gate_->Due()) return RecheckThenRun(a);
     // Each generation runs a plan of its own: the base with the coordinator's layout.
     auto generation = std::make_unique<RunPlan>(base_);
     envmap::JobLayout& layout = generation->layout;
@@ -177,7 +254,7 @@ class NodeMode {
     if (Status s = ServeHorovod(*generation); !s.ok()) return Finish(1, s.message());
     generation_ = std::move(generation);
     run_ =
-        StartJob(*generation_, env_, loop_.io(), console_, &channel_, [this](int code) { agent_.WorkersDone(code); });
+        StartJob(*generation_, env_, loop_.io(), console_, &channel_, [this](int code) { agent_->WorkersDone(code); });
     live_.SetRun(run_.get());
   }
 
@@ -236,15 +313,23 @@ class NodeMode {
   std::unique_ptr<Timer> drain_;             // from env_: dropped with this mode
   SteadyTime drain_deadline_;
   int code_ = 1;
-  rdzv::AgentSession agent_;
+  rdzv::HostPort target_;
+  rdzv::AgentMachineOptions aopts_;
+  // From Join on; gone while the health gate holds this node out.
+  std::unique_ptr<rdzv::AgentSession> agent_;
+  // --health-check: the check and the gate; null without it.
+  std::unique_ptr<ProcessHealthChecker> checker_;
+  std::unique_ptr<HealthGate> gate_;
+  std::optional<rdzv::Assignment> pending_;  // a restart's assignment while its check runs
+  bool kept_out_ = false;                    // KeptOut said its line
   // The runner's side of the session.
   struct Channel : JobChannel {
-    explicit Channel(rdzv::AgentSession& s) : session(s) {}
-    void Attach(std::function<void(int, const std::string&)> abort) override { session.Attach(std::move(abort)); }
+    explicit Channel(std::unique_ptr<rdzv::AgentSession>& s) : session(s) {}
+    void Attach(std::function<void(int, const std::string&)> abort) override { session->Attach(std::move(abort)); }
     void LocalFailure(int rank, int code, const std::string& reason) override {
-      session.LocalFailure(rank, code, reason);
+      session->LocalFailure(rank, code, reason);
     }
-    rdzv::AgentSession& session;
+    std::unique_ptr<rdzv::AgentSession>& session;
   } channel_{agent_};
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
@@ -376,8 +461,8 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, Even
 
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, env, std::move(*server), *r.endpoint,
-                std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view,
-                metrics);
+                std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view, metrics,
+                r.health);
   mode.Start();
   int code = loop.Run();
   live.SetRun(nullptr);  // the run, the job view and the coordinator go with `mode`

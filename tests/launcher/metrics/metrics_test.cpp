@@ -135,6 +135,20 @@ TEST_CASE("LauncherMetrics reads the live view's run and counts the parts' event
   CHECK(text.find("dlaunch_hangs_detected_total 1\n") != std::string::npos);
   CHECK(text.find("dlaunch_stacks_taken_total 2\n") != std::string::npos);
   CHECK(text.find("dlaunch_nodes_joined_total") == std::string::npos);  // not the host
+  CHECK(text.find("dlaunch_health_check_failures_total 0\n") != std::string::npos);
+  CHECK(text.find("dlaunch_node_held_out 0\n") != std::string::npos);
+  // --health-check: each failure counts, and the node is held out until a check passes.
+  m.OnEvent("health_check", {{"ok", false}, {"how", "exited with code 3"}});
+  m.OnEvent("health_check", {{"ok", false}, {"how", "exited with code 3"}});
+  Exposition held;
+  m.Write(held);
+  CHECK(held.Text().find("dlaunch_health_check_failures_total 2\n") != std::string::npos);
+  CHECK(held.Text().find("dlaunch_node_held_out 1\n") != std::string::npos);
+  m.OnEvent("health_check", {{"ok", true}, {"how", "passed"}});
+  Exposition joined;
+  m.Write(joined);
+  CHECK(joined.Text().find("dlaunch_health_check_failures_total 2\n") != std::string::npos);
+  CHECK(joined.Text().find("dlaunch_node_held_out 0\n") != std::string::npos);
   // Between generations: no run, not ready.
   live.SetRun(nullptr);
   CHECK_FALSE(m.Ready());
