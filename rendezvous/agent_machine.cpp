@@ -178,8 +178,12 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
     case State::kStopping:
       if (assignment && !outcome_) {
         next_ = *assignment;  // a newer generation replaces the one we were going to run
-      } else if (abort || done) {
+      } else if ((abort || done) && !outcome_) {
+        // The workers were being stopped for a restart or a standby: what they
+        // exit with is our doing, so the job's code is the coordinator's.
+        only_outcome_ = next_.has_value() || standing_by_;
         next_.reset();
+        standing_by_ = false;
         outcome_ = abort ? abort->code : done->exit_code;
       }
       break;
@@ -358,7 +362,7 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
       standing_by_ = false;
       state_ = State::kJoining;  // joined, without workers, until the next Assignment
     } else {
-      bool stop_code = outcome_ && base::AfterStartCode(*outcome_);
+      bool stop_code = outcome_ && (only_outcome_ || base::AfterStartCode(*outcome_));
       Finish(code != 0 && !stop_code ? code : outcome_.value_or(1), "");
     }
   }

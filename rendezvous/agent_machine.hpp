@@ -234,6 +234,7 @@ class AgentMachine {
   std::optional<int> outcome_;      // the job's code once it ended, while stopping
   int own_code_ = 0;                // the workers' result, in the barrier
   bool standing_by_ = false;        // stopping for a Standby: then wait, joined
+  bool only_outcome_ = false;       // the job ended while stopping for a restart: its code, not the workers'
   std::vector<AgentAction> out_;
 };
 

@@ -550,3 +550,22 @@ TEST_CASE("agent: the hello carries the job's recovery flags", "[agent][recovery
 }
 
 }  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("agent: the job ends while its workers stop for a restart: the job's code, not theirs", "[agent][recovery]") {
+  AgentHarness h(Options());
+  h.Joined(Gen(3));
+  h.Receive(Gen(4, 0));  // restart: the workers are being stopped
+  h.Receive(Abort{"node 1 (b) rank 1 exited with code 3", 3});
+  std::optional<DoFinish> f = Find<DoFinish>(h.Take(h.m.OnWorkersDone(1, h.now)));  // as stopped
+  REQUIRE(f);
+  CHECK(f->code == 3);
+  // A failure of its own before the end still wins, as before.
+  AgentHarness g(Options());
+  g.Joined(Gen(1));
+  g.Receive(Abort{"node 1 (b) rank 1 exited with code 3", 3});
+  CHECK(Find<DoFinish>(g.Take(g.m.OnWorkersDone(7, g.now)))->code == 7);
+}
+
+}  // namespace dlaunch::rendezvous
