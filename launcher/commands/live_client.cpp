@@ -251,6 +251,14 @@ std::string MissingLines(const std::vector<boost::json::object>& docs) {
   return out;
 }
 
+// The spares a job-wide answer says wait to replace a lost node (--spares).
+std::string SparesLine(const std::vector<boost::json::object>& docs) {
+  for (const auto& d : docs)
+    if (long spares = static_cast<long>(Num(d, "spares")); spares > 0)
+      return fmt::format("spares: {} waiting to replace a lost node\n", spares);
+  return "";
+}
+
 void Print(const std::string& text) { WriteAll(STDOUT_FILENO, text); }
 
 std::string JobHeader(const std::vector<boost::json::object>& docs) {
@@ -273,7 +281,7 @@ std::string StatusView(const std::vector<boost::json::object>& docs, size_t widt
   std::stable_sort(rows.begin(), rows.end(), [](const boost::json::value& a, const boost::json::value& b) {
     return Num(a.as_object(), "rank") < Num(b.as_object(), "rank");
   });
-  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width) + MissingLines(docs);
+  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width) + SparesLine(docs) + MissingLines(docs);
 }
 
 int ShowStatus(const LivePlan& plan, const std::string& dir, const envmap::EnvMap& env) {

@@ -57,9 +57,14 @@ JobLiveSource::JobLiveSource(rdzv::CoordinatorServer& server, LiveJob job) : ser
 boost::json::object JobLiveSource::Header(int ranks) const {
   boost::json::array command;
   for (const std::string& a : job_.command) command.emplace_back(a);
-  return boost::json::object{{"run_id", job_.run_id},   {"pid", static_cast<int>(getpid())},
-                             {"started", job_.started}, {"command", std::move(command)},
-                             {"ranks", ranks},          {"job_wide", true}};
+  // The server hosts this job alone, so its count of spares is the job's.
+  return boost::json::object{{"run_id", job_.run_id},
+                             {"pid", static_cast<int>(getpid())},
+                             {"started", job_.started},
+                             {"command", std::move(command)},
+                             {"ranks", ranks},
+                             {"job_wide", true},
+                             {"spares", server_.counters().spares}};
 }
 
 void JobLiveSource::Status(std::function<void(boost::json::object)> reply) {

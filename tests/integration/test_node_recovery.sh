@@ -44,6 +44,10 @@ start_dl_wrapped spare 90 "env NODE_NAME=spare" "${common[@]}" --rdzv-conf "is_h
 wait_for 20 spares_seen 1 ||
   { show_nodes host spare; fail "the fifth agent should wait as a spare"; }
 bg_running spare || { show_nodes spare; fail "the spare agent should be waiting, not gone"; }
+# `dlaunch status` of the job says a spare waits.
+run_dl 30 status "spares-$$"
+expect_rc 0 "dlaunch status of the job"
+assert_contains "$(cat "$OUT")" "spares: 1 waiting to replace a lost node" "dlaunch status of the job"
 
 victim_rank=$(cat "$TMP/rec/b.g0")
 kill -KILL "$(dl_pid b)"
