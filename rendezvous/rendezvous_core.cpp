@@ -124,7 +124,7 @@ void RendezvousCore::OnUnexpected(ConnId conn, Phase phase, const Message& messa
                                            "while waiting for an assignment", "from an assigned node"};
   bool coordinator_only = std::holds_alternative<Challenge>(message) || std::holds_alternative<Assignment>(message) ||
                           std::holds_alternative<Abort>(message) || std::holds_alternative<Refused>(message) ||
-                          std::holds_alternative<Query>(message);
+                          std::holds_alternative<Query>(message) || std::holds_alternative<Standby>(message);
   std::string problem = fmt::format("unexpected {} {}", TypeName(message),
                                     coordinator_only ? "from an agent" : kWhere[static_cast<int>(phase)]);
   Refuse(conn, problem, now);

@@ -12,6 +12,9 @@
 #   3. A script that gets further each run (its step in DLAUNCH_PROGRESS_FILE)
 #      and then crashes keeps restarting to --max-restarts and exits with the
 #      worker's code: the host judged progress from both nodes' heartbeats.
+#   4. --restart-backoff 1:1: a failure stands both nodes by (their workers
+#      stopped, the agents still joined), and the next generation runs after
+#      the wait and finishes 0.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -117,4 +120,24 @@ for n in progress_host progress_peer; do
 done
 assert_eq "$(generations progress)" "0 1 2 3" "generations run (the first and 3 restarts)"
 assert_no_leftovers "after the restarts ran out"
+
+# 4. A failure, a backoff, then a generation that finishes.
+cat >"$TMP/once.sh" <<EOF
+#!/bin/sh
+[ "\$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "\$RANK" = 1 ] && exit 5
+exit 0
+EOF
+chmod +x "$TMP/once.sh"
+port=$(free_port)
+common=(--nnodes 2 --max-restarts 1 --restart-backoff 1:1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "backoff-$$")
+start_dl backoff_host 60 "${common[@]}" --rdzv-conf "is_host=1,$conf" --events "$TMP/backoff.jsonl" -- "$TMP/once.sh"
+start_dl backoff_peer 60 "${common[@]}" --rdzv-conf "is_host=0,$conf" -- "$TMP/once.sh"
+for n in backoff_host backoff_peer; do
+  wait_dl "$n"
+  [[ $RC == 0 ]] || { show_nodes backoff_host backoff_peer; fail "$n exited $RC; the restart after the backoff should finish 0"; }
+done
+grep -q "restarting (1 of 1) in 1s (--restart-backoff)" "$TMP/backoff_peer.err" ||
+  { show_nodes backoff_peer; fail "the peer should say it waits for the backoff"; }
+file_has "$TMP/backoff.jsonl" '"event":"standby"' || fail "no standby event on the host"
+assert_no_leftovers "after the backoff's generation finished"
 pass
