@@ -172,7 +172,7 @@ void RendezvousCore::OnJoin(ConnId conn, Agent& agent, const Join& join, Clock::
   expiry_floor_ = std::min(expiry_floor_, agent.last_seen + options_.heartbeat_timeout);
   if (agent.slot >= 0) slots_[agent.slot] = join.host;
   if (state_ == State::kRunning) {
-    if (static_cast<int>(plan_->table.size()) >= options_.max_nodes) {
+    if (static_cast<int>(plan_->table.size()) >= options_.max_nodes && options_.spares > 0) {
       Emit(
           Log{fmt::format("{}: host '{}' waits as a spare ({} of {})", Subject(), join.host, waiting_, options_.spares),
               "late joins"});
