@@ -48,7 +48,7 @@ def frame(mtype, payload):
     return b"DLRV" + bytes([VERSION, mtype]) + b"\0\0" + struct.pack(">I", len(payload)) + payload
 
 
-def beat(silent_ms):
+def beat_payload(silent_ms):
     """A heartbeat's payload: silent_ms from protocol 4, an empty progress list from 5."""
     if VERSION < 4:
         return b""
@@ -131,7 +131,7 @@ def beat(port, token, run_id, count, secs):
             if c in closed:
                 continue
             try:
-                c.send(frame(HEARTBEAT, beat(0)))
+                c.send(frame(HEARTBEAT, beat_payload(0)))
             except BlockingIOError:
                 pass  # a full buffer: the coordinator is not reading; it has bytes of ours
             except OSError:
@@ -216,7 +216,7 @@ def intrude(port, run_id, beats, token):
         try:
             mtype, body = read_frame(conn)
         except socket.timeout:
-            conn.sendall(frame(HEARTBEAT, beat(0)))
+            conn.sendall(frame(HEARTBEAT, beat_payload(0)))
             continue
         if mtype is None:
             print("closed before an assignment", flush=True)
@@ -242,7 +242,7 @@ def intrude(port, run_id, beats, token):
     rank_offset = struct.unpack(">i", body[pos + 8:pos + 12])[0]  # after restart_count, nnodes
     print("assigned node %d master %s:%d" % (node_rank, master, master_port), flush=True)
     conn.settimeout(10)
-    conn.sendall(frame(HEARTBEAT, beat(-1)) * beats)
+    conn.sendall(frame(HEARTBEAT, beat_payload(-1)) * beats)
     conn.sendall(frame(WORKER_FAILED, i(generation) + i(node_rank) + i(rank_offset) + i(3) + s(EVIL_REASON)))
     try:
         while conn.recv(65536):
@@ -306,7 +306,7 @@ def main():
         join = (s(run_id) + s(b"leaver") + struct.pack(">I", 1) + s(b"127.0.0.1") + i(1) + i(0) + i(-1) +
                 i(-1) + i(0) + struct.pack(">I", 0) + i(0))
         conn.sendall(frame(JOIN, join))
-        conn.sendall(frame(HEARTBEAT, beat(0)))  # answered only once joined
+        conn.sendall(frame(HEARTBEAT, beat_payload(0)))  # answered only once joined
         mtype, _ = read_frame(conn)
         print("joined" if mtype == 6 else "not joined: type %s" % mtype, flush=True)
         conn.close()

@@ -194,8 +194,8 @@ with open(random_file, "rb") as f:
     garbage = f.read()
 if garbage[:4] == b"DLRV":  # 1 in 2^32, but a test must not be flaky
     garbage = b"X" + garbage[1:]
-# magic, version 4 (kProtocolVersion), type 1, reserved 0, payload length 0xFFFFFFFF (big-endian)
-oversized = struct.pack(">4sBBHI", b"DLRV", 4, 1, 0, 0xFFFFFFFF)
+# magic, version 5 (kProtocolVersion), type 1, reserved 0, payload length 0xFFFFFFFF (big-endian)
+oversized = struct.pack(">4sBBHI", b"DLRV", 5, 1, 0, 0xFFFFFFFF)
 assert len(oversized) == 12
 ok = probe("random bytes", garbage)
 ok = probe("oversized length", oversized) and ok

@@ -89,7 +89,7 @@ def main():
                         + u32(0) + u32(2) + u32(0) + u32(2))
                 out = (f"assignment (master {a.master})", frame(version, 5, body))
             elif t == 6:
-                out = ("heartbeat", frame(version, 6, u32(0) if version >= 4 else b""))
+                out = ("heartbeat", frame(version, 6, (u32(0) if version >= 4 else b"") + (u32(0) if version >= 5 else b"")))
             elif t == 9:  # done -> done, exit 0
                 out = ("done", frame(version, 9, u32(1) + u32(0) + u32(0)))
             if out:

@@ -27,7 +27,7 @@ import time
 
 MAGIC = b"DLRV"
 TYPES = ["hello", "challenge", "proof", "join", "assignment", "heartbeat",
-         "worker-failed", "abort", "done", "leave", "refused", "query", "report"]
+         "worker-failed", "abort", "done", "leave", "refused", "query", "report", "standby"]
 
 
 def protocol_version(src):
@@ -79,7 +79,9 @@ class Frames:
             return (u32(rng.choice([self.version, self.version - 1, self.version + 1]))
                     + s(self.rid()) + s(rng.randbytes(rng.choice([0, 16, 32, 33])))
                     + u32(i()) + u32(i()) + u32(i())
-                    + (u32(i()) + u32(i()) if self.version >= 4 else b""))  # hang_timeout_ms, hang_stop
+                    + (u32(i()) + u32(i()) if self.version >= 4 else b"")  # hang_timeout_ms, hang_stop
+                    # spares, max_no_progress_restarts, backoff_min_ms, backoff_max_ms
+                    + (u32(i()) + u32(i()) + u32(i()) + u32(i()) if self.version >= 5 else b""))
         if t == 2:  # challenge (with the field protocol 3 adds, sometimes)
             p = s(rng.randbytes(rng.choice([0, 32])))
             return p + s(rng.randbytes(32)) if rng.random() < 0.5 else p
@@ -93,8 +95,12 @@ class Frames:
             node = lambda _: s("h") + s("127.0.0.1") + u32(i()) + lst([], u32)
             return (u32(i()) + u32(i()) + lst(range(rng.randrange(0, 3)), node) + s("127.0.0.1")
                     + u32(i()) + s(self.rid()) + u32(i()) + u32(i()) + u32(i()) + u32(i()))
-        if t == 6:  # heartbeat (silent_ms from protocol 4)
-            return u32(i()) if self.version >= 4 else b""
+        if t == 6:  # heartbeat (silent_ms from protocol 4, progress from 5)
+            if self.version < 4:
+                return b""
+            progress = lst([rng.randrange(-2**63, 2**63) for _ in range(rng.randrange(0, 4))],
+                           lambda v: v.to_bytes(8, "big", signed=True)) if self.version >= 5 else b""
+            return u32(i()) + progress
         if t == 7:  # worker-failed
             return u32(i()) + u32(i()) + u32(i()) + u32(i()) + s("boom")
         if t == 8:  # abort
@@ -105,6 +111,8 @@ class Frames:
             return u32(i())
         if t == 12:  # query
             return u32(i()) + s(rng.choice(["stacks", "status", "", "x" * 5000]))
+        if t == 14:  # standby (from protocol 5; only the coordinator's to send)
+            return u32(i()) + s("stand by")
         if t == 13:  # report
             return u32(i()) + u32(i()) + lst([rng.choice(["{}", '{"rank":0}', "junk", "x" * 5000])
                                               for _ in range(rng.randrange(0, 5))], s)
