@@ -15,42 +15,12 @@ require_python
 SCHEMA=$(cd "$(dirname "$0")/../.." && pwd)/docs/events.schema.json
 
 # check FILE WHAT KEY=COUNT...: every line validates; then counts of each event
-# (KEY is an event name) and of fields (KEY is EVENT.FIELD=VALUE, counted exactly).
-cat >"$TMP/check.py" <<'PYEOF'
-import collections, json, sys
-import jsonschema
-schema = json.load(open(sys.argv[1]))
-validator = jsonschema.Draft202012Validator(schema)
-problems = []
-events = []
-for n, line in enumerate(open(sys.argv[2]), 1):
-    try:
-        e = json.loads(line)
-    except ValueError as ex:
-        problems.append(f"line {n} is not JSON ({ex}): {line!r}")
-        continue
-    for err in validator.iter_errors(e):
-        problems.append(f"line {n} ({e.get('event')}): {err.message}")
-    events.append(e)
-names = collections.Counter(e["event"] for e in events)
-for want in sys.argv[3:]:
-    key, _, count = want.rpartition("=")
-    if "." in key:
-        event, _, rest = key.partition(".")
-        field, _, value = rest.partition(":")
-        got = sum(1 for e in events if e["event"] == event and str(e.get(field)) == value)
-    else:
-        got = names[key]
-    if got != int(count):
-        problems.append(f"{key}: {got}, expected {count}")
-for p in problems:
-    print(p)
-sys.exit(1 if problems else 0)
-PYEOF
+# (KEY is an event name) and of fields (KEY is EVENT.FIELD:VALUE, counted
+# exactly), as tools/check_events.py does them.
 check() {
   local file=$1 what=$2 out
   shift 2
-  out=$("$PY" "$TMP/check.py" "$SCHEMA" "$file" "$@" 2>&1) ||
+  out=$("$PY" "$SRC/tests/integration/tools/check_events.py" "$SCHEMA" "$file" "$@" 2>&1) ||
     { show_run; echo "--- $file:" >&2; cut -c1-300 "$file" >&2; fail "$what: $(echo "$out" | head -n 8)"; }
 }
 

@@ -6,18 +6,33 @@
 #      takes the spare at once; the survivors keep their RANKs and the spare takes
 #      the lost node's. The lost node's agent comes back while the spare runs: it
 #      waits as a spare (exactly one of the two runs), and the job finishes 0.
+#      The host's --events file holds the recovery events, every line valid
+#      against docs/events.schema.json (checked as test_events.sh checks).
 #   2. A script that crashes at step 0 on 2 nodes with --max-restarts 10
 #      --max-no-progress-restarts 2 runs exactly 3 times and every dlaunch exits
 #      123, dlaunch's "do not requeue" code.
 #   3. A script that gets further each run (its step in DLAUNCH_PROGRESS_FILE)
 #      and then crashes keeps restarting to --max-restarts and exits with the
 #      worker's code: the host judged progress from both nodes' heartbeats.
+#      With --restart-backoff each restart stands by first (a standby event).
 #   4. --restart-backoff 1:1: a failure stands both nodes by (their workers
 #      stopped, the agents still joined), and the next generation runs after
 #      the wait and finishes 0.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
+
+"$PY" -c 'import jsonschema' 2>/dev/null || fail "$PY cannot import jsonschema (scripts/install-deps.sh installs python3-jsonschema)"
+# check_events FILE WHAT KEY=COUNT...: every line of an --events file holds to
+# docs/events.schema.json, which allows no field beyond the documented ones in
+# a recovery event (a field renamed or added in the code fails here until
+# docs/events.md follows), and the counts hold (tools/check_events.py).
+check_events() {
+  local file=$1 what=$2 out
+  shift 2
+  out=$("$PY" "$SRC/tests/integration/tools/check_events.py" "$SRC/docs/events.schema.json" "$file" "$@" 2>&1) ||
+    { cut -c1-300 "$file" >&2; fail "$what: $(echo "$out" | head -n 8)"; }
+}
 
 mkdir -p "$TMP/rec"
 # One record per (node, generation): which RANK this node's worker had. A
@@ -74,12 +89,28 @@ for n in host a c spare b2; do
 done
 [[ ! -e $TMP/rec/b2.g1 ]] || fail "the returning node ran a worker while the spare held its place"
 assert_eq "$(gen_count 2)" 0 "workers of a third generation"
+check_events "$TMP/events.jsonl" "the host's events" spare_waiting=2 spare_waiting.spares:1=2 node_lost=1 \
+  spare_promoted=1 "spare_promoted.first_rank:$victim_rank=1" spare_promoted.generation:2=1 \
+  spare_promoted.spares:0=1 standby=0 ranks_renumbered=0 spare_left=0 rendezvous=2 rendezvous.restart:1=1 \
+  job_finished.exit_code:0=1
 assert_no_leftovers "after the spare's job finished"
 
 # 2. A crash at step 0 on two nodes: 3 runs, then 123 everywhere.
+# meet NAME: each rank waits (up to 10 s) until the other has recorded this run
+# too, so that one rank's quick crash cannot tear the other down before it
+# counts its run.
+cat >"$TMP/meet.sh" <<EOF
+want=\$((TORCHELASTIC_RESTART_COUNT + 1))
+i=0
+while [ "\$(cat "$TMP/rec/\$1.\$((1 - RANK))" 2>/dev/null | wc -l)" -lt \$want ] && [ \$i -lt 100 ]; do
+  "$TMP/bin/sleep" 0.1
+  i=\$((i + 1))
+done
+EOF
 cat >"$TMP/crash.sh" <<EOF
 #!/bin/sh
 echo "\$TORCHELASTIC_RESTART_COUNT" >>"$TMP/rec/crash.\$RANK"
+sh "$TMP/meet.sh" crash
 echo "Traceback (most recent call last): ImportError at step 0" >&2
 exit 1
 EOF
@@ -106,19 +137,24 @@ cat >"$TMP/progress.sh" <<EOF
 #!/bin/sh
 echo "\$TORCHELASTIC_RESTART_COUNT" >>"$TMP/rec/progress.\$RANK"
 echo \$((TORCHELASTIC_RESTART_COUNT * 100 + 50)) >"\$DLAUNCH_PROGRESS_FILE"
+sh "$TMP/meet.sh" progress
 exit 3
 EOF
 chmod +x "$TMP/progress.sh"
 port=$(free_port)
-common=(--nnodes 2 --max-restarts 3 --max-no-progress-restarts 1 --rdzv-endpoint "127.0.0.1:$port"
-  --rdzv-id "progress-$$")
-start_dl progress_host 60 "${common[@]}" --rdzv-conf "is_host=1,$conf" -- "$TMP/progress.sh"
+common=(--nnodes 2 --max-restarts 3 --max-no-progress-restarts 1 --restart-backoff 0.1:0.2
+  --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "progress-$$")
+start_dl progress_host 60 "${common[@]}" --rdzv-conf "is_host=1,$conf" --events "$TMP/progress.jsonl" \
+  -- "$TMP/progress.sh"
 start_dl progress_peer 60 "${common[@]}" --rdzv-conf "is_host=0,$conf" -- "$TMP/progress.sh"
 for n in progress_host progress_peer; do
   wait_dl "$n"
   [[ $RC == 3 ]] || { show_nodes progress_host progress_peer; fail "$n exited $RC; restarts that make progress end with the worker's code"; }
 done
 assert_eq "$(generations progress)" "0 1 2 3" "generations run (the first and 3 restarts)"
+# Each restart waited out its backoff standing by: one standby event each.
+check_events "$TMP/progress.jsonl" "the progress host's events" standby=3 standby.restart:1=1 standby.restart:3=1 \
+  standby.wait_ms:100=1 standby.wait_ms:200=2 rendezvous=4 job_finished.exit_code:3=1
 assert_no_leftovers "after the restarts ran out"
 
 # 4. A failure, a backoff, then a generation that finishes.

@@ -119,7 +119,7 @@ class Frames:
         return s("refused by a stranger")  # 11
 
     def frame(self, t=None, version=None):
-        t = t or self.rng.randrange(1, 14 if self.version >= 4 else 12)
+        t = t or self.rng.randrange(1, 15 if self.version >= 5 else 14 if self.version >= 4 else 12)
         p = self.payload(t)
         return MAGIC + bytes([version or self.version, t]) + b"\0\0" + u32(len(p)) + p
 
