@@ -22,11 +22,14 @@
 //     than min_nodes after join_timeout (from the first Join) aborts every agent.
 //   running: every node got an Assignment of this generation. A failed worker, or
 //     a lost node (closed, silent for heartbeat_timeout with nothing of it left
-//     unread in this process, or Leave), aborts the job,
-//     unless restarts are left: then a new generation is assigned to the agents
-//     still there and the late joiners (up to max_nodes). A lost node only allows a
-//     restart when the job is elastic (min < max) and min_nodes remain. Done from
-//     every node is the exit barrier: each gets Done back and the job ends with 0.
+//     unread in this process, or Leave), aborts the job unless the restart policy
+//     (restart_policy.hpp) allows a restart: then a new generation is assigned to
+//     the agents still there, keeping their node ranks, and to waiting spares and
+//     late joiners (up to max_nodes). When too few are here (a lost node and no
+//     spare) or a backoff applies, the nodes get Standby and the job gathers
+//     again: up to join_timeout for the missing nodes, forming once min_nodes
+//     (all of them for a fixed-size job) are here. Done from every node is the
+//     exit barrier: each gets Done back and the job ends with 0.
 //   ended: JobEnded was returned; every connection was closed and new ones are
 //     refused.
 //
@@ -223,8 +226,9 @@ struct QueryAnswered {
   std::string problem;
 };
 // Something the hosting dlaunch's --events and metrics record about how the job
-// recovers: "spare_waiting", "spare_left", "standby", "ranks_renumbered". The
-// fields are as docs/events.md lists them; `spares` always says how many wait now.
+// recovers: "spare_waiting", "spare_left", "spare_promoted", "ranks_renumbered",
+// "standby". The fields are as docs/events.md lists them; `spares`, where an
+// event has it, says how many agents wait beyond the running generation now.
 struct JobEvent {
   std::string name;
   boost::json::object fields;

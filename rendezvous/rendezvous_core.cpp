@@ -434,12 +434,9 @@ void RendezvousCore::StandBy(const std::string& reason, std::chrono::millisecond
   if (wait.count() > 0) not_before_ = now + wait;
   join_deadline_ = now + wait + options_.join_timeout;
   last_call_deadline_.reset();
-  Emit(JobEvent{"standby",
-                {{"generation", generation_},
-                 {"restart", restart_count_},
-                 {"wait_ms", wait.count()},
-                 {"reason", reason},
-                 {"spares", 0}}});
+  Emit(JobEvent{
+      "standby",
+      {{"generation", generation_}, {"restart", restart_count_}, {"wait_ms", wait.count()}, {"reason", reason}}});
   UpdateGathering(now);
 }
 

@@ -563,7 +563,8 @@ const std::vector<Flag>& Flags() {
        0,
        Arity::kValue,
        [](Options&, const std::string& v) { return ParseSpares(v).status(); },
-       "agents beyond --nnodes's maximum wait as spares and replace a lost node (default 0: refused)",
+       "agents beyond --nnodes's maximum wait as spares and replace a lost node (default 0: a fixed-size job refuses "
+       "them)",
        {.value = "N"}},
       {"monitor-interval",
        0,

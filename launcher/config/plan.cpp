@@ -373,13 +373,14 @@ Result<Plan> Decide(const Options& typed, const Result<envmap::Detected>& detect
     if (!r.ok()) return r.status();
     plan.run = AgentPlan{std::move(*workers), std::move(*r)};
   } else {
-    // Only a rendezvous node can stay out of a job and join it later.
+    // Only a rendezvous node can stay out of a job and join it later, or wait
+    // to replace a lost one.
     for (const auto& [name, value] : typed.typed)
-      if (name.starts_with("health-check"))
+      if (name.starts_with("health-check") || name == "spares")
         return Status::InvalidArgument(fmt::format(
-            "--{}: only a rendezvous node checks itself before it joins (--rdzv-backend c10d --rdzv-endpoint "
-            "HOST:PORT, or a head launch's nodes)",
-            name));
+            "--{}: only a rendezvous node {} (--rdzv-backend c10d --rdzv-endpoint HOST:PORT, or a head launch's "
+            "nodes)",
+            name, name == "spares" ? "can wait as a spare" : "checks itself before it joins"));
     Result<StaticPlan> layout = DecideStatic(typed, surroundings->shape);
     if (!layout.ok()) return layout.status();
     plan.run = NodePlan{std::move(*workers), std::move(*layout)};

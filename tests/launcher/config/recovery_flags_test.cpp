@@ -122,3 +122,31 @@ TEST_CASE("ExplainRecovery: fractions and minutes as written", "[recovery]") {
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+
+TEST_CASE("--spares: a rendezvous node's, passed to the coordinator; refused elsewhere", "[recovery]") {
+  CHECK(Read({"--spares", "2", "t.py"}).spares == 2);
+  CHECK(Read({"t.py"}).spares == 0);
+  for (std::string bad : {"-1", "x", "65537", "99999999999999999999", ""}) {
+    INFO(bad);
+    CHECK(CliError({"--spares", bad, "t.py"}) == "--spares: expected a number from 0 to 65536, got '" + bad + "'");
+  }
+  Plan p = MustDecide({"--nnodes", "4", "--spares", "1", "--max-no-progress-restarts", "2", "--restart-backoff",
+                       "10:300", "--rdzv-endpoint", "10.0.0.1:29400", "--", "true"});
+  const rendezvous::CoordinatorOptions& c = std::get<AgentPlan>(p.run).rendezvous.coordinator;
+  CHECK(c.spares == 1);
+  CHECK(c.max_no_progress_restarts == 2);
+  CHECK(c.backoff_min == 10s);
+  CHECK(c.backoff_max == 300s);
+  Result<Options> o = ParseCommandLine({"--spares", "1", "--", "true"}, {});
+  REQUIRE(o.ok());
+  Result<Plan> single = Decide(*o, envmap::Detect({}), MachineFacts{"here", 2, {}, "fresh"}, {});
+  REQUIRE_FALSE(single.ok());
+  CHECK(single.status().message() ==
+        "--spares: only a rendezvous node can wait as a spare (--rdzv-backend c10d --rdzv-endpoint HOST:PORT, or a "
+        "head launch's nodes)");
+  CHECK(ForAgents("spares"));
+}
+
+}  // namespace dlaunch::launcher
