@@ -462,6 +462,14 @@ std::vector<AgentAction> AgentMachine::Answer(int id, std::vector<std::string> i
   return Flush();
 }
 
+std::vector<AgentAction> AgentMachine::Leave() {
+  if (state_ == State::kEnded) return Flush();
+  if (Joined() && connected_) Emit(DoSend{rendezvous::Leave{node_rank_}});
+  HangUp();
+  state_ = State::kEnded;
+  return Flush();
+}
+
 std::optional<AgentMachine::Clock::time_point> AgentMachine::NextDeadline() const {
   switch (state_) {
     case State::kConnecting:

@@ -27,7 +27,7 @@
 //     (after a Standby) waits joined again for the next Assignment.
 //   barrier: the workers finished and Done went out; the coordinator's Done (or
 //     Abort) says how the job ended.
-//   ended: Finish was returned.
+//   ended: Finish was returned, or the owner left the job (Leave).
 // While joined (joining, running, stopping, barrier) the agent sends a Heartbeat
 // every heartbeat_interval; nothing heard for heartbeat_timeout means the
 // coordinator is lost. While running, each Heartbeat carries `silence()`, how
@@ -185,6 +185,11 @@ class AgentMachine {
   // within kMaxPayload); when they do not, the last items are left out until the
   // Report fits, with a DoNotice that says how many.
   std::vector<AgentAction> Answer(int id, std::vector<std::string> items);
+  // This node leaves the job on purpose (its owner found it unfit; no workers
+  // run): while joined, Leave goes out so the coordinator logs that it left
+  // rather than lost it, then the connection closes. The machine ends without a
+  // DoFinish: the owner goes on without it. Nothing happens once ended.
+  std::vector<AgentAction> Leave();
 
   // When OnTick next has something to do; nullopt when nothing is timed.
   std::optional<Clock::time_point> NextDeadline() const;

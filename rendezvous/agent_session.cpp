@@ -56,6 +56,11 @@ void AgentSession::LocalFailure(int rank, int code, const std::string& reason) {
   Apply(machine_.OnWorkerFailed(rank, code, reason));
 }
 
+void AgentSession::Leave() {
+  abort_ = nullptr;
+  Apply(machine_.Leave());
+}
+
 void AgentSession::Apply(std::vector<AgentAction> actions) {
   for (AgentAction& action : actions) {
     if (std::holds_alternative<DoConnect>(action)) {

@@ -51,6 +51,11 @@ class AgentSession {
   void Attach(std::function<void(int, const std::string&)> abort);
   void LocalFailure(int rank, int code, const std::string& reason);
 
+  // This node leaves the job (AgentMachine::Leave): the coordinator hears
+  // Leave, then the connection closes once it is written. No hook runs after.
+  void Leave();
+  AgentMachine::State state() const { return machine_.state(); }
+
  private:
   void Apply(std::vector<AgentAction> actions);
   void Connect();

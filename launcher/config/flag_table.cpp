@@ -673,7 +673,7 @@ const std::vector<Flag>& Flags() {
        0,
        Arity::kValue,
        [](Options&, const std::string& v) { return CheckHealthSeconds("health-check-interval", v); },
-       "a held-out node checks again this often; a restart rechecks an older pass (default 300)",
+       "a held-out or waiting node checks again this often; a restart rechecks an older pass (default 300)",
        {.value = "S"}},
       {"no-python-hook", 0, Arity::kSwitch, SwitchFlag(&Options::no_python_hook),
        "do not put the stack hook (a sitecustomize.py) on the workers' PYTHONPATH"},

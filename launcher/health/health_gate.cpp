@@ -28,7 +28,8 @@ HealthGate::HealthGate(Timers& timers, SignalSource& signals, HealthChecker& che
       options_(std::move(options)),
       events_(events),
       hooks_(std::move(hooks)),
-      timer_(timers.NewTimer()) {}
+      timer_(timers.NewTimer()),
+      look_timer_(timers.NewTimer()) {}
 
 HealthGate::~HealthGate() { Stop(); }
 
@@ -56,9 +57,36 @@ void HealthGate::Recheck(std::function<void(bool ok)> done) {
   CheckNow();
 }
 
+void HealthGate::KeepFresh(std::function<bool()> waiting, std::function<void()> failed) {
+  waiting_ = std::move(waiting);
+  fresh_failed_ = std::move(failed);
+  Look();
+}
+
+void HealthGate::Look() {
+  if (!waiting_) return;
+  WaitingStep step = NextWhileWaiting(!checking_ && waiting_(), last_pass_, timers_.Now(), options_.interval);
+  if (step.kind == WaitingStep::Kind::kLook) {
+    look_timer_->At(step.at, [this] { Look(); });
+    return;
+  }
+  fresh_check_ = true;
+  Busy(true);
+  CheckNow();
+}
+
+void HealthGate::EndWatch() {
+  look_timer_->Cancel();
+  waiting_ = nullptr;
+  fresh_failed_ = nullptr;
+}
+
 void HealthGate::Stop() {
   checker_.Cancel();
+  checking_ = false;
+  fresh_check_ = false;
   timer_->Cancel();
+  EndWatch();
   watch_.reset();
   admit_ = nullptr;
   give_up_ = nullptr;
@@ -66,10 +94,14 @@ void HealthGate::Stop() {
 }
 
 void HealthGate::CheckNow() {
+  if (checking_) return;  // the running one answers for both
+  checking_ = true;
   checker_.Run([this](CheckOutcome outcome) { Checked(outcome); });
 }
 
 void HealthGate::Checked(const CheckOutcome& outcome) {
+  checking_ = false;
+  bool fresh = std::exchange(fresh_check_, false);
   SteadyTime now = timers_.Now();
   if (outcome.ok) {
     last_pass_ = now;
@@ -84,11 +116,25 @@ void HealthGate::Checked(const CheckOutcome& outcome) {
     std::function<void(bool)> done = std::exchange(recheck_, nullptr);
     if (outcome.ok) {
       Busy(false);
+      Look();
     } else {
+      EndWatch();
       hooks_.say(fmt::format("{}: {} (before the restart; this node leaves the job and is held out)", Subject(),
                              last_failure_));
     }
     return done(outcome.ok);
+  }
+  if (fresh) {
+    if (outcome.ok) {
+      Busy(false);
+      return Look();
+    }
+    std::function<void()> failed = std::exchange(fresh_failed_, nullptr);
+    EndWatch();
+    hooks_.say(
+        fmt::format("{}: {} (while this node waited; it leaves the job and is held out)", Subject(), last_failure_));
+    if (failed) failed();
+    return;
   }
   if (outcome.ok) {
     if (was_held_out) hooks_.say(fmt::format("{}: passed; this node joins the job", Subject()));

@@ -3,7 +3,11 @@
 // it checks again every interval and joins once a check passes, or ends when
 // its join timeout runs out. Before a restart of the job (a newer generation)
 // the node checks again when its last passing check is older than the
-// interval; one that fails then leaves the job and is held out as above.
+// interval; one that fails then leaves the job and is held out as above. A
+// node that waits joined without workers (a spare, or one standing by after a
+// lost node) checks every interval while it waits (KeepFresh), so that the
+// generation it is called into finds its pass fresh; one that fails there
+// leaves the job and is held out as after a failed recheck.
 //
 // The gate says one line for each failure ("health check 'df ...': exited with
 // code 3: no space on /scratch (held out of the job; next check in 300s)"),
@@ -63,7 +67,16 @@ class HealthGate {
   // One check before a restart: `done(true)` when it passes; `done(false)`
   // after a line that says the node leaves the job (then Admit holds it out).
   void Recheck(std::function<void(bool ok)> done);
-  // Cancels a running check (its group killed) and every timer; no hook runs after.
+  // While this node is joined: whenever `waiting()` (asked at each look; the
+  // owner's "joined, with no workers") and the last pass has turned an
+  // interval old (NextWhileWaiting), a check runs while the node stays joined;
+  // a Recheck meanwhile takes that check's verdict. One that fails says a line
+  // (the node leaves the job and is held out) and calls `failed()`, after which
+  // the owner leaves the job and calls Admit, which holds the node out. That
+  // failure, a failed Recheck, or Stop ends the watch; call again once rejoined.
+  void KeepFresh(std::function<bool()> waiting, std::function<void()> failed);
+  // Cancels a running check (its group killed), the watch of KeepFresh and
+  // every timer; no hook runs after.
   void Stop();
 
   bool held_out() const { return held_out_; }
@@ -73,6 +86,9 @@ class HealthGate {
   void CheckNow();
   void Checked(const CheckOutcome& outcome);
   void HoldOut();
+  // KeepFresh's: checks now, or looks again later.
+  void Look();
+  void EndWatch();
   void Busy(bool busy);
   void Emit(const CheckOutcome& outcome);
 
@@ -94,6 +110,13 @@ class HealthGate {
   std::function<void()> admit_;
   std::function<void(const std::string&)> give_up_;
   std::function<void(bool)> recheck_;  // the current Recheck's
+  bool checking_ = false;              // a check runs
+  // KeepFresh's: its timer, what it asks, what it calls on a failure, and
+  // whether the running check is its own.
+  std::unique_ptr<Timer> look_timer_;
+  std::function<bool()> waiting_;
+  std::function<void()> fresh_failed_;
+  bool fresh_check_ = false;
 };
 
 }  // namespace dlaunch::launcher

@@ -14,4 +14,14 @@ HeldOutStep NextAfterFailure(SteadyTime failed_at, std::chrono::milliseconds int
   return {HeldOutStep::Kind::kGiveUp, std::max(failed_at, deadline)};
 }
 
+WaitingStep NextWhileWaiting(bool waiting, std::optional<SteadyTime> last_pass, SteadyTime now,
+                             std::chrono::milliseconds interval) {
+  SteadyTime due = last_pass ? *last_pass + interval : now;
+  if (waiting) {
+    if (due <= now) return {WaitingStep::Kind::kCheck, now};
+    return {WaitingStep::Kind::kLook, due};
+  }
+  return {WaitingStep::Kind::kLook, std::max(due, now + std::min(interval, kWaitingLook))};
+}
+
 }  // namespace dlaunch::launcher

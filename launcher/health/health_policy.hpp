@@ -26,4 +26,21 @@ struct HeldOutStep {
 };
 HeldOutStep NextAfterFailure(SteadyTime failed_at, std::chrono::milliseconds interval, SteadyTime deadline);
 
+// A node that waits joined without workers (a spare; a node standing by after
+// a lost node) keeps its check fresh, so that the generation it is called into
+// finds a pass younger than the interval and starts at once. What it does at
+// `now`: check now (kCheck: it waits, and CheckDue says a check is due), or
+// look again at `at` (kLook): when its last pass turns an interval old, and
+// while it does not wait (runs workers, has not joined, or checks already)
+// no sooner than kWaitingLook from now, so that a node that starts to wait
+// with a stale pass is seen within that.
+inline constexpr std::chrono::milliseconds kWaitingLook{1000};
+struct WaitingStep {
+  enum class Kind { kCheck, kLook };
+  Kind kind = Kind::kLook;
+  SteadyTime at{};
+};
+WaitingStep NextWhileWaiting(bool waiting, std::optional<SteadyTime> last_pass, SteadyTime now,
+                             std::chrono::milliseconds interval);
+
 }  // namespace dlaunch::launcher

@@ -126,6 +126,25 @@ class NodeMode {
                                   [this](const std::string& line) { console_.Say(line); },
                                   [this](int id, const std::string& what) { Query(id, what); }});
     agent_->Start();
+    KeepFresh();
+  }
+
+  // --health-check: while the agent waits joined with no workers (a spare, or
+  // standing by after a lost node: no run of an assignment is under way), the
+  // check runs every interval; one that fails takes this node out of the job.
+  void KeepFresh() {
+    if (!gate_ || !agent_ || agent_->state() == rdzv::AgentMachine::State::kEnded) return;
+    gate_->KeepFresh([this] { return agent_ && !pending_ && agent_->state() == rdzv::AgentMachine::State::kJoining; },
+                     [this] { LeaveAndHoldOut(); });
+  }
+
+  // The check failed while joined: this node says Leave, so the coordinator
+  // logs that it left, and is held out until a check passes.
+  void LeaveAndHoldOut() {
+    pending_.reset();
+    agent_->Leave();
+    agent_.reset();
+    Admit(env_.timers().Now() + aopts_.join_timeout);
   }
 
   // --health-check (launcher/health/health_gate.hpp): the check runs with the
@@ -138,11 +157,12 @@ class NodeMode {
     gate_ = std::make_unique<HealthGate>(
         env_.timers(), env_.signals(), *checker_,
         HealthGateOptions{health.command, health.interval, base_.stop_signals}, base_.events,
-        HealthGate::Hooks{[this](const std::string& line) { console_.Say(line); },
-                          [this](int sig) {
-                            Finish(128 + sig,
-                                   fmt::format("health check: stopped by {} before this node joined", SignalName(sig)));
-                          }});
+        HealthGate::Hooks{
+            [this](const std::string& line) { console_.Say(line); },
+            [this](int sig) {
+              Finish(128 + sig, fmt::format("health check: stopped by {} {}", SignalName(sig),
+                                            agent_ ? "while this node waited in the job" : "before this node joined"));
+            }});
   }
 
   // Joins once the check passes, or ends at `deadline` while it fails.
@@ -176,14 +196,15 @@ class NodeMode {
     agent_->Attach([this](int code, const std::string&) {
       gate_->Stop();
       asio::post(loop_.io(), [this, code, alive = life_.token()] {
-        if (!alive.expired() && agent_) agent_->WorkersDone(code);
+        if (alive.expired() || !agent_) return;
+        pending_.reset();
+        agent_->WorkersDone(code);
+        KeepFresh();  // Stop ended the watch; a standby waits on
       });
     });
     gate_->Recheck([this](bool ok) {
       if (ok) return Run(*std::exchange(pending_, std::nullopt), /*checked=*/true);
-      pending_.reset();
-      agent_.reset();  // hangs up: the coordinator counts this node lost
-      Admit(env_.timers().Now() + aopts_.join_timeout);
+      LeaveAndHoldOut();
     });
   }
 
@@ -275,6 +296,7 @@ class NodeMode {
   }
 
   void Finish(int code, const std::string& error) {
+    if (gate_) gate_->Stop();  // no check, and no leave, after the end
     // On the host, the coordinator's end of the job is the agent's error too:
     // DrainHost says it once, as the job's summary.
     bool host_says = server_ && server_->ended() && server_->ended()->summary == error;

@@ -549,6 +549,42 @@ TEST_CASE("agent: the hello carries the job's recovery flags", "[agent][recovery
   CHECK(hello->backoff_max_ms == std::numeric_limits<int>::max());
 }
 
+TEST_CASE("agent: a node that leaves says Leave, then hangs up, and ends without a finish", "[agent][recovery]") {
+  // A spare: joined, never assigned, so it has no node rank yet.
+  AgentHarness spare(Options());
+  spare.Handshake(Challenge{});
+  std::vector<AgentAction> out = spare.Take(spare.m.Leave());
+  REQUIRE(out.size() == 2);
+  REQUIRE(Sent<Leave>(out));
+  CHECK(Sent<Leave>(out)->node_rank == -1);
+  CHECK(std::holds_alternative<DoHangUp>(out[1]));  // after the Leave: the session writes it, then closes
+  CHECK_FALSE(Find<DoFinish>(out));
+  CHECK(spare.m.state() == AgentMachine::State::kEnded);
+  // Nothing more: no heartbeat, no lost coordinator, no second Leave.
+  CHECK_FALSE(spare.m.NextDeadline());
+  CHECK(spare.TickAt(100s).empty());
+  CHECK(spare.Take(spare.m.OnClosed(Status::PeerLost("closed"), spare.now)).empty());
+  CHECK(spare.Take(spare.m.Leave()).empty());
+
+  // Standing by after a lost node: it names its last node rank.
+  AgentHarness standby(Options());
+  standby.Joined(Gen(1, 1));
+  standby.Receive(Standby{1, "node 0 (a) lost"});
+  standby.Take(standby.m.OnWorkersDone(143, standby.now));
+  REQUIRE(standby.m.state() == AgentMachine::State::kJoining);
+  REQUIRE(Sent<Leave>(standby.Take(standby.m.Leave())));
+  CHECK(Sent<Leave>(standby.all)->node_rank == 1);
+
+  // Not joined yet: nothing to tell, the connect in flight is dropped.
+  AgentHarness connecting(Options());
+  connecting.Start();
+  out = connecting.Take(connecting.m.Leave());
+  REQUIRE(out.size() == 1);
+  CHECK(std::holds_alternative<DoHangUp>(out[0]));
+  CHECK(connecting.m.state() == AgentMachine::State::kEnded);
+  CHECK(connecting.Take(connecting.m.OnConnected("10.0.0.2", connecting.now)).empty());
+}
+
 }  // namespace dlaunch::rendezvous
 
 namespace dlaunch::rendezvous {

@@ -185,3 +185,126 @@ TEST_CASE("before a restart a stale pass is checked again; a failure takes the n
   g.checker.Pass();
   CHECK(g.admitted == 2);
 }
+
+namespace {
+
+// A node joined on a passing check (at the rig's time) whose gate keeps its check fresh.
+struct WaitingRig : GateRig {
+  WaitingRig() {
+    Admit(seconds(600));
+    checker.Pass();
+    joined_at = timers.Now();
+    gate.KeepFresh([this] { return waiting; }, [this] { ++failed; });
+  }
+  bool waiting = true;
+  int failed = 0;
+  SteadyTime joined_at;
+};
+
+}  // namespace
+
+TEST_CASE("a node that waits joined checks every interval, staying joined while it passes", "[health]") {
+  WaitingRig g;
+  CHECK(g.timers.NextDue() == g.joined_at + seconds(300));
+  g.timers.Advance(seconds(299));
+  CHECK(g.checker.runs == 1);
+  g.timers.Advance(seconds(1));
+  REQUIRE(g.checker.runs == 2);     // the pass turned an interval old while it waited
+  CHECK(g.signals.watches() == 1);  // a stop signal ends the check, and the node
+  g.checker.Pass();
+  CHECK(g.failed == 0);
+  CHECK(g.lines.empty());
+  CHECK(g.signals.watches() == 0);
+  CHECK_FALSE(g.gate.Due());  // promoted now, it would run at once
+  CHECK(g.checks.size() == 2);
+  g.timers.Advance(seconds(300));
+  REQUIRE(g.checker.runs == 3);
+  g.checker.Pass();
+  g.timers.Advance(seconds(300) - std::chrono::milliseconds(1));
+  CHECK(g.checker.runs == 3);
+  CHECK_FALSE(g.gate.Due());
+}
+
+TEST_CASE("a node that runs workers is not checked; once it waits with a stale pass it checks within a second",
+          "[health]") {
+  WaitingRig g;
+  g.waiting = false;
+  g.timers.Advance(seconds(3600));
+  CHECK(g.checker.runs == 1);
+  CHECK(g.gate.Due());
+  g.waiting = true;  // standing by after a lost node
+  g.timers.Advance(seconds(1));
+  REQUIRE(g.checker.runs == 2);
+  g.checker.Pass();
+  CHECK_FALSE(g.gate.Due());
+}
+
+TEST_CASE("a check that fails while the node waits takes it out of the job and holds it out", "[health]") {
+  WaitingRig g;
+  g.timers.Advance(seconds(300));
+  REQUIRE(g.checker.runs == 2);
+  g.checker.Fail("exited with code 4", "ib0 down");
+  CHECK(g.failed == 1);
+  CHECK(g.gate.held_out());
+  CHECK(g.lines == std::vector<std::string>{
+                       "health check 'df -P /scratch': exited with code 4: ib0 down (while this node waited; it "
+                       "leaves the job and is held out)"});
+  REQUIRE(g.checks.size() == 2);
+  CHECK(g.checks[1].find(R"("ok":false)") != std::string::npos);
+  // The owner left and asks to rejoin: the next check an interval after the failure.
+  SteadyTime failed = g.timers.Now();
+  g.Admit(seconds(600));
+  CHECK(g.checker.runs == 2);
+  CHECK(g.timers.NextDue() == failed + seconds(300));
+  g.timers.Advance(seconds(300));
+  REQUIRE(g.checker.runs == 3);
+  g.checker.Pass();
+  CHECK(g.admitted == 2);
+  CHECK(g.failed == 1);
+  // The watch ended with the failure: nothing more until the owner keeps it fresh again.
+  CHECK_FALSE(g.timers.NextDue());
+}
+
+TEST_CASE("a restart while a waiting node checks takes that check's verdict", "[health]") {
+  WaitingRig g;
+  g.timers.Advance(seconds(300));
+  REQUIRE(g.checker.runs == 2);
+  g.waiting = false;  // promoted: its assignment came
+  REQUIRE(g.gate.Due());
+  std::vector<bool> rechecked;
+  g.gate.Recheck([&](bool ok) { rechecked.push_back(ok); });
+  CHECK(g.checker.runs == 2);  // no second check
+  g.checker.Pass();
+  CHECK(rechecked == std::vector<bool>{true});
+  CHECK(g.failed == 0);
+  // Its workers run: the watch goes on, but checks only once the node waits again.
+  g.timers.Advance(seconds(600));
+  CHECK(g.checker.runs == 2);
+
+  WaitingRig h;
+  h.timers.Advance(seconds(300));
+  h.waiting = false;
+  std::vector<bool> verdicts;
+  h.gate.Recheck([&](bool ok) { verdicts.push_back(ok); });
+  h.checker.Fail("exited with code 2", "");
+  CHECK(verdicts == std::vector<bool>{false});
+  CHECK(h.failed == 0);  // the restart's failure, said as such
+  REQUIRE(h.lines.size() == 1);
+  CHECK(h.lines[0].ends_with("(before the restart; this node leaves the job and is held out)"));
+}
+
+TEST_CASE("a stop signal while a waiting node checks ends it; Stop ends the watch", "[health]") {
+  WaitingRig g;
+  g.timers.Advance(seconds(300));
+  REQUIRE(g.checker.running());
+  CHECK(g.signals.Raise(SIGTERM) == 1);
+  CHECK(g.checker.cancels == 1);
+  CHECK(g.stopped == std::vector<int>{SIGTERM});
+  CHECK_FALSE(g.timers.NextDue());
+
+  WaitingRig h;
+  h.gate.Stop();
+  CHECK_FALSE(h.timers.NextDue());
+  h.timers.Advance(seconds(3600));
+  CHECK(h.checker.runs == 1);
+}
