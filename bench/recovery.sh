@@ -21,7 +21,8 @@
 #   bench/recovery.sh [PATH/TO/dlaunch]   (default: build/dlaunch)
 #
 # Every case uses --rdzv-conf heartbeat_timeout=3,last_call_timeout=1.
-# BENCH_RECOVERY_REPS (default 7) repetitions of each; the median is judged. A
+# BENCH_RECOVERY_REPS (default 7) repetitions of each; the median is judged;
+# BENCH_RECOVERY_WAIT_S (default 30) the most one step of a case may take. A
 # repetition where the job did not recover as it should (a wrong RANK or world
 # size, a dlaunch exiting non-zero, a node that should be held out running a
 # worker, processes left over) fails its row. Prints a markdown table and writes

@@ -28,6 +28,7 @@ rec_init() {
   [[ -x $DLAUNCH ]] || rec_die "dlaunch binary '$DLAUNCH' not found; build it first (cmake --build build --target dlaunch)"
   DLAUNCH=$(cd "$(dirname "$DLAUNCH")" && pwd)/$(basename "$DLAUNCH")
   command -v ss >/dev/null || rec_die "ss (iproute2) is missing"
+  [[ $REC_WAIT_S =~ ^[1-9][0-9]*$ ]] || rec_die "BENCH_RECOVERY_WAIT_S must be a positive number of seconds, got '$REC_WAIT_S'"
   T=$(mktemp -d "${TMPDIR:-/tmp}/dlaunch-recovery-bench-XXXXXX") || rec_die "mktemp -d failed"
   trap rec_cleanup EXIT
   trap 'exit 130' INT
@@ -200,7 +201,9 @@ rec_spare_case() {
     if ! rec_wait_gen 1 4; then
       CASE_ERR+="generation 1 did not start on 4 nodes within ${REC_WAIT_S}s of the SIGKILL ($(rec_count 1) did); "
     else
+      # shellcheck disable=SC2034  # read by the callers
       CASE_SPARE_S=$(rec_since "$t_kill" spare 1)
+      # shellcheck disable=SC2034
       CASE_ALL_S=$(rec_since "$t_kill" "${survivors[@]}" spare 1)
       for n in "${survivors[@]}"; do
         [[ $(rec_field "$n" 1 1) == "$(rec_field "$n" 0 1)" ]] ||
