@@ -128,24 +128,31 @@ rec_since() {
 }
 
 # rec_finish NAME...: lets the workers end ($RUN/go) and waits for these agents
-# (SIGKILL after REC_WAIT_S); RC[NAME] is each one's exit code.
+# (SIGKILL after REC_WAIT_S); RC[NAME] is each one's exit code. It polls rather
+# than arm a watchdog: one that the agents outrun may not have started its sleep
+# yet when it is called off, and then waits out its whole time.
 rec_finish() {
-  local n dog
+  local n i alive
   touch "$RUN/go"
-  local pids=()
-  for n in "$@"; do [[ -n ${PID[$n]:-} ]] && pids+=("${PID[$n]}"); done
-  # Killing the dog's sleep (not the dog) ends it quietly and kills nothing.
-  ("$T/sleep" "$REC_WAIT_S" && kill -KILL "${pids[@]}") 2>/dev/null &
-  dog=$!
+  for ((i = 0; i < REC_WAIT_S * 20; i++)); do
+    alive=0
+    for n in "$@"; do rec_running "${PID[$n]:-}" && alive=1; done
+    ((alive)) || break
+    "$T/sleep" 0.05
+  done
   for n in "$@"; do
     RC[$n]=none
     [[ -n ${PID[$n]:-} ]] || continue
+    rec_running "${PID[$n]}" && kill -KILL "${PID[$n]}" 2>/dev/null
     wait "${PID[$n]}" 2>/dev/null
     RC[$n]=$?
   done
-  pkill -TERM -P "$dog" 2>/dev/null
-  wait "$dog" 2>/dev/null
   return 0
+}
+
+# rec_running PID: PID is a child of this shell that has not exited (not a zombie).
+rec_running() {
+  [[ -n $1 ]] && kill -0 "$1" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]
 }
 
 # rec_settle: until nothing started from $T runs any more (the agents' watchdogs
