@@ -46,6 +46,9 @@
 #   Measured up to B's dlaunch exiting, which happens after it reaped its workers,
 #   so the value is an upper bound on "last worker on B gone". Once with A hosting
 #   the coordinator, once with B hosting it.
+# - recovery: bench/recovery.sh (a lost node in an elastic job and with a spare,
+#   a health check that keeps a node out), its rows added to this table;
+#   BENCH_RECOVERY=0 leaves it out.
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -571,6 +574,22 @@ m_fail_a=$(median "${F_A[@]}")
 m_fail_b=$(median "${F_B[@]}")
 ((${#F_B[@]} < REPS)) && m_fail_b_note=" (${#F_B[@]} of $REPS runs completed)"
 
+# --- 5. Recovery from a lost node (bench/recovery.sh) -----------------------------------
+# Its table's rows go into this one, its errors into this run's.
+REC_ROWS=()
+if [[ ${BENCH_RECOVERY:-1} != 0 ]]; then
+  note "recovery: bench/recovery.sh"
+  BENCH_RECOVERY_RESULTS=$T/recovery.md bash "$HERE/recovery.sh" "$DLAUNCH" >/dev/null 2>"$T/recovery.err" ||
+    [[ -s $T/recovery.md ]] || ERRORS+=("bench/recovery.sh: $(err_head "$T/recovery.err")")
+  while IFS= read -r line; do
+    case $line in
+      "| measurement "* | "| --- "*) ;;
+      "| "*) REC_ROWS+=("$line") ;;
+      "- "*) ERRORS+=("recovery: ${line#- }") ;;
+    esac
+  done <"$T/recovery.md" 2>/dev/null
+fi
+
 # --- Table ------------------------------------------------------------------------------
 TOTAL_S=$(elapsed "$BENCH_START" "$(now)")
 row() { printf '| %s | %s | %s | %s |\n' "$@"; }
@@ -643,6 +662,7 @@ table() {
   row "… $((NOSOCK_N / 10)) the same way; ratio (10 for linear)" "$(fmt "$m_ns10" '%.3f s'); $(fmt "$(ratio "$m_ns" "$m_ns10")" '%.1f')" "" ""
   row "failure propagation: worker on node A exits 1 → node B's dlaunch exits (A hosts)" "$(fmt "$m_fail_a" '%.1f ms')$m_fail_a_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_a_note" "$m_fail_a" '<' "$FAIL_TARGET_MS")"
   row "failure propagation: the same, B hosts" "$(fmt "$m_fail_b" '%.1f ms')$m_fail_b_note" "< $FAIL_TARGET_MS ms" "$(all_ok "$m_fail_b_note" "$m_fail_b" '<' "$FAIL_TARGET_MS")"
+  ((${#REC_ROWS[@]})) && printf '%s\n' "${REC_ROWS[@]}"
   if ((${#ERRORS[@]})); then
     echo
     echo "Errors during the run:"
