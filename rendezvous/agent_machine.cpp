@@ -361,6 +361,8 @@ std::vector<AgentAction> AgentMachine::OnWorkersDone(int code, Clock::time_point
     } else if (standing_by_ && !outcome_) {
       standing_by_ = false;
       state_ = State::kJoining;  // joined, without workers, until the next Assignment
+      // The next generation forms once every node's workers are gone.
+      if (connected_) Emit(DoSend{Done{generation_, node_rank_, code}});
     } else {
       bool stop_code = outcome_ && (only_outcome_ || base::AfterStartCode(*outcome_));
       Finish(code != 0 && !stop_code ? code : outcome_.value_or(1), "");

@@ -166,7 +166,7 @@ struct Coordinator::Parts final : CoreListener {
   }
   std::vector<Action> OnStandby() override {
     hangs.OnJobEnd();
-    return router.OnJobEnd();
+    return router.OnStandby();
   }
   std::vector<Action> OnJobEnd() override {
     hangs.OnJobEnd();

@@ -23,12 +23,14 @@
 //   running: every node got an Assignment of this generation. A failed worker, or
 //     a lost node (closed, silent for heartbeat_timeout with nothing of it left
 //     unread in this process, or Leave), aborts the job unless the restart policy
-//     (restart_policy.hpp) allows a restart: then a new generation is assigned to
-//     the agents still there, keeping their node ranks, and to waiting spares and
-//     late joiners (up to max_nodes). When too few are here (a lost node and no
-//     spare) or a backoff applies, the nodes get Standby and the job gathers
-//     again: up to join_timeout for the missing nodes, forming once min_nodes
-//     (all of them for a fixed-size job) are here. Done from every node is the
+//     (restart_policy.hpp) allows a restart. Then every assigned node gets
+//     Standby, stops its workers and says so with a Done for that generation (a
+//     new rank must not reach an old rank 0's store on the same MASTER_PORT), and
+//     the job gathers again: the next generation goes to the agents still there,
+//     keeping their node ranks, and to waiting spares and late joiners (up to
+//     max_nodes), once the stop is confirmed (or kStopAnswerTimeout passed), a
+//     backoff has passed, and min_nodes (all of them for a fixed-size job) are
+//     here: up to join_timeout for a missing node. Done from every node is the
 //     exit barrier: each gets Done back and the job ends with 0.
 //   ended: JobEnded was returned; every connection was closed and new ones are
 //     refused.
@@ -105,6 +107,11 @@ inline constexpr std::chrono::milliseconds kHangReportTimeout = base::kStacksAns
 inline constexpr std::size_t kMaxHangReportBytes = std::size_t{64} << 20;
 // The most on-demand queries open at once (the live view serves 16 clients).
 inline constexpr std::size_t kMaxOpenQueries = 16;
+// How long a restart waits for every standing-by node to say its workers are
+// gone (their shutdown: SIGTERM, then SIGKILL after --shutdown-timeout) before it
+// goes on without that word.
+inline constexpr std::chrono::milliseconds kStopAnswerTimeout =
+    base::kDefaultShutdownTimeout + std::chrono::seconds(10);
 // The most spares one job keeps waiting.
 inline constexpr int kMaxSpares = 65536;
 

@@ -55,6 +55,13 @@ std::vector<Action> QueryRouter::OnNodeGone(ConnId conn, const std::string& what
   return Flush();
 }
 
+std::vector<Action> QueryRouter::OnStandby() {
+  FinishAll("the generation stopped before it answered");
+  running_ = false;
+  members_.clear();
+  return Flush();
+}
+
 std::vector<Action> QueryRouter::OnJobEnd() {
   FinishAll("the job ended before it answered");
   running_ = false;

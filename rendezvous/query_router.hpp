@@ -50,6 +50,9 @@ class QueryRouter {
   // The job ended: every open query is answered as OnGeneration does, with
   // "the job ended before it answered"; Ask is answered at once from now on.
   std::vector<Action> OnJobEnd();
+  // The generation stopped and the job waits for its next one: open queries are
+  // answered ("the generation stopped before it answered") and no node runs.
+  std::vector<Action> OnStandby();
 
   // A Report from the joined agent on `conn`; `name` names it in a log line
   // ("node 1 (b)", "host 'c'").

@@ -108,6 +108,12 @@ std::vector<Action> RendezvousCore::OnMessage(ConnId conn, const Message& messag
     OnDone(conn, agent, *m, now);
   } else if (auto* m = std::get_if<Report>(&message); m && joined) {
     Take(listener_.OnReport(conn, NodeName(agent), *m));
+  } else if (auto* m = std::get_if<Done>(&message);
+             m && phase == Phase::kWaiting && agent.stopping && m->generation == generation_) {
+    // Its workers of the stopped generation are gone.
+    agent.stopping = false;
+    if (--stopping_ == 0) stop_deadline_.reset();
+    UpdateGathering(now);
   } else if ((std::holds_alternative<WorkerFailed>(message) || std::holds_alternative<Done>(message)) &&
              phase == Phase::kWaiting && agent.last_rank >= 0) {
     // Sent by its last generation before our Standby reached it.
@@ -200,6 +206,7 @@ bool RendezvousCore::Full() const {
 void RendezvousCore::UpdateGathering(Clock::time_point now) {
   if (state_ != State::kGathering) return;
   if (not_before_ && now < *not_before_) return;  // GatheringDeadlines comes back then
+  if (stopping_ > 0) return;                      // a Done from each, or the stop deadline, comes back
   int waiting = waiting_;
   if (waiting == 0) {
     join_deadline_.reset();
@@ -403,8 +410,10 @@ void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Cl
   for (const auto& [id, agent] : agents_)
     here += agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting ? 1 : 0;
   if (d.wait.count() == 0 && std::min(here, options_.max_nodes) >= options_.min_nodes) {
-    Emit(Log{fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts)});
-    return Assign(now);
+    // The next generation forms once every node's workers of this one are gone:
+    // a new rank must not reach an old rank 0's store on the same MASTER_PORT.
+    return StandBy(fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts), d.wait, now,
+                   /*event=*/false);
   }
   if (d.wait.count() > 0) {
     return StandBy(fmt::format("{}; restarting ({} of {}) in {} (--restart-backoff)", reason, restart_count_,
@@ -416,16 +425,20 @@ void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Cl
           d.wait, now);
 }
 
-void RendezvousCore::StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now) {
+void RendezvousCore::StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now,
+                             bool event) {
   Emit(Log{reason});
   for (auto& [id, agent] : agents_) {
     if (agent.phase != Phase::kAssigned) continue;
     agent.phase = Phase::kWaiting;
     agent.node_rank = -1;
+    agent.stopping = !agent.done;  // a node whose workers finished has none to stop
+    stopping_ += agent.stopping ? 1 : 0;
     agent.done = false;
     ++waiting_;
     Emit(Send{id, Standby{generation_, reason}});
   }
+  if (stopping_ > 0) stop_deadline_ = now + kStopAnswerTimeout;
   unfinished_ = 0;
   state_ = State::kGathering;
   Take(listener_.OnStandby());
@@ -434,9 +447,11 @@ void RendezvousCore::StandBy(const std::string& reason, std::chrono::millisecond
   if (wait.count() > 0) not_before_ = now + wait;
   join_deadline_ = now + wait + options_.join_timeout;
   last_call_deadline_.reset();
-  Emit(JobEvent{
-      "standby",
-      {{"generation", generation_}, {"restart", restart_count_}, {"wait_ms", wait.count()}, {"reason", reason}}});
+  if (event) {
+    Emit(JobEvent{
+        "standby",
+        {{"generation", generation_}, {"restart", restart_count_}, {"wait_ms", wait.count()}, {"reason", reason}}});
+  }
   UpdateGathering(now);
 }
 
@@ -459,6 +474,8 @@ void RendezvousCore::End(int code, const std::string& summary, std::function<Mes
   slots_.clear();
   waiting_ = 0;
   unfinished_ = 0;
+  stopping_ = 0;
+  stop_deadline_.reset();
   for (Action& action : listener_.OnJobEnd()) Emit(std::move(action));
   state_ = State::kEnded;
   join_deadline_.reset();
@@ -487,6 +504,7 @@ void RendezvousCore::Remove(ConnId conn, const std::string& what, Clock::time_po
     Take(listener_.OnNodeGone(conn, node_rank, what, now));
   }
   if (agent.phase == Phase::kWaiting) --waiting_;
+  if (agent.stopping && --stopping_ == 0) stop_deadline_.reset();
   if (agent.phase == Phase::kAssigned && !agent.done) --unfinished_;
   if (agent.slot >= 0) slots_.erase(agent.slot);
   if (agent.phase == Phase::kAssigned && !agent.done && state_ == State::kRunning) {
@@ -548,6 +566,17 @@ void RendezvousCore::ExpireConnections(Clock::time_point now, const Coordinator:
 }
 
 void RendezvousCore::GatheringDeadlines(Clock::time_point now) {
+  if (stop_deadline_ && now >= *stop_deadline_) {
+    std::vector<std::string> late;
+    for (auto& [id, agent] : agents_)
+      if (std::exchange(agent.stopping, false)) late.push_back(agent.join.host);
+    Emit(Log{fmt::format("{}: {} did not say within {} that their workers stopped; going on without waiting", Subject(),
+                         NameList(late), FormatDuration(kStopAnswerTimeout))});
+    stopping_ = 0;
+    stop_deadline_.reset();
+    UpdateGathering(now);
+    if (state_ != State::kGathering) return;
+  }
   if (not_before_) {
     if (now < *not_before_) return;
     not_before_.reset();  // the backoff passed
@@ -598,6 +627,7 @@ std::optional<Clock::time_point> RendezvousCore::NextDeadline() const {
   consider(last_call_deadline_);
   consider(join_deadline_);
   consider(not_before_);
+  consider(stop_deadline_);
   for (const auto& [id, agent] : agents_) {
     bool joined = agent.phase == Phase::kWaiting || agent.phase == Phase::kAssigned;
     consider(joined ? agent.last_seen + options_.heartbeat_timeout : agent.connected + options_.handshake_timeout);

@@ -99,6 +99,7 @@ class RendezvousCore {
     int node_rank = -1;         // in the current generation; -1 while waiting
     int last_rank = -1;         // its node rank in the last generation it ran in; -1 none (a spare)
     bool done = false;          // sent Done for the current generation
+    bool stopping = false;      // standing by, its workers of the last generation not yet said gone
   };
 
   void OnHello(ConnId conn, Agent& agent, const Hello& hello, Clock::time_point now);
@@ -131,9 +132,12 @@ class RendezvousCore {
   void Fail(const std::string& cause, int code, bool node_lost, Clock::time_point now);
   // Stops the running generation without ending the job: every assigned agent
   // gets Standby and waits again, keeping its node rank for the next generation,
-  // which forms once `wait` has passed and enough nodes are here (at most the
-  // join timeout after that).
-  void StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now);
+  // which forms once every one of them has said its workers are gone (a Done for
+  // the stopped generation, or kStopAnswerTimeout), `wait` has passed and enough
+  // nodes are here (at most the join timeout after that).
+  // `event`: write the standby event (a wait or a missing node, not a plain
+  // restart's stop).
+  void StandBy(const std::string& reason, std::chrono::milliseconds wait, Clock::time_point now, bool event = true);
   // The slot each member claims: its fixed slot, else the node rank it had in the
   // last generation where no fixed slot of the others takes it.
   std::vector<GenerationMember> Claims(const std::vector<std::pair<ConnId, Agent*>>& members) const;
@@ -178,6 +182,9 @@ class RendezvousCore {
   std::optional<Clock::time_point> last_call_deadline_;
   // After a Standby: the next generation forms no earlier than this (backoff).
   std::optional<Clock::time_point> not_before_;
+  int stopping_ = 0;  // agents standing by whose workers may still run
+  // Those that have not said so by then are taken at their word.
+  std::optional<Clock::time_point> stop_deadline_;
   RestartPolicy policy_;
   WaitNotice wait_notice_;  // while fewer than min_nodes have joined
   std::vector<Action> out_;

@@ -18,6 +18,9 @@
 #   4. --restart-backoff 1:1: a failure stands both nodes by (their workers
 #      stopped, the agents still joined), and the next generation runs after
 #      the wait and finishes 0.
+#   5. A restart starts no worker anywhere while an old one still runs: rank 0
+#      takes a second to exit on SIGTERM (a checkpoint), and rank 1's next
+#      worker, on the other node, finds rank 0's old one gone when it starts.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -176,4 +179,29 @@ grep -q "restarting (1 of 1) in 1s (--restart-backoff)" "$TMP/backoff_peer.err" 
   { show_nodes backoff_peer; fail "the peer should say it waits for the backoff"; }
 file_has "$TMP/backoff.jsonl" '"event":"standby"' || fail "no standby event on the host"
 assert_no_leftovers "after the backoff's generation finished"
+
+# 5. The next generation waits for every old worker to be gone.
+cat >"$TMP/slow_stop.sh" <<EOF
+#!/bin/sh
+if [ "\$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  [ "\$RANK" = 1 ] && { "$TMP/bin/sleep" 0.5; exit 1; }
+  trap '"$TMP/bin/sleep" 1; touch "$TMP/rec/old0.gone"; exit 143' TERM
+  "$TMP/bin/sleep" 60 &
+  wait
+  exit 0
+fi
+[ -e "$TMP/rec/old0.gone" ] || echo "rank \$RANK started while rank 0 of generation 0 still ran" >>"$TMP/rec/early"
+EOF
+chmod +x "$TMP/slow_stop.sh"
+port=$(free_port)
+common=(--nnodes 2 --max-restarts 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "barrier-$$")
+start_dl barrier_host 60 "${common[@]}" --rdzv-conf "is_host=1,$conf" -- "$TMP/slow_stop.sh"
+start_dl barrier_peer 60 "${common[@]}" --rdzv-conf "is_host=0,$conf" -- "$TMP/slow_stop.sh"
+for n in barrier_host barrier_peer; do
+  wait_dl "$n"
+  [[ $RC == 0 ]] || { show_nodes barrier_host barrier_peer; fail "$n exited $RC; the restarted job should finish 0"; }
+done
+[[ -e $TMP/rec/old0.gone ]] || fail "rank 0 of generation 0 never ran its SIGTERM handler"
+[[ ! -e $TMP/rec/early ]] || fail "a new worker started before an old one was gone: $(cat "$TMP/rec/early")"
+assert_no_leftovers "after the restart that waited for the old workers"
 pass

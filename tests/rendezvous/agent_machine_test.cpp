@@ -467,10 +467,13 @@ TEST_CASE("agent: a standby stops the workers and waits, joined, for the next ge
   std::optional<DoStopWorkers> stop = Find<DoStopWorkers>(h.Receive(Standby{1, "node 2 (c) lost; waiting"}));
   REQUIRE(stop);
   CHECK(stop->reason == "node 2 (c) lost; waiting");
-  // Its workers stop: no Done, no finish; the node stays joined and beats.
+  // Its workers stop: a Done for the stopped generation says they are gone (the
+  // next generation waits for it); no finish; the node stays joined and beats.
   std::vector<AgentAction> out = h.Take(h.m.OnWorkersDone(143, h.now));
   CHECK_FALSE(Find<DoFinish>(out));
-  CHECK_FALSE(Sent<Done>(out));
+  REQUIRE(Sent<Done>(out));
+  CHECK(Sent<Done>(out)->generation == 1);
+  CHECK(Sent<Done>(out)->exit_code == 143);
   CHECK(h.m.state() == AgentMachine::State::kJoining);
   CHECK(Sent<Heartbeat>(h.TickAt(6s)));
   // A worker failure now belongs to no generation: nothing goes out.

@@ -215,6 +215,7 @@ TEST_CASE("hang: a new generation forgets the open query", "[coordinator][hang]"
   HangJob j(o);
   j.Beat(6s, 6s, 6s);
   j.h.Send(j.a, WorkerFailed{1, 0, 1, 3, "exited with code 3"});
+  j.h.Stopped();
   REQUIRE(j.h.c.generation() == 2);
   j.h.Send(j.a, Report{1, 0, {}});
   CHECK(j.h.HasLog("rendezvous head:29400: ignoring a report for query 1 from node 0 (a) (no such query is open)"));

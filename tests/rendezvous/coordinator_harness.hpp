@@ -132,6 +132,15 @@ class Harness {
     }
     return out;
   }
+  // Every open connection that was last told to stand by says its workers are
+  // gone (a Done for the stopped generation), as its agent does once they exit.
+  void Stopped() {
+    std::vector<std::pair<ConnId, int>> told;
+    for (const auto& [conn, messages] : inbox)
+      if (!closed.count(conn) && !messages.empty())
+        if (const auto* s = std::get_if<Standby>(&messages.back())) told.emplace_back(conn, s->generation);
+    for (const auto& [conn, generation] : told) Send(conn, Done{generation, -1, 143});
+  }
   bool HasLog(const std::string& line) const { return std::find(logs.begin(), logs.end(), line) != logs.end(); }
 
   const Clock::time_point t0{};

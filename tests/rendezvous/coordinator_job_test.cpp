@@ -215,6 +215,12 @@ TEST_CASE("a failure with restarts left starts the next generation everywhere", 
   std::vector<ConnId> conns = JoinAll(h, {"a", "b"});
   h.Send(conns[1], WorkerFailed{1, 1, 1, 2, "exited with code 2"});
   CHECK(h.HasLog("rendezvous head:29400: node 1 (b) rank 1 exited with code 2; restarting (1 of 1)"));
+  // Every node stops its workers first: the next generation waits for each to say so.
+  const std::string stop = "rendezvous head:29400: node 1 (b) rank 1 exited with code 2; restarting (1 of 1)";
+  CHECK(h.inbox[conns[0]].back() == Message(Standby{1, stop}));
+  h.Send(conns[0], Done{1, 0, 143});
+  CHECK(h.AssignmentsOf(conns[0]).size() == 1);  // b's workers may still run
+  h.Send(conns[1], Done{1, 1, 2});
   for (std::size_t i = 0; i < 2; ++i) {
     Assignment next = h.LastAssignment(conns[i]);
     CHECK(next.generation == 2);
@@ -240,6 +246,7 @@ TEST_CASE("elastic: a lost node is left out of the next generation", "[coordinat
   std::vector<ConnId> conns = JoinAll(h, {"a", "b", "c"});
   CHECK(h.LastAssignment(conns[2]).nodes.size() == 3);
   h.Disconnect(conns[1]);
+  h.Stopped();
   Assignment a = h.LastAssignment(conns[0]), c = h.LastAssignment(conns[2]);
   CHECK(a.generation == 2);
   CHECK(a.restart_count == 1);
@@ -292,7 +299,9 @@ TEST_CASE("a lost node with no restarts left aborts; with restarts, the job stan
     REQUIRE(h.c.state() == Coordinator::State::kRunning);
     h.Send(conns[0], Leave{0});
     REQUIRE(std::holds_alternative<Standby>(h.inbox[conns[1]].back()));
-    ConnId c = h.JoinAs(MakeJoin("c"));  // back to min: the job forms at once
+    ConnId c = h.JoinAs(MakeJoin("c"));  // back to min: the job forms once b's workers are gone
+    CHECK(h.AssignmentsOf(c).empty());
+    h.Stopped();
     CHECK(h.LastAssignment(c).generation == 2);
     CHECK(h.LastAssignment(conns[1]).node_rank == 1);  // b keeps its node rank; c takes a's
     CHECK(h.LastAssignment(c).node_rank == 0);
@@ -310,6 +319,7 @@ TEST_CASE("a late joiner waits for the next generation", "[coordinator]") {
   CHECK(h.HasLog("rendezvous head:29400: host 'late' joined late; it waits for the next generation"));
   CHECK(h.AssignmentsOf(late).empty());
   h.Send(conns[0], WorkerFailed{1, 0, 0, 1, "exited with code 1"});
+  h.Stopped();
   Assignment next = h.LastAssignment(late);
   CHECK(next.generation == 2);
   CHECK(next.node_rank == 2);

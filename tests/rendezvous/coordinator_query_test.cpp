@@ -173,7 +173,8 @@ TEST_CASE("query: the job's end or a new generation answers the open queries", "
   k.Ask(3, "status");
   k.h.Send(k.a, WorkerFailed{1, 0, 0, 1, ""});
   REQUIRE(k.h.answered.size() == 1);
-  CHECK(k.h.answered[0].nodes[1].problem == "a new generation began before it answered");
+  CHECK(k.h.answered[0].nodes[1].problem == "the generation stopped before it answered");
+  k.h.Stopped();
   CHECK(k.h.c.generation() == 2);
 }
 

@@ -53,13 +53,17 @@ TEST_CASE("recovery: one failure on any node spends one restart of the job", "[c
   // Both nodes report a failure of generation 1: the second is stale once the
   // first restarted the job.
   h.Send(conns[0], WorkerFailed{1, 0, 0, 1, "exited with code 1"});
+  h.Stopped();
   h.Send(conns[1], WorkerFailed{1, 1, 1, 1, "exited with code 1"});
+  h.Stopped();
   CHECK(h.c.restart_count() == 1);
   CHECK(h.LastAssignment(conns[0]).restart_count == 1);  // TORCHELASTIC_RESTART_COUNT, the same everywhere
   CHECK(h.LastAssignment(conns[1]).restart_count == 1);
   h.Send(conns[1], WorkerFailed{2, 1, 1, 1, "exited with code 1"});
+  h.Stopped();
   CHECK(h.LastAssignment(conns[0]).restart_count == 2);
   h.Send(conns[0], WorkerFailed{3, 0, 0, 7, "exited with code 7"});
+  h.Stopped();
   REQUIRE(h.ended.has_value());
   CHECK(h.ended->exit_code == 7);  // restarts ran out: the worker's code
 }
@@ -74,6 +78,7 @@ TEST_CASE("recovery: restarts without progress stop with the do-not-requeue code
   for (int generation = 1; !h.ended && generation < 20; ++generation) {
     h.now += 5s;
     h.Send(conns[1], WorkerFailed{generation, 1, 1, 1, "exited with code 1"});
+    h.Stopped();
     if (!h.ended) ++runs;
   }
   REQUIRE(h.ended.has_value());
@@ -97,6 +102,7 @@ TEST_CASE("recovery: progress in heartbeats keeps the job restarting", "[coordin
     h.Send(conns[0], Heartbeat{0, {5, -1}});
     h.Send(conns[1], Heartbeat{0, {5, 10 * generation}});
     h.Send(conns[0], WorkerFailed{generation, 0, 0, 3, "exited with code 3"});
+    h.Stopped();
   }
   REQUIRE(h.ended.has_value());
   CHECK(h.c.restart_count() == 4);
@@ -110,9 +116,11 @@ TEST_CASE("recovery: progress reported for ranks a node does not have is ignored
   Harness h(o);
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b"});
   h.Send(conns[0], WorkerFailed{1, 0, 0, 1, "exited with code 1"});
+  h.Stopped();
   // Node 0 has one rank: its second value would be node 1's rank, and must not count.
   h.Send(conns[0], Heartbeat{0, {-1, 1'000'000}});
   h.Send(conns[0], WorkerFailed{2, 0, 0, 1, "exited with code 1"});
+  h.Stopped();
   REQUIRE(h.ended.has_value());
   CHECK(h.ended->exit_code == base::kExitNoProgress);
 }
@@ -126,6 +134,7 @@ TEST_CASE("recovery: a worker failure backs off before the next generation", "[c
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b"});
   h.now = h.t0 + 1s;
   h.Send(conns[0], WorkerFailed{1, 0, 0, 1, "exited with code 1"});
+  h.Stopped();
   const std::string reason =
       "rendezvous head:29400: node 0 (a) rank 0 exited with code 1; restarting (1 of 5) in 10s (--restart-backoff)";
   CHECK(h.inbox[conns[0]].back() == Message(Standby{1, reason}));
@@ -133,6 +142,7 @@ TEST_CASE("recovery: a worker failure backs off before the next generation", "[c
   CHECK(*h.c.NextDeadline() == h.t0 + 11s);
   // A stale failure and Done from the stopping generation are ignored, not refused.
   h.Send(conns[1], WorkerFailed{1, 1, 1, 1, "exited with code 1"});
+  h.Stopped();
   h.Send(conns[1], Done{1, 1, 0});
   CHECK(h.closed.empty());
   h.TickAt(10999ms);
@@ -143,6 +153,7 @@ TEST_CASE("recovery: a worker failure backs off before the next generation", "[c
   // The next one doubles, up to the cap.
   h.now = h.t0 + 12s;
   h.Send(conns[1], WorkerFailed{2, 1, 1, 1, "exited with code 1"});
+  h.Stopped();
   h.TickAt(26999ms);
   CHECK(h.AssignmentsOf(conns[0]).size() == 2);
   h.TickAt(27s);
@@ -159,6 +170,7 @@ TEST_CASE("recovery: a lost node does not wait out the backoff", "[coordinator][
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b"});
   ConnId spare = h.JoinAs(MakeJoin("s"));
   h.Disconnect(conns[1]);
+  h.Stopped();
   CHECK(h.LastAssignment(spare).generation == 2);  // at once
 }
 
@@ -201,6 +213,7 @@ TEST_CASE("recovery: a spare takes the lost node's ranks; survivors keep theirs"
   std::map<std::string, int> before = FirstRanks(h, conns);
   CHECK(before == std::map<std::string, int>{{"a", 0}, {"b", 2}, {"c", 4}, {"d", 6}});
   h.Disconnect(conns[1]);  // b: ranks 2-3
+  h.Stopped();
   std::vector<ConnId> now_conns = {conns[0], conns[2], conns[3], spare};
   for (ConnId id : now_conns) CHECK(h.LastAssignment(id).generation == 2);
   CHECK(FirstRanks(h, now_conns) == std::map<std::string, int>{{"a", 0}, {"s", 2}, {"c", 4}, {"d", 6}});
@@ -219,6 +232,7 @@ TEST_CASE("recovery: without a spare a fixed-size job waits for the lost node to
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b", "c"});
   h.now = h.t0 + 5s;
   h.Disconnect(conns[0]);  // node 0 goes
+  h.Stopped();
   CHECK(StoodBy(h, conns[1]));
   CHECK(StoodBy(h, conns[2]));
   CHECK(h.EventsNamed("standby").size() == 1);
@@ -237,6 +251,7 @@ TEST_CASE("recovery: the lost node returns while its spare runs: it waits as a s
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b"});
   ConnId spare = h.JoinAs(MakeJoin("s"));
   h.Disconnect(conns[1]);
+  h.Stopped();
   REQUIRE(h.LastAssignment(spare).generation == 2);
   ConnId back = h.JoinAs(MakeJoin("b"));
   CHECK_FALSE(h.closed.count(back));
@@ -245,6 +260,7 @@ TEST_CASE("recovery: the lost node returns while its spare runs: it waits as a s
   CHECK_FALSE(h.ended.has_value());
   // And it is the spare the next time a node goes.
   h.Disconnect(conns[0]);
+  h.Stopped();
   CHECK(h.LastAssignment(back).generation == 3);
   CHECK(h.RanksByHost({spare, back}) == std::map<std::string, int>{{"b", 0}, {"s", 1}});
 }
@@ -260,8 +276,10 @@ TEST_CASE("recovery: a spare and the returning node meet at one re-rendezvous", 
   // b's worker fails: the job backs off; b's agent dies during the wait; a spare
   // and b's new agent both arrive before the wait ends.
   h.Send(conns[1], WorkerFailed{1, 1, 1, 1, "exited with code 1"});
+  h.Stopped();
   REQUIRE(StoodBy(h, conns[0]));
   h.Disconnect(conns[1]);
+  h.Stopped();
   CHECK_FALSE(h.ended.has_value());
   ConnId spare = h.JoinAs(MakeJoin("s"));
   ConnId back = h.JoinAs(MakeJoin("b"));
@@ -285,6 +303,7 @@ TEST_CASE("recovery: a job that shrinks renumbers its ranks and says how", "[coo
   Harness h(o);
   std::vector<ConnId> conns = JoinHosts(h, {"a", "b", "c", "d"}, 2);
   h.Disconnect(conns[1]);  // b: ranks 2-3
+  h.Stopped();
   std::vector<ConnId> left = {conns[0], conns[2], conns[3]};
   CHECK(FirstRanks(h, left) == std::map<std::string, int>{{"a", 0}, {"c", 2}, {"d", 4}});
   std::vector<JobEvent> renumbered = h.EventsNamed("ranks_renumbered");
