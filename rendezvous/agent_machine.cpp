@@ -153,7 +153,9 @@ std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::
       } else if (refused) {
         Finish(1, fmt::format("{}: refused ({})", Subject(), refused->reason));
       } else if (abort) {
-        Finish(1, abort->reason);
+        // Standing by between generations, the job's end is the job's code (123
+        // after restarts without progress); before the first, a failed join's 1.
+        Finish(node_rank_ >= 0 && abort->code != 0 ? abort->code : 1, options_.hosted ? "" : abort->reason);
       } else if (done) {
         Finish(done->exit_code, fmt::format("{}: the job ended without this node", Subject()));
       }

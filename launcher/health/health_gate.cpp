@@ -177,8 +177,11 @@ void HealthGate::Busy(bool busy) {
   }
   if (watch_ || options_.stop_signals.empty()) return;
   watch_ = signals_.Watch(options_.stop_signals, [this](int sig) {
+    // Stop() resets watch_, and this closure goes with it: nothing of it may be
+    // read after, `this` included.
+    std::function<void(int)> stopped = hooks_.stopped;
     Stop();
-    if (hooks_.stopped) hooks_.stopped(sig);
+    if (stopped) stopped(sig);
   });
 }
 

@@ -608,3 +608,23 @@ TEST_CASE("agent: the job ends while its workers stop for a restart: the job's c
 }
 
 }  // namespace dlaunch::rendezvous
+
+namespace dlaunch::rendezvous {
+
+TEST_CASE("agent: the job ends while this node stands by: the job's code", "[agent][recovery]") {
+  AgentHarness h(Options());
+  h.Joined(Gen(2));
+  h.Receive(Standby{2, "restarting"});
+  h.Take(h.m.OnWorkersDone(1, h.now));
+  REQUIRE(h.m.state() == AgentMachine::State::kJoining);
+  std::optional<DoFinish> f = Find<DoFinish>(h.Receive(Abort{"2 restarts in a row made no progress", 123}));
+  REQUIRE(f);
+  CHECK(f->code == 123);
+  CHECK(f->error == "2 restarts in a row made no progress");
+  // Before any generation, an abort is a failed join: 1.
+  AgentHarness g(Options());
+  g.Handshake(Challenge{});
+  CHECK(Find<DoFinish>(g.Receive(Abort{"timed out waiting for 1 of 2 nodes", 9}))->code == 1);
+}
+
+}  // namespace dlaunch::rendezvous
