@@ -14,8 +14,8 @@ using dlaunch::launcher::HealthGate;
 using dlaunch::launcher::HealthGateOptions;
 using dlaunch::launcher::SteadyTime;
 using dlaunch::testing::FakeChecker;
-using dlaunch::testing::HealthFakeSignals;
-using dlaunch::testing::HealthFakeTimers;
+using dlaunch::testing::FakeSignals;
+using dlaunch::testing::FakeTimers;
 using std::chrono::seconds;
 
 namespace {
@@ -34,8 +34,8 @@ struct GateRig {
         timers.Now() + join_timeout, [this] { ++admitted; }, [this](const std::string& line) { given_up = line; });
   }
 
-  HealthFakeTimers timers;
-  HealthFakeSignals signals;
+  FakeTimers timers;
+  FakeSignals signals;
   FakeChecker checker;
   EventLog events;
   std::vector<std::string> lines;
