@@ -274,6 +274,11 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   JobHangReporter hang(log, &events, KeptStacksDir(log));
   (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
                      [&hang](const std::string&, const rdzv::HangReport& r) { hang.Report(r); }});
+  // And what becomes of its nodes: lost, spares, standbys, renumbered ranks.
+  (*server)->OnNodeLost([&events](const rdzv::NodeLost& lost) {
+    events.Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
+  });
+  (*server)->OnJobEvent([&events](const rdzv::JobEvent& event) { events.Emit(event.name, event.fields); });
 
   // The head's socket shows the whole job: every node, asked through the coordinator.
   std::vector<std::string> shown = plan.command;

@@ -4,7 +4,8 @@
 #   1. a single node with a restart, then a failure, then SIGTERM;
 #   2. two rendezvous nodes: each writes 'rendezvous'; killing node 1 mid-job
 #      makes the hosting node write 'node_lost';
-#   3. a head launch: the head's job_started and job_finished;
+#   3. a head launch: the head's job_started and job_finished, and the standby
+#      of a restart that backs off (the head hosts the coordinator);
 #   4. a path that cannot be written, a FIFO with no reader, a directory: one
 #      line naming --events, exit 2, at once.
 # shellcheck source=tests/integration/lib.sh
@@ -67,6 +68,12 @@ assert_no_leftovers "after the killed node"
 run_dl 60 --events "$TMP/head.jsonl" -H 127.0.0.1:1,127.0.0.2:1 -- /bin/true
 expect_rc 0 "a head launch"
 check "$TMP/head.jsonl" "the head" job_started=1 job_started.mode:head=1 job_started.nodes:2=1 job_finished.exit_code:0=1
+# The head hosts the coordinator, so it writes the job's recovery events: a
+# failure with a backoff stands the nodes by once, then the job finishes.
+run_dl 60 --events "$TMP/head_restart.jsonl" -H 127.0.0.1:1,127.0.0.2:1 --max-restarts 1 \
+  --restart-backoff 0.1:0.1 -- sh -c '[ "$TORCHELASTIC_RESTART_COUNT" = 1 ] || [ "$RANK" = 0 ] || exit 3'
+expect_rc 0 "a head launch whose restart backs off"
+check "$TMP/head_restart.jsonl" "the head, restarted" standby=1 standby.restart:1=1 job_finished.exit_code:0=1
 
 # 4. Files that cannot take events.
 for bad in "$TMP/no/such/dir/ev.jsonl" "$TMP"; do
