@@ -175,9 +175,13 @@ void WorkerGroup::Started(int pid, int local_rank, int restart) {
     plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
   }
   running_[pid] = Running{local_rank, restart, now_()};
-  plan_.events->Emit(
-      "worker_started",
-      {{"rank", slot.rank}, {"local_rank", local_rank}, {"pid", pid}, {"restart", restart}, {"role", slot.role}});
+  // The job's restart count, as TORCHELASTIC_RESTART_COUNT says it: in a
+  // rendezvous each generation's group starts its own count at 0.
+  plan_.events->Emit("worker_started", {{"rank", slot.rank},
+                                        {"local_rank", local_rank},
+                                        {"pid", pid},
+                                        {"restart", plan_.layout.restart_count + restart},
+                                        {"role", slot.role}});
 }
 
 Status WorkerGroup::AddStream(int fd, int local_rank, bool is_err, const std::string& dir) {
@@ -228,7 +232,7 @@ void WorkerGroup::Exited(int pid, const ExitStatus& status) {
       {"rank", RankOf(r.local_rank)},
       {"local_rank", r.local_rank},
       {"pid", pid},
-      {"restart", r.restart},
+      {"restart", plan_.layout.restart_count + r.restart},
       {"run_time_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now_() - r.since).count()}};
   if (status.signal != 0)
     e["signal"] = SignalName(status.signal);

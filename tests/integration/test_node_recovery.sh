@@ -95,7 +95,7 @@ assert_eq "$(gen_count 2)" 0 "workers of a third generation"
 check_events "$TMP/events.jsonl" "the host's events" spare_waiting=2 spare_waiting.spares:1=2 node_lost=1 \
   spare_promoted=1 "spare_promoted.first_rank:$victim_rank=1" spare_promoted.generation:2=1 \
   spare_promoted.spares:0=1 standby=0 ranks_renumbered=0 spare_left=0 rendezvous=2 rendezvous.restart:1=1 \
-  job_finished.exit_code:0=1
+  worker_started.restart:1=1 job_finished.exit_code:0=1
 assert_no_leftovers "after the spare's job finished"
 
 # 2. A crash at step 0 on two nodes: 3 runs, then 123 everywhere.
