@@ -73,6 +73,13 @@ lib_cleanup() {
     fi
   fi
   if [[ -n ${LIB_EXTRA_PIDS:-} ]]; then
+    # Their children first: a `timeout` killed with SIGKILL leaves its child (a
+    # dlaunch coordinator daemon, whose command line has no $MARK) running.
+    local pid
+    for pid in $LIB_EXTRA_PIDS; do
+      # shellcheck disable=SC2046
+      kill -KILL $(pgrep -P "$pid" 2>/dev/null) 2>/dev/null
+    done
     # shellcheck disable=SC2086
     kill -KILL $LIB_EXTRA_PIDS 2>/dev/null
   fi
