@@ -15,10 +15,6 @@ std::optional<std::chrono::milliseconds> Seconds(const std::string& value) {
   return t;
 }
 
-std::string SecondsText(std::chrono::milliseconds d) {
-  return fmt::format("{:g}s", std::chrono::duration<double>(d).count());
-}
-
 }  // namespace
 
 Status CheckHealthCommand(const std::string& value) {

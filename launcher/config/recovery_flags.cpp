@@ -32,8 +32,7 @@ Result<std::chrono::milliseconds> BackoffSeconds(std::string_view part, std::str
 // "10s", "1.5s", "5m": a wait for --explain.
 std::string Duration(std::chrono::milliseconds t) {
   if (t.count() % 60'000 == 0 && t.count() >= 60'000) return fmt::format("{}m", t.count() / 60'000);
-  if (t.count() % 1000 == 0) return fmt::format("{}s", t.count() / 1000);
-  return fmt::format("{:.3g}s", static_cast<double>(t.count()) / 1000);
+  return SecondsText(t);
 }
 
 }  // namespace

@@ -114,6 +114,11 @@ std::string ValidUtf8(std::string_view s) {
   return out;
 }
 
+std::string SecondsText(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{}s", d.count() / 1000);  // no exponent for 30 days
+  return fmt::format("{:g}s", std::chrono::duration<double>(d).count());
+}
+
 std::vector<std::string> Split(std::string_view s, char sep) {
   std::vector<std::string> out;
   size_t start = 0;

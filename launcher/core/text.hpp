@@ -25,6 +25,8 @@ std::optional<std::chrono::milliseconds> ParseSeconds(std::string_view s, bool a
 
 // Splits on `sep`, keeping empty pieces ("a,,b" gives three).
 std::vector<std::string> Split(std::string_view s, char sep);
+// A duration as seconds, the way a user writes them: "60s", "1.5s", "0.25s".
+std::string SecondsText(std::chrono::milliseconds d);
 std::string Upper(std::string_view s);
 
 // `s` with every byte outside printable ASCII (0x20-0x7e) written as \xNN, for

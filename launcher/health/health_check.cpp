@@ -54,10 +54,6 @@ std::string LastLine(const std::string& output) {
   return "";
 }
 
-std::string SecondsText(std::chrono::milliseconds d) {
-  return fmt::format("{:g}s", std::chrono::duration<double>(d).count());
-}
-
 std::string CheckOutcome::Describe() const { return last_line.empty() ? how : fmt::format("{}: {}", how, last_line); }
 
 struct ProcessHealthChecker::Running {

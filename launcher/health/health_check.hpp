@@ -47,8 +47,6 @@ struct CheckOutcome {
 
 // The last line of `output` that is not blank, as CheckOutcome::last_line.
 std::string LastLine(const std::string& output);
-// "60s", "1.5s".
-std::string SecondsText(std::chrono::milliseconds d);
 
 // What runs a check: the real one starts a process; a test's fake answers by hand.
 class HealthChecker {

@@ -48,12 +48,6 @@ rendezvous::RestartRules RulesOf(const SupervisorOptions& o) {
   return rules;
 }
 
-// "20s", "1.5s": a wait as the user wrote it.
-std::string Seconds(std::chrono::milliseconds wait) {
-  if (wait.count() % 1000 == 0) return fmt::format("{}s", wait.count() / 1000);
-  return fmt::format("{:.1f}s", static_cast<double>(wait.count()) / 1000);
-}
-
 }  // namespace
 
 Supervisor::Supervisor(WorkerControl& control, SupervisorOptions options)
@@ -152,7 +146,7 @@ bool Supervisor::Restart(Clock::time_point now) {
   if (d.wait.count() > 0) {
     state_ = State::kWaiting;
     deadline_ = now + d.wait;
-    control_.Notice(fmt::format("restarting in {} (backoff)", Seconds(d.wait)));
+    control_.Notice(fmt::format("restarting in {} (backoff)", SecondsText(d.wait)));
     return true;
   }
   StartAll(now);  // a start failure here is recorded and stops the job

@@ -79,3 +79,16 @@ TEST_CASE("SignalName names every Linux signal as torch's failure report does", 
   CHECK(SignalNumber("SIGPWR") == SIGPWR);
   CHECK(SignalNumber("winch") == SIGWINCH);
 }
+
+namespace dlaunch::launcher {
+
+TEST_CASE("SecondsText: seconds as a user writes them", "[text]") {
+  using std::chrono::milliseconds;
+  CHECK(SecondsText(milliseconds(60'000)) == "60s");
+  CHECK(SecondsText(milliseconds(1'500)) == "1.5s");
+  CHECK(SecondsText(milliseconds(250)) == "0.25s");
+  CHECK(SecondsText(milliseconds(0)) == "0s");
+  CHECK(SecondsText(milliseconds(2'592'000'000)) == "2592000s");
+}
+
+}  // namespace dlaunch::launcher
