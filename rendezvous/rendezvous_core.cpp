@@ -265,7 +265,7 @@ void RendezvousCore::Assign(Clock::time_point now) {
   if (members.empty()) return;
   std::shared_ptr<const Generation> previous = plan_;
   plan_ = std::make_shared<const Generation>(PlanGeneration(
-      Claims(members), {++generation_, restart_count_, options_.run_id, options_.master_port, kDefaultMasterPort}));
+      Claims(members), {++generation_, policy_.restarts(), options_.run_id, options_.master_port, kDefaultMasterPort}));
   const Generation& g = *plan_;
   if (!g.problem.empty()) {
     std::string why = Subject() + ": " + g.problem;
@@ -281,8 +281,8 @@ void RendezvousCore::Assign(Clock::time_point now) {
     by_rank[static_cast<std::size_t>(g.node_ranks[i])] = members[i].first;
   for (Action& action : listener_.OnGeneration(by_rank, g.table, now)) Emit(std::move(action));
   Emit(Log{fmt::format("{}: generation {}: {} nodes, {} workers, master {}:{}, restart {} of {}", Subject(),
-                       generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port, restart_count_,
-                       options_.max_restarts)});
+                       generation_, g.table.size(), g.workers, g.whole.master_addr, g.whole.master_port,
+                       policy_.restarts(), options_.max_restarts)});
   unfinished_ = static_cast<int>(members.size());
   SendAssignments sends{plan_, {}};
   sends.to.reserve(members.size());
@@ -405,22 +405,22 @@ void RendezvousCore::Fail(const std::string& cause, int code, bool node_lost, Cl
   if (d.verdict == RestartDecision::Verdict::kExhausted) {
     return End(code, reason, [reason, code](int) { return Message(Abort{reason, code}); });
   }
-  restart_count_ = policy_.restarts();
   int here = 0;
   for (const auto& [id, agent] : agents_)
     here += agent.phase == Phase::kAssigned || agent.phase == Phase::kWaiting ? 1 : 0;
   if (d.wait.count() == 0 && std::min(here, options_.max_nodes) >= options_.min_nodes) {
     // The next generation forms once every node's workers of this one are gone:
     // a new rank must not reach an old rank 0's store on the same MASTER_PORT.
-    return StandBy(fmt::format("{}; restarting ({} of {})", reason, restart_count_, options_.max_restarts), d.wait, now,
+    return StandBy(fmt::format("{}; restarting ({} of {})", reason, policy_.restarts(), options_.max_restarts), d.wait,
+                   now,
                    /*event=*/false);
   }
   if (d.wait.count() > 0) {
-    return StandBy(fmt::format("{}; restarting ({} of {}) in {} (--restart-backoff)", reason, restart_count_,
+    return StandBy(fmt::format("{}; restarting ({} of {}) in {} (--restart-backoff)", reason, policy_.restarts(),
                                options_.max_restarts, FormatDuration(d.wait)),
                    d.wait, now);
   }
-  StandBy(fmt::format("{}; restart {} of {} waits up to {} for a node to take its place", reason, restart_count_,
+  StandBy(fmt::format("{}; restart {} of {} waits up to {} for a node to take its place", reason, policy_.restarts(),
                       options_.max_restarts, FormatDuration(options_.join_timeout)),
           d.wait, now);
 }
@@ -450,7 +450,7 @@ void RendezvousCore::StandBy(const std::string& reason, std::chrono::millisecond
   if (event) {
     Emit(JobEvent{
         "standby",
-        {{"generation", generation_}, {"restart", restart_count_}, {"wait_ms", wait.count()}, {"reason", reason}}});
+        {{"generation", generation_}, {"restart", policy_.restarts()}, {"wait_ms", wait.count()}, {"reason", reason}}});
   }
   UpdateGathering(now);
 }

@@ -80,7 +80,7 @@ class RendezvousCore {
 
   State state() const { return state_; }
   int generation() const { return generation_; }
-  int restart_count() const { return restart_count_; }
+  int restart_count() const { return policy_.restarts(); }
   const std::vector<envmap::Node>& nodes() const { return plan_->table; }
   // Connections it holds (handshaking, waiting or assigned).
   std::size_t connections() const { return agents_.size(); }
@@ -174,7 +174,6 @@ class RendezvousCore {
   std::map<int, std::string> slots_;  // fixed slots held by joined agents -> host
   std::uint64_t arrivals_ = 0;
   int generation_ = 0;
-  int restart_count_ = 0;
   // The last generation planned (its table is nodes()); shared with the
   // SendAssignments that writes it out.
   std::shared_ptr<const Generation> plan_ = std::make_shared<const Generation>();

@@ -66,8 +66,8 @@ Status Supervisor::StartAll(Clock::time_point now) {
   for (int i = 0; i < options_.nproc; ++i) {
     WorkerRecord& w = workers_[static_cast<size_t>(i)];
     w.local_rank = i;
-    w.restart = restart_;
-    Result<int> pid = control_.Start(i, restart_);
+    w.restart = policy_.restarts();
+    Result<int> pid = control_.Start(i, w.restart);
     if (!pid.ok()) {
       start_failed_ = true;
       exit_code_ = pid.status().code() == Code::kNotFound ? kExitNotFound : 1;
@@ -142,7 +142,6 @@ bool Supervisor::Restart(Clock::time_point now) {
     return false;
   }
   if (d.verdict != Verdict::kRestart) return false;
-  ++restart_;
   if (d.wait.count() > 0) {
     state_ = State::kWaiting;
     deadline_ = now + d.wait;

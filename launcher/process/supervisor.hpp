@@ -133,7 +133,7 @@ class Supervisor {
   // Valid once done(): 0, the first failure's code (JobCode), 128+N for a
   // signal, or base::kExitNoProgress when restarts made no progress.
   int exit_code() const { return exit_code_; }
-  int restart_count() const { return restart_; }
+  int restart_count() const { return policy_.restarts(); }
   // The first worker failure of the final generation, if any.
   const WorkerRecord* root_cause() const;
   // Every worker of the current generation, by local rank.
@@ -154,7 +154,6 @@ class Supervisor {
   rendezvous::RestartPolicy policy_;  // counts restarts, their progress and backoff
   State state_ = State::kIdle;
   std::vector<WorkerRecord> workers_;
-  int restart_ = 0;
   int exit_code_ = 0;
   int first_failure_ = -1;  // local rank of the root cause in this generation
   int stop_signal_ = 0;     // a signal that stopped the job, not a worker failure
