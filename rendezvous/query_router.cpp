@@ -55,15 +55,12 @@ std::vector<Action> QueryRouter::OnNodeGone(ConnId conn, const std::string& what
   return Flush();
 }
 
-std::vector<Action> QueryRouter::OnStandby() {
-  FinishAll("the generation stopped before it answered");
-  running_ = false;
-  members_.clear();
-  return Flush();
-}
+std::vector<Action> QueryRouter::OnStandby() { return Stop("the generation stopped before it answered"); }
 
-std::vector<Action> QueryRouter::OnJobEnd() {
-  FinishAll("the job ended before it answered");
+std::vector<Action> QueryRouter::OnJobEnd() { return Stop("the job ended before it answered"); }
+
+std::vector<Action> QueryRouter::Stop(const std::string& problem) {
+  FinishAll(problem);
   running_ = false;
   members_.clear();
   return Flush();

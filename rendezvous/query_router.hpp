@@ -104,6 +104,9 @@ class QueryRouter {
   void FinishEach(const std::vector<int>& ids);
   // Answers every on-demand query with `problem`; drops the hang query.
   void FinishAll(const std::string& problem);
+  // No generation runs (a standby, the end): every open query is answered with
+  // `problem`, and nothing is asked until the next OnGeneration.
+  std::vector<Action> Stop(const std::string& problem);
   std::vector<Action> Flush() { return std::exchange(out_, {}); }
 
   std::string subject_;

@@ -20,8 +20,7 @@ void RestartPolicy::Progress(int rank, std::int64_t value) {
   if (!inserted) it->second = std::max(it->second, value);
 }
 
-bool RestartPolicy::MadeProgress(Clock::time_point now) const {
-  if (!reported_) return started_ && now - *started_ >= rules_.healthy_run;
+bool RestartPolicy::PassedLevel() const {
   // Walks the ranks once per failure, not per report: a report only stores.
   for (const auto& [rank, value] : best_) {
     auto before = at_fail_.find(rank);
@@ -40,20 +39,18 @@ std::chrono::milliseconds RestartPolicy::Backoff(bool healthy) {
 }
 
 RestartDecision RestartPolicy::Failed(Failure kind, Clock::time_point now) {
-  bool progress = MadeProgress(now);
   bool healthy = started_ && now - *started_ >= rules_.healthy_run;
+  // A generation in which no rank reported counts by how long it ran.
+  bool progress = reported_ ? PassedLevel() : healthy;
+  // Only a restart of a failing script counts toward no progress.
+  bool counted = !progress && kind == Failure::kWorker && restarted_;
   started_.reset();
-  bool was_restart = restarted_;
   at_fail_ = best_;
   reported_ = false;
-  if (progress) {
-    no_progress_ = 0;
-  } else if (kind == Failure::kWorker && was_restart) {
-    ++no_progress_;
-  }
+  if (progress) no_progress_ = 0;
+  if (counted) ++no_progress_;
   RestartDecision d;
-  if (rules_.max_no_progress_restarts >= 0 && no_progress_ >= rules_.max_no_progress_restarts &&
-      kind == Failure::kWorker && !progress && was_restart) {
+  if (counted && rules_.max_no_progress_restarts >= 0 && no_progress_ >= rules_.max_no_progress_restarts) {
     d.verdict = RestartDecision::Verdict::kNoProgress;
     d.why = fmt::format("{} restart{} in a row made no progress (no rank passed its progress at the failure before)",
                         no_progress_, no_progress_ == 1 ? "" : "s");

@@ -72,7 +72,8 @@ class RestartPolicy {
   const RestartRules& rules() const { return rules_; }
 
  private:
-  bool MadeProgress(Clock::time_point now) const;
+  // Some rank passed the largest value it had at the failure before.
+  bool PassedLevel() const;
   std::chrono::milliseconds Backoff(bool healthy);
 
   RestartRules rules_;
