@@ -25,6 +25,7 @@
 #include "launcher/live/job_live.hpp"
 #include "launcher/process/process.hpp"
 #include "rendezvous/auth.hpp"
+#include "launcher/jobwide/job_events.hpp"
 #include "rendezvous/server.hpp"
 
 namespace dlaunch::launcher {
@@ -275,10 +276,7 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   (*server)->OnHang({[&hang](const std::string&, const rdzv::HangSuspected& s) { hang.Suspected(s); },
                      [&hang](const std::string&, const rdzv::HangReport& r) { hang.Report(r); }});
   // And what becomes of its nodes: lost, spares, standbys, renumbered ranks.
-  (*server)->OnNodeLost([&events](const rdzv::NodeLost& lost) {
-    events.Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
-  });
-  (*server)->OnJobEvent([&events](const rdzv::JobEvent& event) { events.Emit(event.name, event.fields); });
+  WriteJobEvents(**server, events);
 
   // The head's socket shows the whole job: every node, asked through the coordinator.
   std::vector<std::string> shown = plan.command;

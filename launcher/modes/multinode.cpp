@@ -22,6 +22,7 @@
 #include "launcher/health/health_gate.hpp"
 #include "rendezvous/agent_session.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
+#include "launcher/jobwide/job_events.hpp"
 #include "launcher/jobwide/job_hang.hpp"
 #include "launcher/live/job_live.hpp"
 #include "launcher/modes/loopback_token.hpp"
@@ -100,10 +101,7 @@ class NodeMode {
 
   void Start() {
     if (server_) {
-      server_->OnNodeLost([this](const rdzv::NodeLost& lost) {
-        base_.events->Emit("node_lost", {{"node", lost.node_rank}, {"host", lost.host}, {"reason", lost.what}});
-      });
-      server_->OnJobEvent([this](const rdzv::JobEvent& event) { base_.events->Emit(event.name, event.fields); });
+      WriteJobEvents(*server_, *base_.events);
       server_->OnHang({[this](const std::string&, const rdzv::HangSuspected& s) { hang_.Suspected(s); },
                        [this](const std::string&, const rdzv::HangReport& r) { hang_.Report(r); }});
     }
