@@ -6,7 +6,9 @@
 #
 # BENCH_REPS (default 7) repetitions per measurement, BENCH_TORCH_REPS (default 3)
 # for torchrun, which takes seconds per run, BENCH_HOOK_PAIRS (default 100) for
-# the stack hook alone. Medians are reported. Prints a
+# the stack hook alone. Medians are reported. It also runs bench/straggler.sh
+# (BENCH_STRAGGLER_RUNS runs a case, default 20: about 10 minutes) and adds its
+# rows; BENCH_STRAGGLER=0 leaves them out. Prints a
 # markdown table and writes the same to bench/results.md. Builds nothing.
 set -u
 
@@ -408,6 +410,23 @@ fi
 kill -TERM "$s_pid" 2>/dev/null
 wait "$s_pid" 2>/dev/null
 
+# --- Straggler detection (bench/straggler.sh) -------------------------------------
+# Its table's rows go into this one, its wrong runs into this run's errors.
+STRAG_ROWS=()
+if [[ ${BENCH_STRAGGLER:-1} != 0 ]]; then
+  note "straggler detection: bench/straggler.sh --runs ${BENCH_STRAGGLER_RUNS:-20}"
+  BENCH_STRAGGLER_RESULTS=$T/straggler.md bash "$HERE/straggler.sh" --runs "${BENCH_STRAGGLER_RUNS:-20}" "$DLAUNCH" \
+    >/dev/null 2>"$T/straggler.err" ||
+    [[ -s $T/straggler.md ]] || ERRORS+=("bench/straggler.sh: $(tail -n 3 "$T/straggler.err" | tr '\n' ' ')")
+  while IFS= read -r line; do
+    case $line in
+      "| measurement "* | "| --- "*) ;;
+      "| "*) STRAG_ROWS+=("$line") ;;
+      "- "*) ERRORS+=("straggler: ${line#- }") ;;
+    esac
+  done <"$T/straggler.md" 2>/dev/null
+fi
+
 # --- Table ----------------------------------------------------------------------
 r_dl_floor=$(ratio "$m_dl" "$m_floor")
 r_tr_dl=$(ratio "$m_tr" "$m_dl")
@@ -456,6 +475,7 @@ table() {
   row "hang watch: CPU of dlaunch per hour of a quiet 8-rank job (watch on)" "$(fmt "$m_quiet" '%.2f s')" "< 1 s" "$(verdict "$m_quiet" '<' 1)"
   row "metrics: CPU of dlaunch per hour, quiet 8-rank job with \`--metrics-addr\`, no scrape (median of 3 windows of 10 s)" "$(fmt "$m_unscraped" '%.2f s')" "" ""
   row "metrics: CPU of dlaunch per hour, the same job scraped every second (GET /metrics, kept alive; 3 windows between those)" "$(fmt "$m_scraped" '%.2f s')" "< 2 s" "$(verdict "$m_scraped" '<' 2)"
+  ((${#STRAG_ROWS[@]})) && printf '%s\n' "${STRAG_ROWS[@]}"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \
     "any launcher could reach on that row, since none starts the workers faster than the floor. The 20x" \
