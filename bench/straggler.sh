@@ -9,10 +9,13 @@
 # - clean: the same job with no slow rank, N runs of 4 windows of training.
 #   Right when no straggler is named. Goal: no false report in N.
 # - CPU contention: 2 ranks of the same job with no sleep at all
-#   (STRAGGLER_IO_S=0: every step is compute and the all-reduce), rank 0 pinned
-#   to CPU 0, rank 1 pinned to CPU 1 beside a busy loop pinned there (taskset).
-#   Right when rank 1 is named within 5 windows of the first, whatever frame.
-#   Reported as a count; its goal is every run.
+#   (STRAGGLER_IO_S=0; STRAGGLER_AUGMENT=1000: each batch takes about 50 ms of
+#   CPU work in augment()), rank 0 pinned to CPU 0, rank 1 pinned to CPU 1
+#   beside a busy loop pinned there (taskset). Right when rank 1 is named
+#   within 5 windows of the first, whatever frame. Reported as a count; its
+#   goal is every run. The work is in the data loading, not the model: time
+#   in backward counts as waiting at the synchronisation point, so a rank
+#   slower at its own backward would hide there.
 #
 #   bench/straggler.sh [--runs N] [PATH/TO/dlaunch]   (default: 20 runs, build/dlaunch)
 #
@@ -39,7 +42,7 @@ while (($#)); do
       shift 2
       ;;
     --runs=*) RUNS=${1#--runs=}; shift ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (expected --runs N)" ;;
     *)
       [[ -z $DL ]] || die "one dlaunch path only, got '$DL' and '$1'"
@@ -101,7 +104,7 @@ one_run() {
   case $c in
     data) env=(STRAGGLER_SLOW_RANKS=2) expect=(named --ranks 2 --scope rank --frame load_batch --within 3) ;;
     clean) env=(STRAGGLER_SLOW_RANKS=) ;;
-    contention) nproc=2 env=(STRAGGLER_IO_S=0) expect=(named --ranks 1 --within 5) ;;
+    contention) nproc=2 env=(STRAGGLER_IO_S=0 STRAGGLER_AUGMENT=1000) expect=(named --ranks 1 --within 5) ;;
   esac
   local cmd=("$PY" "$T/straggler_train.py")
   [[ $c == contention ]] && cmd=(sh "$T/pinned.sh")

@@ -14,6 +14,8 @@
 #   STRAGGLER_CHATTY_RANK0 "1": every 10 steps rank 0 prints a line and saves
 #                          a checkpoint (torch.save of the model to a file in
 #                          TMPDIR), as a rank 0 that logs and checkpoints does
+#   STRAGGLER_AUGMENT      rounds of CPU work on every batch, about 50 us each,
+#                          in straggler_data.py's augment (default 0)
 #   STRAGGLER_STEPS        steps to run, then exit 0 (default: until SIGTERM)
 # A clean step takes about 55 ms on an idle core: load_batch's 50 ms, a tiny
 # forward and backward, and the gradients' all_reduce, where the ranks meet.
