@@ -10,7 +10,7 @@
 #                          straggler_data.py's load_batch, the default) or
 #                          "forward" (in Net.forward below)
 #   STRAGGLER_SLOW_S       seconds they lose each step (default 0.2)
-#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.03)
+#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.05)
 #   STRAGGLER_CHATTY_RANK0 "1": every 10 steps rank 0 prints a line and saves
 #                          a checkpoint (torch.save of the model to a file in
 #                          TMPDIR), as a rank 0 that logs and checkpoints does
