@@ -10,15 +10,18 @@
 #                          straggler_data.py's load_batch, the default) or
 #                          "forward" (in Net.forward below)
 #   STRAGGLER_SLOW_S       seconds they lose each step (default 0.2)
-#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.05)
+#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.08)
 #   STRAGGLER_CHATTY_RANK0 "1": every 10 steps rank 0 prints a line and saves
 #                          a checkpoint (torch.save of the model to a file in
 #                          TMPDIR), as a rank 0 that logs and checkpoints does
 #   STRAGGLER_AUGMENT      rounds of CPU work on every batch, about 50 us each,
 #                          in straggler_data.py's augment (default 0)
 #   STRAGGLER_STEPS        steps to run, then exit 0 (default: until SIGTERM)
-# A clean step takes about 55 ms on an idle core: load_batch's 50 ms, a tiny
-# forward and backward, and the gradients' all_reduce, where the ranks meet.
+# A clean step takes about 85 ms: load_batch's 80 ms, a tiny forward and
+# backward, and the gradients' all_reduce, where the ranks meet. The model is
+# tiny so that 4 ranks on 2 busy cores hardly wait for each other's CPU: with
+# 85,000 parameters instead of 5,000 they waited a quarter of each step at
+# random, and a clean run is meant to have no contention to find.
 import os
 import sys
 import tempfile
@@ -45,8 +48,7 @@ if SLOW_WHERE not in ("data", "forward"):
 class Net(torch.nn.Module):
     def __init__(self, slow_s):
         super().__init__()
-        self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
-                                        torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        self.body = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
         self.slow_s = slow_s
 
     def forward(self, x):
