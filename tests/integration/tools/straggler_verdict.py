@@ -6,11 +6,15 @@
 #            [--node-rank N] [--frame TEXT] [--within W] [--decided]
 #        straggler_verdict.py EVENTS none --windows N [--decided]
 #
-# Windows are counted from the `window` field of the straggler_window events,
-# from the first one on. "named": the first `straggler` event names exactly
-# RANKS (with that scope, node rank, and a frame containing TEXT), in a window
-# at most W after the first window (default 3). "none": at least N windows
-# went by, and no `straggler` event came.
+# Windows are counted by the `window` field of the straggler_window events,
+# from the first one in which the ranks met: some rank spent time at the
+# synchronisation point (its sync_share above 0). The windows before it hold
+# ranks still starting (importing torch, setting up the process group), with
+# nothing to compare, and how many there are depends on the machine's load.
+# "named": the first `straggler` event names exactly RANKS (with that scope,
+# node rank, and a frame containing TEXT), in a window at most W after that
+# first one (default 3). "none": at least N windows went by, all counted, and
+# no `straggler` event came.
 #
 # Without --decided: prints one line saying what happened and exits 0 when it
 # is what was expected, 1 when not. With --decided: prints nothing, and exits 0
@@ -33,6 +37,7 @@ p.add_argument("--decided", action="store_true")
 a = p.parse_args()
 
 windows = []  # the window numbers, in order
+met = None  # the first window in which some rank waited at the synchronisation point
 named = None  # the first "named" straggler event
 other = []  # straggler events before it that are not "named"
 try:
@@ -46,13 +51,15 @@ for line in lines:
         continue  # a line being written
     if e.get("event") == "straggler_window":
         windows.append(e.get("window"))
+        if met is None and any(v > 0 for v in (e.get("sync_share") or {}).values()):
+            met = e.get("window")
     elif e.get("event") == "straggler" and named is None:
         if e.get("state") == "named":
             named = e
         else:
             other.append(e)
 
-first = windows[0] if windows else None
+first = met
 seen = len(windows)
 if a.decided:
     if a.expect == "named":
@@ -65,7 +72,7 @@ if a.decided:
 def describe(e):
     what = "node %s" % e.get("node_rank") if e.get("scope") == "node" else "rank"
     frame = e.get("frame")
-    return "%s %s named in window %s (%s after the first, %s); frame %s, sync share %s against %s" % (
+    return "%s %s named in window %s (%s after the first in which the ranks met, %s); frame %s, sync share %s against %s" % (
         what, e.get("ranks"), e.get("window"), e.get("window", 0) - (first or 0), first,
         repr(frame) if frame is not None else "none", e.get("sync_share"), e.get("others_sync_share"))
 
@@ -95,7 +102,7 @@ else:
         if a.frame and a.frame not in (named.get("frame") or ""):
             problems.append("frame %r, expected one containing %r" % (named.get("frame"), a.frame))
         if first is None:
-            problems.append("named with no straggler_window event before it")
+            problems.append("named before any window in which the ranks met")
         elif named.get("window", first) - first > a.within:
             problems.append("named in window %s, more than %d after the first (%s)" %
                             (named.get("window"), a.within, first))
