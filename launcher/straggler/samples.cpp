@@ -36,7 +36,7 @@ Result<RankSamples> ParseSamples(std::string_view text) {
   if (text.size() > kMaxSamplesFile)
     return Status::InvalidArgument(fmt::format("{} bytes, over the cap of {}", text.size(), kMaxSamplesFile));
   RankSamples out;
-  std::int64_t* fields[] = {&out.period_ms, &out.ticks,  &out.late,   &out.late_ms,
+  std::int64_t* fields[] = {&out.period_ms,   &out.ticks,  &out.late,   &out.late_ms,
                             &out.max_late_ms, &out.cpu_us, &out.wall_ms};
   constexpr std::string_view kNames[] = {"period_ms", "ticks", "late", "late_ms", "max_late_ms", "cpu_us", "wall_ms"};
   int number = 0;
@@ -64,8 +64,7 @@ Result<RankSamples> ParseSamples(std::string_view text) {
       auto it = counts.find(key);
       if (it == counts.end()) {
         if (counts.size() >= kMaxSampleKeys)
-          return Status::InvalidArgument(
-              fmt::format("line {}: more than {} '{}' keys", number, kMaxSampleKeys, name));
+          return Status::InvalidArgument(fmt::format("line {}: more than {} '{}' keys", number, kMaxSampleKeys, name));
         counts.emplace(std::string(key), *n);
       } else {
         it->second += *n;
