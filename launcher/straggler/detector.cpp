@@ -30,19 +30,34 @@ bool EndsWith(std::string_view s, std::string_view p) {
 }
 
 // Functions that only ever wait for the other ranks, whatever library defines them.
-constexpr std::array<std::string_view, 22> kCollectives = {
-    "all_reduce",         "allreduce",         "all_gather",          "allgather",
-    "all_gather_into_tensor", "all_gather_object", "_all_gather_base",  "reduce_scatter",
-    "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all",     "all_to_all_single",
-    "alltoall",           "barrier",           "monitored_barrier",   "broadcast_object_list",
-    "synchronize",        "grouped_allreduce", "allreduce_",          "batch_reduce",
-    "all_reduce_coalesced", "all_gather_coalesced"};
+constexpr std::array<std::string_view, 22> kCollectives = {"all_reduce",
+                                                           "allreduce",
+                                                           "all_gather",
+                                                           "allgather",
+                                                           "all_gather_into_tensor",
+                                                           "all_gather_object",
+                                                           "_all_gather_base",
+                                                           "reduce_scatter",
+                                                           "reduce_scatter_tensor",
+                                                           "_reduce_scatter_base",
+                                                           "all_to_all",
+                                                           "all_to_all_single",
+                                                           "alltoall",
+                                                           "barrier",
+                                                           "monitored_barrier",
+                                                           "broadcast_object_list",
+                                                           "synchronize",
+                                                           "grouped_allreduce",
+                                                           "allreduce_",
+                                                           "batch_reduce",
+                                                           "all_reduce_coalesced",
+                                                           "all_gather_coalesced"};
 // Names too common to mean a collective outside a distributed library.
-constexpr std::array<std::string_view, 8> kLibraryWaits = {"wait",   "broadcast", "reduce", "gather",
-                                                           "scatter", "recv",     "send",   "backward"};
+constexpr std::array<std::string_view, 8> kLibraryWaits = {"wait",    "broadcast", "reduce", "gather",
+                                                           "scatter", "recv",      "send",   "backward"};
 constexpr std::array<std::string_view, 7> kDistributedPaths = {
-    "torch/distributed/", "torch/futures/",  "torch/nn/parallel/", "horovod/",
-    "mpi4py/",            "deepspeed/comm/", "tensorflow/python/distribute/"};
+    "torch/distributed/",           "torch/futures/", "torch/nn/parallel/", "horovod/", "mpi4py/", "deepspeed/comm/",
+    "tensorflow/python/distribute/"};
 
 bool InDistributedLibrary(std::string_view path) {
   for (std::string_view p : kDistributedPaths)
@@ -241,8 +256,7 @@ std::vector<Straggler> StragglerDetector::StandingOut(const std::vector<RankWind
   }
   std::vector<Straggler> out;
   for (auto& [node, list] : by_node) {
-    bool whole_node = list.size() >= 2 && static_cast<int>(list.size()) == node_ranks[node] &&
-                      node_ranks.size() > 1;
+    bool whole_node = list.size() >= 2 && static_cast<int>(list.size()) == node_ranks[node] && node_ranks.size() > 1;
     if (whole_node) {
       out.push_back(NodeOf(list));
     } else {
@@ -283,17 +297,15 @@ WindowVerdict StragglerDetector::Window(const std::vector<RankWindow>& ranks) {
 }
 
 std::string NamedLine(const Straggler& s) {
-  std::string who =
-      s.scope == Straggler::Scope::kNode
-          ? fmt::format("node {} (host {}, ranks {})", s.node_rank, s.host, RankRanges(s.ranks))
-          : fmt::format("rank {} (node {}, host {})", s.ranks.front(), s.node_rank, s.host);
+  std::string who = s.scope == Straggler::Scope::kNode
+                        ? fmt::format("node {} (host {}, ranks {})", s.node_rank, s.host, RankRanges(s.ranks))
+                        : fmt::format("rank {} (node {}, host {})", s.ranks.front(), s.node_rank, s.host);
   std::string its = s.scope == Straggler::Scope::kNode ? "their" : "its";
-  std::string where =
-      s.frame.empty()
-          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
-                        Percent(s.sync_share))
-          : fmt::format("{}% of {} time in {}, against {}% on the other ranks", Percent(s.frame_share), its, s.frame,
-                        Percent(s.others_frame_share));
+  std::string where = s.frame.empty()
+                          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
+                                        Percent(s.sync_share))
+                          : fmt::format("{}% of {} time in {}, against {}% on the other ranks", Percent(s.frame_share),
+                                        its, s.frame, Percent(s.others_frame_share));
   std::string wait = s.sync_frame.empty() ? "waiting" : "waiting in " + s.sync_frame;
   return fmt::format("straggler: {} holds the others back: {}; the others spend {}% of theirs {}", who, where,
                      Percent(s.others_sync_share), wait);

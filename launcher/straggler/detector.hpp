@@ -66,19 +66,19 @@ struct Straggler {
   int node_rank = 0;
   std::string host;
   std::string role;
-  std::string frame;                // "" when the slowness is spread
-  double frame_share = 0;           // of its time in `frame`
-  double others_frame_share = 0;    // the others' median share there
-  double sync_share = 0;            // its share at the synchronisation point
-  double others_sync_share = 0;     // the others' median share there
-  std::string sync_frame;           // the function the others wait in ("backward")
+  std::string frame;              // "" when the slowness is spread
+  double frame_share = 0;         // of its time in `frame`
+  double others_frame_share = 0;  // the others' median share there
+  double sync_share = 0;          // its share at the synchronisation point
+  double others_sync_share = 0;   // the others' median share there
+  std::string sync_frame;         // the function the others wait in ("backward")
 
   // "rank 2" or "node 1": who it is, for matching across windows.
   std::string Who() const;
 };
 
 struct WindowVerdict {
-  std::map<int, double> sync_share;  // every rank compared this window
+  std::map<int, double> sync_share;     // every rank compared this window
   std::vector<Straggler> standing_out;  // this window's
   std::vector<Straggler> named;         // named now, having stood out kWindowsInARow in a row
   std::vector<Straggler> cleared;       // named before, and no longer

@@ -1,5 +1,6 @@
 #include "launcher/straggler/samples.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -107,6 +108,15 @@ FrameCounts Less(const FrameCounts& now, const FrameCounts& before) {
 }
 
 }  // namespace
+
+void SetSamplerVars(envmap::EnvMap& env, std::chrono::milliseconds window) {
+  env.erase(std::string(kSamplePeriodVar));
+  env.erase(std::string(kSampleFlushVar));
+  if (window.count() <= 0) return;
+  std::int64_t flush = std::clamp<std::int64_t>(window.count() / 4, 500, 5000);
+  env[std::string(kSamplePeriodVar)] = std::to_string(kSamplePeriod.count());
+  env[std::string(kSampleFlushVar)] = std::to_string(flush);
+}
 
 RankSamples SamplesSince(const RankSamples& now, const RankSamples& before) {
   bool restarted = now.period_ms != before.period_ms || now.ticks < before.ticks || now.late < before.late ||

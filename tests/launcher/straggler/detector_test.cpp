@@ -47,8 +47,8 @@ TEST_CASE("synchronisation frames are the collectives, not any function called w
       {"horovod/torch/mpi_ops.py:900 synchronize", true},
       {"torch/nn/parallel/distributed.py:1000 _sync_buffers", true},
       {"sleeping in futex_wait_queue", true},
-      {"threading.py:320 wait", false},            // a DataLoader's queue
-      {"mymodel.py:12 backward", false},           // the user's own autograd Function
+      {"threading.py:320 wait", false},   // a DataLoader's queue
+      {"mymodel.py:12 backward", false},  // the user's own autograd Function
       {"queue.py:180 get", false},
       {"running", false},
       {"disk-wait in io_schedule", false},
@@ -118,11 +118,13 @@ TEST_CASE("no false alarm: noise, one odd window, and a chatty rank 0", "[stragg
       // rank 2 stands out once, then not: never two in a row.
       {"one odd window", {SlowLoader(), Clean(), SlowLoader(), Clean()}},
       // rank 0 logs and saves a small checkpoint: the others wait 6% more.
-      {"chatty rank 0", {{Rank(0, 26, 3), Rank(1, 32, 3), Rank(2, 31, 3), Rank(3, 33, 3)},
-                         {Rank(0, 26, 3), Rank(1, 32, 3), Rank(2, 31, 3), Rank(3, 33, 3)}}},
+      {"chatty rank 0",
+       {{Rank(0, 26, 3), Rank(1, 32, 3), Rank(2, 31, 3), Rank(3, 33, 3)},
+        {Rank(0, 26, 3), Rank(1, 32, 3), Rank(2, 31, 3), Rank(3, 33, 3)}}},
       // Everyone slow alike (a slow file system): no one holds the others back.
-      {"all slow", {{Rank(0, 5, 60), Rank(1, 6, 58), Rank(2, 4, 61), Rank(3, 5, 60)},
-                    {Rank(0, 5, 60), Rank(1, 6, 58), Rank(2, 4, 61), Rank(3, 5, 60)}}},
+      {"all slow",
+       {{Rank(0, 5, 60), Rank(1, 6, 58), Rank(2, 4, 61), Rank(3, 5, 60)},
+        {Rank(0, 5, 60), Rank(1, 6, 58), Rank(2, 4, 61), Rank(3, 5, 60)}}},
       // Too few samples to judge (ranks that just started).
       {"few ticks", {{Rank(0, 40, 3), Rank(1, 38, 3)}, {Rank(0, 40, 3), Rank(1, 38, 3)}}},
   };
