@@ -14,9 +14,8 @@ Status CheckStragglerWindow(const std::string& value) {
   std::optional<std::chrono::milliseconds> t = ParseSeconds(value, /*allow_zero=*/true);
   // Under a second a window holds too few samples at 10 Hz to compare.
   if (!t || (t->count() > 0 && t->count() < 1000))
-    return Status::InvalidArgument(
-        fmt::format("--straggler-window: expected seconds from 1 to {} (0: off), got '{}'",
-                    static_cast<long long>(kMaxSeconds), PrintablePrefix(value, 40)));
+    return Status::InvalidArgument(fmt::format("--straggler-window: expected seconds from 1 to {} (0: off), got '{}'",
+                                               static_cast<long long>(kMaxSeconds), PrintablePrefix(value, 40)));
   return Status::Ok();
 }
 
@@ -38,8 +37,8 @@ Status CheckStragglerThreshold(const std::string& value) {
 Status CheckStragglerIgnore(const std::string& value) {
   bool printable = !value.empty() && value.size() <= 256 && Printable(value) == value;
   if (!printable)
-    return Status::InvalidArgument(
-        fmt::format("--straggler-ignore: expected a function, file or FILE:LINE, got '{}'", PrintablePrefix(value, 40)));
+    return Status::InvalidArgument(fmt::format("--straggler-ignore: expected a function, file or FILE:LINE, got '{}'",
+                                               PrintablePrefix(value, 40)));
   return Status::Ok();
 }
 

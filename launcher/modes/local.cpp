@@ -32,6 +32,7 @@
 #include "launcher/process/process.hpp"
 #include "launcher/process/progress_files.hpp"
 #include "launcher/process/runner.hpp"
+#include "launcher/live/straggler_view.hpp"
 #include "launcher/modes/straggler_glue.hpp"
 #include "launcher/stacks/python_hook.hpp"
 #include "launcher/straggler/samples.hpp"
@@ -272,7 +273,9 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
   live.SetRun(run.get());
   std::unique_ptr<StragglerWatch> watch = LocalStragglerWatch(
       straggler_flags, env.timers(), *plan.events, console, straggler, [&run] { return run.get(); }, layout);
+  straggler.SetWatch(watch.get());
   int code = loop.Run();
+  straggler.SetWatch(nullptr);
   watch.reset();
   live.SetRun(nullptr);
   plan.restarting = nullptr;  // the store goes with this frame
@@ -360,7 +363,11 @@ int RunLocal(const Plan& p, const std::string& exe) {
   PreparePythonHook(plan, console);
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, w.nproc});
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
-  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);
+  // Where each rank spends its time, for the straggler watch (straggler_glue.hpp),
+  // whose findings the live view shows.
+  NodeStraggler straggler(w.straggler, plan.private_dir, console);
+  StragglerLiveSource marked(view, [&straggler] { return straggler.watch(); });
+  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, marked);
   // --metrics-addr: read from the live view's run, the events, and the hosted coordinator.
   LauncherMetrics metrics(ModeName(p.mode()), node != nullptr ? node->layout.nnodes * w.nproc : 0, live);
   events.Observe([&metrics](std::string_view event, const boost::json::object& f) { metrics.OnEvent(event, f); });
@@ -383,8 +390,6 @@ int RunLocal(const Plan& p, const std::string& exe) {
   ProgressFiles progress(plan.private_dir, plan.supervisor.nproc,
                          [&console](const std::string& line) { console.Say(line); });
   plan.progress = &progress;
-  // Where each rank spends its time, for the straggler watch (straggler_glue.hpp).
-  NodeStraggler straggler(w.straggler, plan.private_dir, console);
   int code = node != nullptr ? RunStatic(node->layout, plan, env, loop, console, live, straggler, w.straggler)
                              : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view,
                                             metrics, straggler, w.straggler);

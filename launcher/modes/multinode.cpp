@@ -73,6 +73,7 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
+  ~NodeMode() { straggler_.SetWatch(nullptr); }
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, RunEnv& env,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
@@ -101,6 +102,7 @@ class NodeMode {
       // The host compares every node's ranks (launcher/modes/straggler_glue.hpp).
       straggler_watch_ =
           JobStragglerWatch(straggler_flags, env.timers(), *plan.events, console, *server_, plan.layout.run_id);
+      straggler_.SetWatch(straggler_watch_.get());
     }
     if (health.enabled()) MakeGate(health);
   }

@@ -65,8 +65,7 @@ std::vector<std::string> NodeStraggler::Items(WorkerRun& run, const envmap::JobL
 
 std::unique_ptr<StragglerWatch> LocalStragglerWatch(const StragglerFlags& flags, Timers& timers, EventLog& events,
                                                     Console& console, NodeStraggler& node,
-                                                    std::function<WorkerRun*()> run,
-                                                    const envmap::JobLayout& layout) {
+                                                    std::function<WorkerRun*()> run, const envmap::JobLayout& layout) {
   if (!flags.enabled()) return nullptr;
   auto gather = [&node, run, &layout](std::function<void(std::vector<RankWindow>)> done) {
     WorkerRun* r = run();

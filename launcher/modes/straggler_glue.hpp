@@ -39,17 +39,20 @@ class NodeStraggler {
   std::vector<RankWindow> Take(WorkerRun& run, const envmap::JobLayout& layout);
   // The same, as the items of a Report to the "profile" question.
   std::vector<std::string> Items(WorkerRun& run, const envmap::JobLayout& layout);
+  // The watch of this process, while it has one (the live view shows it).
+  void SetWatch(const StragglerWatch* watch) { watch_ = watch; }
+  const StragglerWatch* watch() const { return watch_; }
 
  private:
   NodeWindows windows_;
+  const StragglerWatch* watch_ = nullptr;
 };
 
 // The watch of a single node: compares its own ranks. `run` gives the running
 // run (null between runs); `layout` the job's. Null when detection is off.
 std::unique_ptr<StragglerWatch> LocalStragglerWatch(const StragglerFlags& flags, Timers& timers, EventLog& events,
                                                     Console& console, NodeStraggler& node,
-                                                    std::function<WorkerRun*()> run,
-                                                    const envmap::JobLayout& layout);
+                                                    std::function<WorkerRun*()> run, const envmap::JobLayout& layout);
 
 // The watch of the process hosting a rendezvous job's coordinator: asks every
 // node of `run_id` on `server` (which must outlive it) each window, and stops

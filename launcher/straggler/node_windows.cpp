@@ -24,15 +24,13 @@ std::optional<RankSamples> NodeWindows::Read(int pid) {
   if (text.ok()) parsed = ParseSamples(**text);
   Status bad = text.ok() ? parsed.status() : text.status();
   if (!bad.ok()) {
-    if (!std::exchange(warned_[pid], true))
-      warn_(fmt::format("straggler: ignoring {} ({})", path, bad.message()));
+    if (!std::exchange(warned_[pid], true)) warn_(fmt::format("straggler: ignoring {} ({})", path, bad.message()));
     return std::nullopt;
   }
   return *parsed;
 }
 
-std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, int node_rank,
-                                          const std::string& host) {
+std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, int node_rank, const std::string& host) {
   std::map<int, RankSamples> now;
   std::vector<RankWindow> out;
   for (const LocalRank& r : ranks) {
@@ -138,10 +136,13 @@ Result<RankWindow> WindowFromItem(std::string_view item) {
     if (role->as_string().size() > 64) return Status::InvalidArgument("role over 64 bytes");
     w.role = std::string(role->as_string());
   }
-  std::pair<const char*, std::int64_t*> fields[] = {
-      {"period_ms", &w.samples.period_ms}, {"ticks", &w.samples.ticks},   {"late", &w.samples.late},
-      {"late_ms", &w.samples.late_ms},     {"max_late_ms", &w.samples.max_late_ms},
-      {"cpu_us", &w.samples.cpu_us},       {"wall_ms", &w.samples.wall_ms}};
+  std::pair<const char*, std::int64_t*> fields[] = {{"period_ms", &w.samples.period_ms},
+                                                    {"ticks", &w.samples.ticks},
+                                                    {"late", &w.samples.late},
+                                                    {"late_ms", &w.samples.late_ms},
+                                                    {"max_late_ms", &w.samples.max_late_ms},
+                                                    {"cpu_us", &w.samples.cpu_us},
+                                                    {"wall_ms", &w.samples.wall_ms}};
   for (auto& [name, field] : fields) {
     std::optional<std::int64_t> n = Count(*o, name);
     // Counts a window can hold: a year of ticks, not a number that overflows a sum.

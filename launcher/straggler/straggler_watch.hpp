@@ -51,6 +51,7 @@ class StragglerWatch {
   const std::vector<Straggler>& named() const { return detector_.named(); }
   // The windows the last comparison used, by rank.
   const std::vector<RankWindow>& last() const { return last_; }
+  std::chrono::milliseconds window() const { return options_.window; }
 
  private:
   void Arm();
@@ -65,8 +66,8 @@ class StragglerWatch {
   StragglerDetector detector_;
   std::unique_ptr<Timer> timer_;
   std::vector<RankWindow> last_;
-  int window_ = 0;        // windows compared so far
-  int generation_ = 0;    // NewGeneration calls: a gather of an older one is dropped
+  int window_ = 0;      // windows compared so far
+  int generation_ = 0;  // NewGeneration calls: a gather of an older one is dropped
   bool gathering_ = false;
   bool stopped_ = false;  // --straggler-action stop fired
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

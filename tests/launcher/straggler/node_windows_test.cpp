@@ -26,7 +26,7 @@ struct SamplesDir {
   ~SamplesDir() { fs::remove_all(path); }
   void Write(int pid, std::int64_t ticks, std::int64_t in_load) const {
     std::ofstream(fmt_path(pid)) << "dlaunch-samples 1\nperiod_ms 100\nticks " << ticks << "\nuser " << in_load
-                                  << " data.py:17 load_batch\ntop " << in_load << " data.py:17 load_batch\n";
+                                 << " data.py:17 load_batch\ntop " << in_load << " data.py:17 load_batch\n";
   }
   std::string fmt_path(int pid) const { return path + "/" + std::to_string(pid) + ".samples"; }
   std::string path;
