@@ -51,18 +51,18 @@ std::optional<std::string_view> ReadWhole(int dir_fd, const char* name, std::spa
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::size_t len = 0;
-  while (len < buf.size()) {
-    ssize_t n = read(fd.get(), buf.data() + len, buf.size() - len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      *gone = GoneErrno(errno);
-      return std::nullopt;
-    }
-    if (n == 0) return std::string_view(buf.data(), len);
-    len += static_cast<std::size_t>(n);
+  ssize_t n = 0;
+  do {
+    n = read(fd.get(), buf.data(), buf.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    *gone = GoneErrno(errno);
+    return std::nullopt;
   }
-  return std::nullopt;
+  // A regular file reads short only at its end, so one read is the whole file
+  // (no second read to see 0), and a full buffer is a file over the cap.
+  if (static_cast<std::size_t>(n) >= buf.size()) return std::nullopt;
+  return std::string_view(buf.data(), static_cast<std::size_t>(n));
 }
 
 // The next field separated by spaces, consumed from `rest`; empty at the end.
@@ -129,9 +129,21 @@ struct Tally {
   }
 };
 
-// Reads the stat of every thread but the main one until one is running or
-// `max_threads` (the main thread's included) have been tried.
-void ScanOtherThreads(int task_fd, int pid, std::size_t max_threads, ProcessLook& look, Tally& tally) {
+// Reads one thread's stat into the tally; skips one that exited since the
+// listing, or whose stat is junk.
+void TallyThread(int task_fd, int tid, ProcessLook& look, Tally& tally) {
+  bool gone = false;
+  std::optional<TaskStat> s = ReadStat(task_fd, tid, &gone);
+  if (!s) return;
+  ++look.threads_read;
+  tally.Add(tid, s->state);
+  if (s->state == 'R') look.running_tid = tid;
+}
+
+// Reads the stat of every thread but the main one and `first_tid` (read
+// already) until one is running or `max_threads` have been tried.
+void ScanOtherThreads(int task_fd, int pid, int first_tid, std::size_t max_threads, std::size_t tried,
+                      ProcessLook& look, Tally& tally) {
   // fdopendir owns the descriptor it is given; the look keeps task_fd for openat.
   int dup_fd = fcntl(task_fd, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) return;
@@ -140,20 +152,15 @@ void ScanOtherThreads(int task_fd, int pid, std::size_t max_threads, ProcessLook
     close(dup_fd);
     return;
   }
-  std::size_t tried = 1;
   while (dirent* e = readdir(dir.get())) {
     std::optional<int> tid = Tid(e->d_name);
-    if (!tid || *tid == pid) continue;
+    if (!tid || *tid == pid || *tid == first_tid) continue;
     if (tried >= max_threads) {
       look.capped = true;
       return;
     }
     ++tried;
-    bool gone = false;
-    std::optional<TaskStat> s = ReadStat(task_fd, *tid, &gone);
-    if (!s) continue;  // exited since the listing, or junk
-    ++look.threads_read;
-    tally.Add(*tid, s->state);
+    TallyThread(task_fd, *tid, look, tally);
     if (tally.running) return;
   }
 }
@@ -170,6 +177,37 @@ void Decide(int task_fd, int pid, const Tally& tally, ProcessLook& look) {
   } else {
     look.state = ProcessState::kZombie;
   }
+}
+
+// The main thread first: it carries the start time, and a running main thread
+// (a busy rank's usual state) settles the look in one read. False, with the
+// look's state set, when the look ends here.
+bool TallyMainThread(int task_fd, int pid, ProcessLook& look, Tally& tally) {
+  bool gone = false;
+  std::optional<TaskStat> main = ReadStat(task_fd, pid, &gone);
+  if (!main) {
+    // A leader that exits before its threads stays listed as a zombie, so a
+    // missing main thread means the whole process is gone.
+    look.state = gone ? ProcessState::kGone : ProcessState::kUnreadable;
+    return false;
+  }
+  look.start_time = main->start_time;
+  look.threads_read = 1;
+  tally.Add(pid, main->state);
+  if (main->state == 'R') look.running_tid = pid;
+  return true;
+}
+
+void TallyOtherThreads(int task_fd, int pid, int first_tid, std::size_t max_threads, ProcessLook& look, Tally& tally) {
+  std::size_t tried = 1;
+  if (first_tid == pid || first_tid <= 0) first_tid = 0;
+  // The thread that ran last time likely runs now: read it before the rest.
+  if (first_tid != 0 && tried < max_threads) {
+    ++tried;
+    TallyThread(task_fd, first_tid, look, tally);
+    if (tally.running) return;
+  }
+  ScanOtherThreads(task_fd, pid, first_tid, max_threads, tried, look, tally);
 }
 
 }  // namespace
@@ -190,7 +228,7 @@ std::optional<TaskStat> ParseTaskStat(std::string_view text) {
   return out;
 }
 
-ProcessLook LookAtProcess(const std::string& proc_root, int pid, std::size_t max_threads) {
+ProcessLook LookAtProcess(const std::string& proc_root, int pid, std::size_t max_threads, int first_tid) {
   ProcessLook look;
   if (pid <= 0) return look;
   std::string task = fmt::format("{}/{}/task", proc_root, pid);
@@ -199,21 +237,9 @@ ProcessLook LookAtProcess(const std::string& proc_root, int pid, std::size_t max
     look.state = GoneErrno(errno) ? ProcessState::kGone : ProcessState::kUnreadable;
     return look;
   }
-  // The main thread first: it carries the start time, and a running main
-  // thread (a busy rank's usual state) settles the look in one read.
-  bool gone = false;
-  std::optional<TaskStat> main = ReadStat(task_fd.get(), pid, &gone);
-  if (!main) {
-    // A leader that exits before its threads stays listed as a zombie, so a
-    // missing main thread means the whole process is gone.
-    look.state = gone ? ProcessState::kGone : ProcessState::kUnreadable;
-    return look;
-  }
-  look.start_time = main->start_time;
-  look.threads_read = 1;
   Tally tally;
-  tally.Add(pid, main->state);
-  if (!tally.running) ScanOtherThreads(task_fd.get(), pid, max_threads, look, tally);
+  if (!TallyMainThread(task_fd.get(), pid, look, tally)) return look;
+  if (!tally.running) TallyOtherThreads(task_fd.get(), pid, first_tid, max_threads, look, tally);
   Decide(task_fd.get(), pid, tally, look);
   return look;
 }
@@ -266,7 +292,8 @@ void NativeSampler::Tick(std::chrono::steady_clock::time_point now) {
 }
 
 bool NativeSampler::TickOne(int pid, Watched& w, std::chrono::steady_clock::time_point now) {
-  ProcessLook look = LookAtProcess(proc_root_, pid);
+  ProcessLook look = LookAtProcess(proc_root_, pid, kMaxLookThreads, w.running_tid);
+  w.running_tid = look.running_tid;
   if (look.state == ProcessState::kGone) return false;
   if (look.start_time != 0) {
     if (w.start_time == 0) w.start_time = look.start_time;

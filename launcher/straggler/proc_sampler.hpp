@@ -60,6 +60,7 @@ struct ProcessLook {
   // The main thread's start time (field 22: clock ticks after boot), which
   // tells a reused pid from the process first seen; 0 when not read.
   std::uint64_t start_time = 0;
+  int running_tid = 0;           // the thread found running (kRunning), for the next look's first_tid
   std::size_t threads_read = 0;  // stat files read and parsed, the main thread's included
   bool capped = false;           // the listing had more threads than the look may read
 };
@@ -76,8 +77,12 @@ struct TaskStat {
 std::optional<TaskStat> ParseTaskStat(std::string_view text);
 
 // One look at process `pid` under `proc_root` ("/proc", or a fake tree in a
-// test), reading at most `max_threads` stat files.
-ProcessLook LookAtProcess(const std::string& proc_root, int pid, std::size_t max_threads = kMaxLookThreads);
+// test), reading at most `max_threads` stat files. `first_tid`, when not 0,
+// is read right after the main thread: the last look's running_tid, since a
+// thread that ran then likely runs now, and a look ends at the first thread
+// it finds running.
+ProcessLook LookAtProcess(const std::string& proc_root, int pid, std::size_t max_threads = kMaxLookThreads,
+                          int first_tid = 0);
 
 // The top key a look counts under: "running", "disk-wait in WCHAN" or
 // "sleeping in WCHAN"; empty for a look that counts no tick (gone,
@@ -123,6 +128,7 @@ class NativeSampler {
   struct Watched {
     RankSamples samples;
     std::uint64_t start_time = 0;  // from the first look that read it
+    int running_tid = 0;           // the last look's, read first by the next
     std::optional<std::chrono::steady_clock::time_point> first_tick;
   };
   // Counts one look at `pid`; false when the pid is to be forgotten.

@@ -223,6 +223,30 @@ TEST_CASE("the default cap holds for a process of more threads than it", "[proc_
   CHECK(look.capped);
 }
 
+TEST_CASE("the thread that ran last time is read right after the main thread", "[proc_sampler]") {
+  FakeProc proc;
+  proc.Thread(10, 10, 'S');
+  for (int tid = 11; tid <= 30; ++tid) proc.Thread(10, tid, tid == 17 ? 'R' : 'S');
+  ProcessLook look = LookAtProcess(proc.root(), 10);
+  CHECK(look.state == ProcessState::kRunning);
+  CHECK(look.running_tid == 17);
+  look = LookAtProcess(proc.root(), 10, kMaxLookThreads, 17);
+  CHECK(look.running_tid == 17);
+  CHECK(look.threads_read == 2);
+  // Within the cap, too: the main thread and the first one are all it reads.
+  CHECK(LookAtProcess(proc.root(), 10, 2, 17).state == ProcessState::kRunning);
+  // A first thread that no longer runs, or is gone, is read once, not twice.
+  proc.Thread(10, 17, 'S');
+  look = LookAtProcess(proc.root(), 10, kMaxLookThreads, 17);
+  CHECK(look.state == ProcessState::kSleeping);
+  CHECK(look.threads_read == 21);
+  CHECK(look.running_tid == 0);
+  look = LookAtProcess(proc.root(), 10, kMaxLookThreads, 99);
+  CHECK(look.threads_read == 21);
+  CHECK_FALSE(look.capped);
+  CHECK(LookAtProcess(proc.root(), 10, kMaxLookThreads, 10).threads_read == 21);
+}
+
 TEST_CASE("a look counts one tick under its key, and keys past the cap as other frames", "[proc_sampler]") {
   RankSamples samples;
   ProcessLook look;
