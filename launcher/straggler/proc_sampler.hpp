@@ -5,7 +5,8 @@
 // wrote no samples file.
 //
 // A look reads /proc/PID/task/PID/stat (the main thread), then, unless that
-// thread is running, the other threads' stat files, and at most one wchan file:
+// thread is running, the other threads' stat files until one is, and at most
+// one wchan file. It says:
 //   - running:   some thread is in state R (running or waiting for a CPU);
 //   - disk-wait: else some thread is in D, with that thread's wchan;
 //   - sleeping:  else (S, T, t, I, ...), with the main thread's wchan;
