@@ -141,24 +141,42 @@ TEST_CASE("a comm that holds ') (' does not hide the state", "[proc_sampler]") {
   CHECK(look.threads_read == 2);
 }
 
-TEST_CASE("a thread whose stat is no stat file is skipped, never waited on", "[proc_sampler]") {
+// A look at process 10: a sleeping main thread and thread 11, whose stat file
+// (its directory made) `make` lays out.
+template <typename F>
+ProcessLook LookWithOtherStat(F make) {
   FakeProc proc;
   proc.Thread(10, 10, 'S');
-  std::string other = proc.TaskDir(10, 11) + "/stat";
   fs::create_directories(proc.TaskDir(10, 11));
-  std::string running = StatLine(11, "worker", 'R');
-  SECTION("junk") { proc.Write(other, "R R R R\n"); }
-  SECTION("huge") { proc.Write(other, running + std::string(1 << 20, ' ')); }
-  SECTION("just over the cap") { proc.Write(other, running + std::string(kMaxStatFile + 1 - running.size(), ' ')); }
-  SECTION("a symbolic link") {
-    proc.Write(proc.root() + "/elsewhere", running);
-    fs::create_symlink(proc.root() + "/elsewhere", other);
-  }
-  SECTION("a FIFO (a blocking open would wait here for ever)") { REQUIRE(mkfifo(other.c_str(), 0600) == 0); }
-  SECTION("a thread that exited between the listing and the read") {}  // its directory is listed, its stat gone
-  ProcessLook look = LookAtProcess(proc.root(), 10);
-  CHECK(look.state == ProcessState::kSleeping);
-  CHECK(look.threads_read == 1);
+  make(proc, proc.TaskDir(10, 11) + "/stat");
+  return LookAtProcess(proc.root(), 10);
+}
+
+TEST_CASE("a thread whose stat is no stat file is skipped, never waited on", "[proc_sampler]") {
+  const std::string running = StatLine(11, "worker", 'R');
+  auto skipped = [](const ProcessLook& look) {
+    return look.state == ProcessState::kSleeping && look.threads_read == 1;
+  };
+  CHECK(skipped(LookWithOtherStat([](const FakeProc& p, const std::string& f) { p.Write(f, "R R R R\n"); })));
+  CHECK(skipped(LookWithOtherStat([&](const FakeProc& p, const std::string& f) {
+    p.Write(f, running + std::string(1 << 20, ' '));  // huge
+  })));
+  CHECK(skipped(LookWithOtherStat([&](const FakeProc& p, const std::string& f) {
+    p.Write(f, running + std::string(kMaxStatFile + 1 - running.size(), ' '));  // just over the cap
+  })));
+  CHECK(skipped(LookWithOtherStat([&](const FakeProc& p, const std::string& f) {
+    p.Write(p.root() + "/elsewhere", running);
+    fs::create_symlink(p.root() + "/elsewhere", f);
+  })));
+  // A FIFO: an open without O_NONBLOCK would wait here for ever.
+  CHECK(
+      skipped(LookWithOtherStat([](const FakeProc&, const std::string& f) { REQUIRE(mkfifo(f.c_str(), 0600) == 0); })));
+  // A thread that exited between the listing and the read: its directory is
+  // listed, its stat gone.
+  CHECK(skipped(LookWithOtherStat([](const FakeProc&, const std::string&) {})));
+  // The same thread with a stat file that is one: read.
+  CHECK(LookWithOtherStat([&](const FakeProc& p, const std::string& f) { p.Write(f, running); }).state ==
+        ProcessState::kRunning);
 }
 
 TEST_CASE("a stat file just under the cap is read", "[proc_sampler]") {
