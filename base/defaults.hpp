@@ -77,10 +77,11 @@ inline constexpr std::chrono::milliseconds kBusyWindow{100};
 // that cannot run (126, 127, as sh says). Once workers ran the job's code is
 // the first failed worker's (launcher/process/supervisor.hpp JobCode), 128+N
 // for signal N, or one of the codes dlaunch gives a job itself after the
-// start (after_start): 123 and 124. A worker's own code that equals one of
-// those is reported as kExitWorkerClash, so that a scheduler that sees 123 or
-// 124 knows dlaunch gave it (the summary says which rank exited with what).
+// start (after_start): 122, 123 and 124. A worker's own code that equals one of
+// those is reported as kExitWorkerClash, so that a scheduler that sees 122, 123
+// or 124 knows dlaunch gave it (the summary says which rank exited with what).
 inline constexpr int kExitUsage = 2;            // a bad flag, file or variable
+inline constexpr int kExitStraggler = 122;      // a straggler was named: requeue away from its node
 inline constexpr int kExitNoProgress = 123;     // restarts made no progress: do not requeue this job
 inline constexpr int kExitHang = 124;           // the job was stopped because it hung (as timeout(1))
 inline constexpr int kExitNotExecutable = 126;  // the program exists but cannot run (as sh)
@@ -98,6 +99,10 @@ struct ExitCodeRow {
 
 inline constexpr ExitCodeRow kExitCodes[] = {
     {kExitUsage, "bad usage: a flag, file, variable or job spec (one line says which).", false, ""},
+    {kExitStraggler,
+     "--straggler-action stop ended a job that a slow rank held back; its node's host name is in "
+     "--straggler-file, so that a scheduler can requeue the job away from it.",
+     true, "a straggler"},
     {kExitNoProgress,
      "restarts made no progress (--max-no-progress-restarts): the job fails the same way each time, so a scheduler "
      "should not requeue it.",

@@ -410,7 +410,24 @@ fi
 kill -TERM "$s_pid" 2>/dev/null
 wait "$s_pid" 2>/dev/null
 
-# --- Straggler detection (bench/straggler.sh) -------------------------------------
+# --- 7. The native straggler sampler: one Tick over 8 ranks of 50 threads -------
+# bench/proc_sample (built beside dlaunch) starts 8 processes of 50 threads, all
+# asleep in a pipe read: the dearest look, which reads every thread's stat. It
+# times NativeSampler::Tick beside one read of /proc/PID/stat and of one
+# thread's stat, what a look costs at least per thread (medians of 500 each).
+PROC_SAMPLE=${BENCH_PROC_SAMPLE:-$(dirname "$DLAUNCH")/bench/proc_sample}
+m_tick=nan m_tick_thread=nan m_stat_read=nan m_task_stat_read=nan
+if [[ -x $PROC_SAMPLE ]] && ps_line=$("$PROC_SAMPLE" 8 50 500); then
+  ps_field() { sed -nE "s/.*(^| )$1=([0-9.]+).*/\2/p" <<<"$ps_line"; }
+  m_tick=$(awk -v us="$(ps_field tick_us)" 'BEGIN{printf "%.6f", us / 1000}')
+  m_tick_thread=$(ps_field per_thread_us)
+  m_stat_read=$(ps_field stat_read_us)
+  m_task_stat_read=$(ps_field task_stat_read_us)
+else
+  ERRORS+=("native sampler: $PROC_SAMPLE missing or failed (cmake --build build --target proc_sample)")
+fi
+
+# --- 8. Straggler detection (bench/straggler.sh) ----------------------------------
 # Its table's rows go into this one, its wrong runs into this run's errors.
 STRAG_ROWS=()
 if [[ ${BENCH_STRAGGLER:-1} != 0 ]]; then
@@ -475,6 +492,10 @@ table() {
   row "hang watch: CPU of dlaunch per hour of a quiet 8-rank job (watch on)" "$(fmt "$m_quiet" '%.2f s')" "< 1 s" "$(verdict "$m_quiet" '<' 1)"
   row "metrics: CPU of dlaunch per hour, quiet 8-rank job with \`--metrics-addr\`, no scrape (median of 3 windows of 10 s)" "$(fmt "$m_unscraped" '%.2f s')" "" ""
   row "metrics: CPU of dlaunch per hour, the same job scraped every second (GET /metrics, kept alive; 3 windows between those)" "$(fmt "$m_scraped" '%.2f s')" "< 2 s" "$(verdict "$m_scraped" '<' 2)"
+  row "straggler, native sampler: one Tick over 8 processes × 50 threads, all asleep (every thread's stat read)" \
+    "$(fmt "$m_tick" '%.2f ms') ($(fmt "$m_tick_thread" '%.2f µs') a thread)" "" ""
+  row "… reference: one read of /proc/PID/stat (open, read, close); of one thread's /proc/PID/task/TID/stat" \
+    "$(fmt "$m_stat_read" '%.2f µs'); $(fmt "$m_task_stat_read" '%.2f µs')" "" ""
   ((${#STRAG_ROWS[@]})) && printf '%s\n' "${STRAG_ROWS[@]}"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \

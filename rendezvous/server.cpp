@@ -304,8 +304,8 @@ void CoordinatorServer::Apply(std::string run_id, std::vector<Action> actions) {
     } else if (auto* report = std::get_if<HangReport>(&action)) {
       if (on_hang_.report) on_hang_.report(run_id, *report);
     } else if (auto* answered = std::get_if<QueryAnswered>(&action)) {
-      if (on_answered_)
-        boost::asio::post(io_, [hook = on_answered_, a = std::move(*answered), alive = alive_] {
+      for (const auto& hook : on_answered_)
+        boost::asio::post(io_, [hook, a = *answered, alive = alive_] {
           if (*alive) hook(a);
         });
     } else if (auto* ended = std::get_if<JobEnded>(&action)) {

@@ -97,11 +97,12 @@ class CoordinatorServer {
     std::function<void(const std::string& run_id, const HangReport&)> report;
   };
   void OnHang(HangHooks hooks) { on_hang_ = std::move(hooks); }
-  // Asks every running node of job `run_id` `what` (Coordinator::Ask); `hook`
-  // (OnQueryAnswered) gets the answer with `tag`, posted to the io_context, within
-  // `timeout` (at once, with a problem, when there is no such job).
+  // Asks every running node of job `run_id` `what` (Coordinator::Ask); every
+  // hook (OnQueryAnswered) gets the answer with `tag`, posted to the io_context,
+  // within `timeout` (at once, with a problem, when there is no such job). Each
+  // asker keeps to tags of its own and ignores the others'.
   void Ask(const std::string& run_id, std::uint64_t tag, const std::string& what, std::chrono::milliseconds timeout);
-  void OnQueryAnswered(std::function<void(const QueryAnswered&)> hook) { on_answered_ = std::move(hook); }
+  void OnQueryAnswered(std::function<void(const QueryAnswered&)> hook) { on_answered_.push_back(std::move(hook)); }
   // A job has ended and every connection has written its last bytes.
   bool Flushed() const;
   int port() const;
@@ -158,7 +159,7 @@ class CoordinatorServer {
   std::function<void(const JobEvent&)> on_job_event_;
   std::map<std::string, std::uint64_t> spares_;  // run id -> its spares, for Counters::spares
   HangHooks on_hang_;
-  std::function<void(const QueryAnswered&)> on_answered_;
+  std::vector<std::function<void(const QueryAnswered&)>> on_answered_;
   boost::asio::io_context& io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer ticker_;

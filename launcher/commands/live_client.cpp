@@ -259,6 +259,43 @@ std::string SparesLine(const std::vector<boost::json::object>& docs) {
   return "";
 }
 
+// The straggler watch's lines about the ranks it named (--straggler-window).
+std::string StragglerLines(const std::vector<boost::json::object>& docs) {
+  std::string out;
+  for (const auto& d : docs)
+    if (const boost::json::value* s = d.if_contains("stragglers"); s != nullptr && s->is_array())
+      for (const boost::json::value& line : s->as_array())
+        if (line.is_string()) out += SafeUtf8(line.as_string().c_str(), false) + "\n";
+  return out;
+}
+
+// Where each rank's time went in the straggler watch's last window:
+//   "rank 2: 5% at the synchronisation point; 41% data.py:17 load_batch, 12% ...".
+std::string ProfileLines(const std::vector<boost::json::object>& docs) {
+  std::string out;
+  for (const auto& d : docs) {
+    const boost::json::value* p = d.if_contains("profile");
+    if (p == nullptr || !p->is_object()) continue;
+    const boost::json::value* ranks = p->as_object().if_contains("ranks");
+    if (ranks == nullptr || !ranks->is_array()) continue;
+    out += fmt::format("\nwhere each rank's time went (the last {:.0f}s window):\n", Num(p->as_object(), "window_s"));
+    for (const boost::json::value& r : ranks->as_array()) {
+      if (!r.is_object()) continue;
+      const boost::json::object& o = r.as_object();
+      std::vector<std::string> frames;
+      if (const boost::json::value* f = o.if_contains("frames"); f != nullptr && f->is_array())
+        for (const boost::json::value& kv : f->as_array())
+          if (kv.is_array() && kv.as_array().size() == 2 && kv.as_array()[0].is_string() &&
+              kv.as_array()[1].is_number())
+            frames.push_back(fmt::format("{:.0f}% {}", 100 * kv.as_array()[1].to_number<double>(),
+                                         SafeUtf8(kv.as_array()[0].as_string().c_str(), false)));
+      out += fmt::format("  rank {}: {:.0f}% at the synchronisation point; {}\n", static_cast<long>(Num(o, "rank")),
+                         100 * Num(o, "sync_share"), fmt::join(frames, ", "));
+    }
+  }
+  return out;
+}
+
 void Print(const std::string& text) { WriteAll(STDOUT_FILENO, text); }
 
 std::string JobHeader(const std::vector<boost::json::object>& docs) {
@@ -281,7 +318,8 @@ std::string StatusView(const std::vector<boost::json::object>& docs, size_t widt
   std::stable_sort(rows.begin(), rows.end(), [](const boost::json::value& a, const boost::json::value& b) {
     return Num(a.as_object(), "rank") < Num(b.as_object(), "rank");
   });
-  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width) + SparesLine(docs) + MissingLines(docs);
+  return Cut(JobHeader(docs), width) + "\n" + StatusTable(rows, width) + SparesLine(docs) + StragglerLines(docs) +
+         MissingLines(docs);
 }
 
 int ShowStatus(const LivePlan& plan, const std::string& dir, const envmap::EnvMap& env) {
@@ -354,6 +392,7 @@ int ShowStacks(const LivePlan& plan, const std::string& dir) {
     out += line + "\n";
   }
   out += MissingLines(f.docs);
+  out += ProfileLines(f.docs);
   out += "\n" + FullStacks(stacks);
   Print(out);
   return 0;
@@ -370,7 +409,8 @@ std::string StatusTable(const boost::json::array& rows, size_t width) {
     cells.push_back({fmt::format("{}", static_cast<long>(Num(r, "node_rank"))), Str(r, "host"),
                      fmt::format("{}", static_cast<long>(Num(r, "rank"))),
                      fmt::format("{}", static_cast<long>(Num(r, "local_rank"))), pid > 0 ? fmt::format("{}", pid) : "-",
-                     Str(r, "state"), Duration(Num(r, "run_time_s")), fmt::format("{:.1f}", Num(r, "cpu_pct")),
+                     Str(r, "state") + (r.if_contains("straggler") != nullptr ? ", straggler" : ""),
+                     Duration(Num(r, "run_time_s")), fmt::format("{:.1f}", Num(r, "cpu_pct")),
                      pid > 0 ? Size(Num(r, "rss_kib")) : "-", fmt::format("{}", static_cast<long>(Num(r, "restarts"))),
                      fmt::format("{:.0f}s", std::floor(Num(r, "silent_s"))), Str(r, "last_line")});
   }

@@ -222,6 +222,9 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   Result<RecoveryFlags> recovery = ReadRecoveryFlags(o);
   if (!recovery.ok()) return recovery.status();
   w.recovery = *recovery;
+  Result<StragglerFlags> straggler = StragglerFlagsFor(o);
+  if (!straggler.ok()) return straggler.status();
+  w.straggler = std::move(*straggler);
   w.role = o.role;
   w.roles = o.roles;
   w.flavors.ompi = o.env_ompi;
@@ -486,6 +489,7 @@ std::string Explain(const Plan& plan) {
   }
   if (!w.argv.empty()) out += fmt::format("command: {}\n", fmt::join(w.argv, " "));
   if (std::string restarts = ExplainRecovery(w.max_restarts, w.recovery); !restarts.empty()) out += restarts + "\n";
+  out += ExplainStraggler(w.straggler);
   if (!plan.origins.empty()) {
     out += "where each value came from:\n";
     for (const Origin& o : plan.origins) out += fmt::format("  {}: {} ({})\n", o.what, o.value, o.from);

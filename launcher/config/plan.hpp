@@ -25,6 +25,7 @@
 #include "launcher/config/health_flags.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/recovery_flags.hpp"
+#include "launcher/config/straggler_flags.hpp"
 #include "rendezvous/connection.hpp"
 #include "rendezvous/coordinator.hpp"
 
@@ -74,7 +75,8 @@ struct WorkerPlan {
   std::string run_id;
   std::string log_name;  // the run's directory under --log-dir: --rdzv-id, else a fresh id
   int max_restarts = 0;
-  RecoveryFlags recovery;  // --max-no-progress-restarts, --restart-backoff
+  RecoveryFlags recovery;    // --max-no-progress-restarts, --restart-backoff
+  StragglerFlags straggler;  // --straggler-*: naming the rank the others wait for
   std::string role;
   std::vector<envmap::RoleSpec> roles;
   std::optional<envmap::ProcessView> process_view;

@@ -55,4 +55,7 @@ int SignalNumber(std::string_view name);
 // "signal N" for a number that is no signal.
 std::string SignalName(int sig);
 
+// "0-2,4,6-7": sorted ranks with runs as ranges.
+std::string RankRanges(std::vector<int> ranks);
+
 }  // namespace dlaunch::launcher

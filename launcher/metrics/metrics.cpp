@@ -146,6 +146,19 @@ void LauncherMetrics::OnEvent(std::string_view event, const boost::json::object&
     const boost::json::value* r = fields.if_contains("restart");
     if (r != nullptr && r->is_int64()) restarts_ = std::max(restarts_, r->as_int64());
   }
+  if (event == "straggler_window") {
+    sync_share_.clear();
+    if (const boost::json::value* m = fields.if_contains("sync_share"); m != nullptr && m->is_object())
+      for (const auto& kv : m->as_object())
+        if (std::optional<int> rank = ParseInt(kv.key()); rank && kv.value().is_number())
+          sync_share_[*rank] = kv.value().to_number<double>();
+  }
+  if (event == "straggler") {
+    const boost::json::value* state = fields.if_contains("state");
+    bool named = state != nullptr && state->is_string() && state->as_string() == "named";
+    if (named) ++stragglers_named_;
+    stragglers_ = std::max<std::int64_t>(0, stragglers_ + (named ? 1 : -1));
+  }
   if (event == "rendezvous") {
     const boost::json::value* w = fields.if_contains("world_size");
     if (w != nullptr && w->is_int64()) world_size_ = static_cast<int>(w->as_int64());
@@ -172,6 +185,10 @@ void LauncherMetrics::Write(Exposition& out) const {
   out.Add("dlaunch_stacks_taken_total", static_cast<double>(stacks_));
   out.Add("dlaunch_health_check_failures_total", static_cast<double>(health_failures_));
   out.Add("dlaunch_node_held_out", held_out_ ? 1 : 0);
+  for (const auto& [rank, share] : sync_share_)
+    out.Add("dlaunch_rank_sync_share", share, {{"rank", std::to_string(rank)}});
+  out.Add("dlaunch_stragglers", static_cast<double>(stragglers_));
+  out.Add("dlaunch_stragglers_named_total", static_cast<double>(stragglers_named_));
   if (server_ != nullptr) WriteServerCounters(server_->counters(), out);
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -117,7 +118,10 @@ class LauncherMetrics {
   std::uint64_t hangs_ = 0;
   std::uint64_t stacks_ = 0;
   std::uint64_t health_failures_ = 0;  // health_check events with ok false
-  bool held_out_ = false;              // the last health_check failed
+  std::map<int, double> sync_share_;   // by rank: the last straggler_window event's
+  std::int64_t stragglers_ = 0;        // named and not cleared, by the straggler events
+  std::uint64_t stragglers_named_ = 0;
+  bool held_out_ = false;  // the last health_check failed
   std::int64_t restarts_ = 0;
 };
 

@@ -40,6 +40,12 @@ const std::vector<MetricDef>& MetricTable() {
        "--health-check runs that failed on this node (a code other than 0, a signal, the timeout)"},
       {"dlaunch_node_held_out", kGauge, "", kLauncher,
        "1 while this node's last --health-check failed and it is held out of the job, else 0"},
+      {"dlaunch_rank_sync_share", kGauge, "rank", kLauncher,
+       "share of a rank's time at the synchronisation point in the straggler watch's last window (0 to 1; on a "
+       "multi-node job, every rank on the host): the straggler's is markedly lower"},
+      {"dlaunch_stragglers", kGauge, "", kLauncher,
+       "ranks and nodes the straggler watch names now as holding the others back"},
+      {"dlaunch_stragglers_named_total", kCounter, "", kLauncher, "stragglers named since the job started"},
       {"dlaunch_nodes_joined_total", kCounter, "", kHost, "agents that proved the token and joined a job"},
       {"dlaunch_nodes_lost_total", kCounter, "", kHost, "nodes a job lost: closed connection or no heartbeat"},
       {"dlaunch_spares", kGauge, "", kHost, "agents waiting as spares (--spares) to replace a lost node"},

@@ -32,7 +32,10 @@
 #include "launcher/process/process.hpp"
 #include "launcher/process/progress_files.hpp"
 #include "launcher/process/runner.hpp"
+#include "launcher/live/straggler_view.hpp"
+#include "launcher/modes/straggler_glue.hpp"
 #include "launcher/stacks/python_hook.hpp"
+#include "launcher/straggler/samples.hpp"
 #include "rendezvous/coordinator.hpp"
 
 namespace fs = std::filesystem;
@@ -167,6 +170,9 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   // The hook costs each Python process it runs in; a command that names no
   // Python (`true`, a native program) goes without it, and gdb reads it.
   plan.python_hook = w.python_hook && (CommandNamesPython(exe, w.argv) || ShebangNamesPython(ReadHead(exe)));
+  // Each Python worker's hook samples where its main thread spends its time
+  // (launcher/straggler/samples.hpp), for the straggler watch.
+  SetSamplerVars(plan.inherited, plan.python_hook ? w.straggler.window : std::chrono::milliseconds(0));
   return plan;
 }
 
@@ -194,7 +200,8 @@ void PreparePythonHook(RunPlan& plan, Console& console) {
 // torch.distributed.launch's static multi-node form (and every single-node job):
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
-int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console, RunLiveSource& live) {
+int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console, RunLiveSource& live,
+              NodeStraggler& straggler, const StragglerFlags& straggler_flags) {
   int n = plan.supervisor.nproc;
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = s.node_rank;
@@ -264,7 +271,12 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
   std::unique_ptr<WorkerRun> run =
       StartJob(plan, env, loop.io(), console, nullptr, [&loop](int code) { loop.Exit(code); });
   live.SetRun(run.get());
+  std::unique_ptr<StragglerWatch> watch = LocalStragglerWatch(
+      straggler_flags, env.timers(), *plan.events, console, straggler, [&run] { return run.get(); }, layout);
+  straggler.SetWatch(watch.get());
   int code = loop.Run();
+  straggler.SetWatch(nullptr);
+  watch.reset();
   live.SetRun(nullptr);
   plan.restarting = nullptr;  // the store goes with this frame
   return code;
@@ -351,7 +363,11 @@ int RunLocal(const Plan& p, const std::string& exe) {
   PreparePythonHook(plan, console);
   RunLiveSource live(LiveJob{run_id, UtcNow(), plan.argv, w.nproc});
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
-  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, view);
+  // Where each rank spends its time, for the straggler watch (straggler_glue.hpp),
+  // whose findings the live view shows.
+  NodeStraggler straggler(w.straggler, plan.private_dir, console);
+  StragglerLiveSource marked(view, [&straggler] { return straggler.watch(); });
+  std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, marked);
   // --metrics-addr: read from the live view's run, the events, and the hosted coordinator.
   LauncherMetrics metrics(ModeName(p.mode()), node != nullptr ? node->layout.nnodes * w.nproc : 0, live);
   events.Observe([&metrics](std::string_view event, const boost::json::object& f) { metrics.OnEvent(event, f); });
@@ -374,9 +390,9 @@ int RunLocal(const Plan& p, const std::string& exe) {
   ProgressFiles progress(plan.private_dir, plan.supervisor.nproc,
                          [&console](const std::string& line) { console.Say(line); });
   plan.progress = &progress;
-  int code = node != nullptr
-                 ? RunStatic(node->layout, plan, env, loop, console, live)
-                 : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view, metrics);
+  int code = node != nullptr ? RunStatic(node->layout, plan, env, loop, console, live, straggler, w.straggler)
+                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view,
+                                            metrics, straggler, w.straggler);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();

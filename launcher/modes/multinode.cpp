@@ -20,6 +20,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/health/health_gate.hpp"
+#include "launcher/modes/straggler_glue.hpp"
 #include "rendezvous/agent_session.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
 #include "launcher/jobwide/job_events.hpp"
@@ -72,10 +73,12 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
+  ~NodeMode() { straggler_.SetWatch(nullptr); }
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, RunEnv& env,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
-           SwitchLiveSource& view, LauncherMetrics& metrics, const HealthCheckPlan& health)
+           SwitchLiveSource& view, LauncherMetrics& metrics, const HealthCheckPlan& health, NodeStraggler& straggler,
+           const StragglerFlags& straggler_flags)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -88,6 +91,7 @@ class NodeMode {
         task_holds_(std::move(task_holds)),
         store_hold_(std::move(store_hold)),
         live_(live),
+        straggler_(straggler),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
               [this] { return Result<std::string>(base_.work_dir); }) {
     // The host's socket shows the whole job: every node, asked through the coordinator.
@@ -95,6 +99,10 @@ class NodeMode {
       job_live_ = std::make_unique<JobLiveSource>(*server_, LiveJob{plan.layout.run_id, UtcNow(), plan.argv, 0});
       view.SetJob(job_live_.get());
       metrics.SetCoordinator(server_.get());
+      // The host compares every node's ranks (launcher/modes/straggler_glue.hpp).
+      straggler_watch_ =
+          JobStragglerWatch(straggler_flags, env.timers(), *plan.events, console, *server_, plan.layout.run_id);
+      straggler_.SetWatch(straggler_watch_.get());
     }
     if (health.enabled()) MakeGate(health);
   }
@@ -232,6 +240,8 @@ class NodeMode {
       agent_->Answer(id, {});
       return;
     }
+    // "profile": this node's ranks' windows, for the host's straggler watch.
+    if (run_ && what == kProfileQuery) return agent_->Answer(id, straggler_.Items(*run_, generation_->layout));
     std::vector<std::string> items;
     if (run_ && what == "status")
       for (const boost::json::value& row : run_->Rows()) items.push_back(boost::json::serialize(row));
@@ -275,6 +285,7 @@ class NodeMode {
     run_ =
         StartJob(*generation_, env_, loop_.io(), console_, &channel_, [this](int code) { agent_->WorkersDone(code); });
     live_.SetRun(run_.get());
+    if (straggler_watch_) straggler_watch_->NewGeneration();
   }
 
   // --env horovod: each generation meets a store of its own, on this node when
@@ -356,8 +367,10 @@ class NodeMode {
   PortReservation store_hold_;               // MASTER_PORT + 1 (--env horovod), until this node serves the store
   std::unique_ptr<HorovodServer> horovod_;   // node rank 0's store for the current generation
   RunLiveSource& live_;
-  JobHangReporter hang_;  // the hosted coordinator's hang reports
-  Lifetime life_;         // last: expires first
+  NodeStraggler& straggler_;                         // this node's ranks' windows
+  std::unique_ptr<StragglerWatch> straggler_watch_;  // with server_: compares every node's ranks
+  JobHangReporter hang_;                             // the hosted coordinator's hang reports
+  Lifetime life_;                                    // last: expires first
 };
 
 }  // namespace
@@ -467,7 +480,8 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
 }  // namespace
 
 int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
-                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics) {
+                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics, NodeStraggler& straggler,
+                 const StragglerFlags& straggler_flags) {
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
     return code;
@@ -482,7 +496,7 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, Even
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, env, std::move(*server), *r.endpoint,
                 std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view, metrics,
-                r.health);
+                r.health, straggler, straggler_flags);
   mode.Start();
   int code = loop.Run();
   live.SetRun(nullptr);  // the run, the job view and the coordinator go with `mode`

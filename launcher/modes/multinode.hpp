@@ -9,6 +9,7 @@
 #include "launcher/live/live.hpp"
 #include "launcher/metrics/metrics.hpp"
 #include "launcher/process/process.hpp"
+#include "launcher/modes/straggler_glue.hpp"
 #include "launcher/process/runner.hpp"
 
 namespace dlaunch::launcher {
@@ -22,6 +23,7 @@ namespace dlaunch::launcher {
 // when this node hosts the coordinator, `view` serves the whole job meanwhile,
 // and `metrics` reads that coordinator's counters.
 int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
-                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics);
+                 RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics, NodeStraggler& straggler,
+                 const StragglerFlags& straggler_flags);
 
 }  // namespace dlaunch::launcher

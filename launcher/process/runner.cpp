@@ -57,6 +57,7 @@ class Runner : public WorkerRun {
   boost::json::array Rows() override { return RowsOf(true); }
   boost::json::array RecordRows() override { return RowsOf(false); }
   void Stacks(std::function<void(std::vector<RankStack>)> done) override;
+  void Abort(int code, const std::string& reason) override;
   void PassOn(int sig) override {
     supervisor().Forward(sig);
     AfterEvent();
@@ -117,12 +118,14 @@ void Runner::Run(std::function<void(int)> done) {
 
 void Runner::AttachChannel() {
   if (channel_ == nullptr) return;
-  channel_->Attach([this](int code, const std::string& reason) {
-    if (!supervisor().done() && !reason.empty()) console_.Say(reason);
-    if (!reason.empty()) plan_.events->SetRootCause(reason);
-    supervisor().Abort(code, Now());
-    AfterEvent();
-  });
+  channel_->Attach([this](int code, const std::string& reason) { Abort(code, reason); });
+}
+
+void Runner::Abort(int code, const std::string& reason) {
+  if (!supervisor().done() && !reason.empty()) console_.Say(reason);
+  if (!reason.empty()) plan_.events->SetRootCause(reason);
+  supervisor().Abort(code, Now());
+  AfterEvent();
 }
 
 void Runner::OnSignal(int sig) {

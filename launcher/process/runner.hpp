@@ -65,6 +65,11 @@ class WorkerRun {
   // Passes `sig` on to every running worker, as a signal dlaunch caught itself
   // and does not stop on: for one a head passed on (launcher/modes/head_nodes.cpp).
   virtual void PassOn(int /*sig*/) {}
+  // Stops every worker and ends the run with `code`, for a part beside the run
+  // that judged the job (the straggler watch's --straggler-action stop);
+  // `cause` is printed and becomes the root cause. As a rendezvous node's
+  // coordinator ends one (JobChannel::Attach).
+  virtual void Abort(int /*code*/, const std::string& /*cause*/) {}
   // When any rank last wrote a byte (or the run started): a rendezvous agent
   // sends the silence since then in every heartbeat (rendezvous/codec.hpp).
   virtual std::chrono::steady_clock::time_point last_output() const = 0;

@@ -41,6 +41,7 @@
 #include "envmap/layout.hpp"
 #include "base/status.hpp"
 #include "launcher/core/event_loop.hpp"
+#include "launcher/core/text.hpp"  // RankRanges
 
 namespace dlaunch::launcher {
 
@@ -108,9 +109,6 @@ boost::json::object ToJson(const RankStack& stack);
 // first field that is missing, of the wrong type, out of range or too long.
 // Bounding the document's own size and depth is the parser's job (the caller's).
 Result<RankStack> RankStackFromJson(const boost::json::value& v);
-
-// "0-2,4,6-7": sorted ranks with runs as ranges.
-std::string RankRanges(std::vector<int> ranks);
 
 // The grouped summary (without "dlaunch: "): ranks grouped by the innermost
 // `depth` frames of their main thread, the largest group first; when there are

@@ -1,5 +1,6 @@
 #include "launcher/straggler/samples.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -36,7 +37,7 @@ Result<RankSamples> ParseSamples(std::string_view text) {
   if (text.size() > kMaxSamplesFile)
     return Status::InvalidArgument(fmt::format("{} bytes, over the cap of {}", text.size(), kMaxSamplesFile));
   RankSamples out;
-  std::int64_t* fields[] = {&out.period_ms, &out.ticks,  &out.late,   &out.late_ms,
+  std::int64_t* fields[] = {&out.period_ms,   &out.ticks,  &out.late,   &out.late_ms,
                             &out.max_late_ms, &out.cpu_us, &out.wall_ms};
   constexpr std::string_view kNames[] = {"period_ms", "ticks", "late", "late_ms", "max_late_ms", "cpu_us", "wall_ms"};
   int number = 0;
@@ -64,8 +65,7 @@ Result<RankSamples> ParseSamples(std::string_view text) {
       auto it = counts.find(key);
       if (it == counts.end()) {
         if (counts.size() >= kMaxSampleKeys)
-          return Status::InvalidArgument(
-              fmt::format("line {}: more than {} '{}' keys", number, kMaxSampleKeys, name));
+          return Status::InvalidArgument(fmt::format("line {}: more than {} '{}' keys", number, kMaxSampleKeys, name));
         counts.emplace(std::string(key), *n);
       } else {
         it->second += *n;
@@ -108,6 +108,15 @@ FrameCounts Less(const FrameCounts& now, const FrameCounts& before) {
 }
 
 }  // namespace
+
+void SetSamplerVars(envmap::EnvMap& env, std::chrono::milliseconds window) {
+  env.erase(std::string(kSamplePeriodVar));
+  env.erase(std::string(kSampleFlushVar));
+  if (window.count() <= 0) return;
+  std::int64_t flush = std::clamp<std::int64_t>(window.count() / 4, 500, 5000);
+  env[std::string(kSamplePeriodVar)] = std::to_string(kSamplePeriod.count());
+  env[std::string(kSampleFlushVar)] = std::to_string(flush);
+}
 
 RankSamples SamplesSince(const RankSamples& now, const RankSamples& before) {
   bool restarted = now.period_ms != before.period_ms || now.ticks < before.ticks || now.late < before.late ||

@@ -165,3 +165,31 @@ TEST_CASE("ReadSelfUsage reads this process", "[metrics]") {
 }
 
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("the straggler watch's events become each rank's sync share and the stragglers named", "[metrics]") {
+  RunLiveSource live(LiveJob{"job", "", {"python"}, 2});
+  LauncherMetrics m("local", 4, live);
+  m.OnEvent("straggler_window", {{"window", 1}, {"sync_share", {{"0", 0.4}, {"1", 0.05}, {"x", 1}}}});
+  m.OnEvent("straggler", {{"state", "named"}, {"ranks", {1}}});
+  Exposition named;
+  m.Write(named);
+  CHECK(named.Text().find("dlaunch_rank_sync_share{rank=\"0\"} 0.4\n") != std::string::npos);
+  CHECK(named.Text().find("dlaunch_rank_sync_share{rank=\"1\"} 0.05\n") != std::string::npos);
+  CHECK(named.Text().find("rank=\"x\"") == std::string::npos);
+  CHECK(named.Text().find("dlaunch_stragglers 1\n") != std::string::npos);
+  CHECK(named.Text().find("dlaunch_stragglers_named_total 1\n") != std::string::npos);
+  m.OnEvent("straggler", {{"state", "cleared"}, {"ranks", {1}}});
+  m.OnEvent("straggler_window", {{"window", 2}, {"sync_share", {{"0", 0.3}}}});
+  Exposition cleared;
+  m.Write(cleared);
+  CHECK(cleared.Text().find("dlaunch_stragglers 0\n") != std::string::npos);
+  CHECK(cleared.Text().find("dlaunch_stragglers_named_total 1\n") != std::string::npos);
+  CHECK(cleared.Text().find("dlaunch_rank_sync_share{rank=\"1\"}") ==
+        std::string::npos);  // the last window's ranks only
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

@@ -1,0 +1,137 @@
+#include "launcher/modes/straggler_glue.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <fmt/format.h>
+
+#include "launcher/core/system.hpp"
+#include "launcher/jobwide/node_items.hpp"
+#include "rendezvous/codec.hpp"
+
+namespace dlaunch::launcher {
+
+namespace rdzv = dlaunch::rendezvous;
+
+namespace {
+
+// The asker's own tags on the server: apart from the live view's (counted from 1).
+constexpr std::uint64_t kProfileTagBit = std::uint64_t{1} << 62;
+
+StragglerWatchOptions WatchOptions(const StragglerFlags& flags) {
+  return {flags.window, StragglerOptions{flags.threshold, flags.ignore}, flags.stop, flags.file};
+}
+
+std::vector<LocalRank> Running(WorkerRun& run, const envmap::JobLayout& layout) {
+  std::vector<LocalRank> out;
+  for (const boost::json::value& row : run.RecordRows()) {
+    const boost::json::object& o = row.as_object();
+    const std::int64_t* rank = o.at("rank").if_int64();
+    const std::int64_t* pid = o.at("pid").if_int64();
+    if (rank == nullptr || pid == nullptr || *pid <= 0) continue;
+    out.push_back({static_cast<int>(*rank), static_cast<int>(*pid), RoleOfRank(layout, static_cast<int>(*rank))});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RoleOfRank(const envmap::JobLayout& layout, int rank) {
+  int first = 0;
+  for (const envmap::RoleSpec& role : layout.roles) {
+    if (rank < first + role.count) return role.name;
+    first += role.count;
+  }
+  return "worker";
+}
+
+NodeStraggler::NodeStraggler(const StragglerFlags& /*flags*/, std::string dumps_dir, Console& console)
+    : windows_(std::move(dumps_dir), nullptr, [&console](const std::string& line) { console.Say(line); }) {}
+
+std::vector<RankWindow> NodeStraggler::Take(WorkerRun& run, const envmap::JobLayout& layout) {
+  const envmap::Node& me = layout.nodes.at(static_cast<size_t>(layout.node_rank));
+  return windows_.Take(Running(run, layout), layout.node_rank, me.host);
+}
+
+std::vector<std::string> NodeStraggler::Items(WorkerRun& run, const envmap::JobLayout& layout) {
+  std::vector<std::string> items;
+  for (const RankWindow& w : Take(run, layout))
+    if (std::string item = WindowItem(w, rdzv::kMaxString); !item.empty()) items.push_back(std::move(item));
+  return items;
+}
+
+std::unique_ptr<StragglerWatch> LocalStragglerWatch(const StragglerFlags& flags, Timers& timers, EventLog& events,
+                                                    Console& console, NodeStraggler& node,
+                                                    std::function<WorkerRun*()> run, const envmap::JobLayout& layout) {
+  if (!flags.enabled()) return nullptr;
+  auto gather = [&node, run, &layout](std::function<void(std::vector<RankWindow>)> done) {
+    WorkerRun* r = run();
+    done(r == nullptr ? std::vector<RankWindow>{} : node.Take(*r, layout));
+  };
+  StragglerWatch::Hooks hooks{[&console](const std::string& line) { console.Say(line); },
+                              [run](int code, const std::string& cause) {
+                                if (WorkerRun* r = run()) r->Abort(code, cause);
+                              }};
+  return std::make_unique<StragglerWatch>(timers, events, WatchOptions(flags), std::move(gather), std::move(hooks));
+}
+
+namespace {
+
+// The windows of an answered "profile" question, each rank's node as the
+// coordinator knows it (not as the node says).
+std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer, Console& console) {
+  std::function<Result<RankedItem<RankWindow>>(const std::string&)> parse = [](const std::string& item) {
+    Result<RankWindow> w = WindowFromItem(item);
+    if (!w.ok()) return Result<RankedItem<RankWindow>>(w.status());
+    return Result<RankedItem<RankWindow>>(RankedItem<RankWindow>{w->rank, std::move(*w)});
+  };
+  std::vector<std::string> problems;
+  std::vector<RankWindow> windows = ItemsByRank(answer.nodes, {"", "answer", "window"}, parse, problems);
+  for (RankWindow& w : windows) {
+    for (const rdzv::NodeStacks& n : answer.nodes) {
+      if (w.rank < n.first_rank || w.rank >= n.first_rank + n.nproc) continue;
+      w.node_rank = n.node_rank;
+      w.host = n.host;
+    }
+  }
+  // A node that does not answer in time is left out of this window, silently:
+  // a lost node is said elsewhere. Items a node sends wrong are said.
+  for (const std::string& p : problems)
+    if (p.find("no answer") == std::string::npos) console.Say("straggler: " + p);
+  return windows;
+}
+
+}  // namespace
+
+std::unique_ptr<StragglerWatch> JobStragglerWatch(const StragglerFlags& flags, Timers& timers, EventLog& events,
+                                                  Console& console, rdzv::CoordinatorServer& server,
+                                                  const std::string& run_id) {
+  if (!flags.enabled()) return nullptr;
+  struct Asker {
+    std::uint64_t next = 0;
+    std::map<std::uint64_t, std::function<void(std::vector<RankWindow>)>> waiting;
+  };
+  auto asker = std::make_shared<Asker>();
+  server.OnQueryAnswered([asker, &console](const rdzv::QueryAnswered& answer) {
+    auto it = asker->waiting.find(answer.tag);
+    if (it == asker->waiting.end()) return;
+    auto done = std::move(it->second);
+    asker->waiting.erase(it);
+    done(WindowsOfAnswer(answer, console));
+  });
+  // Each node answers from files it has: a second is plenty, and under a window.
+  auto timeout = std::min<std::chrono::milliseconds>(flags.window / 2, std::chrono::seconds(5));
+  auto gather = [asker, &server, run_id, timeout](std::function<void(std::vector<RankWindow>)> done) {
+    std::uint64_t tag = kProfileTagBit | ++asker->next;
+    asker->waiting[tag] = std::move(done);
+    server.Ask(run_id, tag, std::string(kProfileQuery), timeout);
+  };
+  StragglerWatch::Hooks hooks{[&console](const std::string& line) { console.Say(line); },
+                              [&server](int code, const std::string& cause) { server.AbortAll(code, cause); }};
+  return std::make_unique<StragglerWatch>(timers, events, WatchOptions(flags), std::move(gather), std::move(hooks));
+}
+
+}  // namespace dlaunch::launcher

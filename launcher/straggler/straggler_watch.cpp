@@ -1,0 +1,125 @@
+#include "launcher/straggler/straggler_watch.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <boost/json/array.hpp>
+#include <fmt/format.h>
+
+#include "base/defaults.hpp"
+#include "launcher/core/output.hpp"
+
+namespace dlaunch::launcher {
+
+StragglerWatch::StragglerWatch(Timers& timers, EventLog& events, StragglerWatchOptions options, Gather gather,
+                               Hooks hooks)
+    : timers_(timers),
+      events_(events),
+      options_(std::move(options)),
+      gather_(std::move(gather)),
+      hooks_(std::move(hooks)),
+      detector_(options_.detect),
+      timer_(timers.NewTimer()) {
+  Arm();
+}
+
+StragglerWatch::~StragglerWatch() { *alive_ = false; }
+
+void StragglerWatch::NewGeneration() {
+  for (const Straggler& s : detector_.named()) hooks_.say(ClearedLine(s) + " (the workers restarted)");
+  detector_.Reset();
+  last_.clear();
+  ++generation_;
+  gathering_ = false;
+  Arm();
+}
+
+void StragglerWatch::Arm() {
+  timer_->At(timers_.Now() + options_.window, [this] {
+    Arm();
+    if (gathering_ || stopped_) return;  // the last question is still out: this window waits for it
+    gathering_ = true;
+    gather_([this, alive = std::weak_ptr<bool>(alive_), generation = generation_](std::vector<RankWindow> ranks) {
+      if (alive.expired() || generation != generation_) return;
+      gathering_ = false;
+      Compare(std::move(ranks));
+    });
+  });
+}
+
+void StragglerWatch::Compare(std::vector<RankWindow> ranks) {
+  if (ranks.empty()) return;  // no rank runs (between generations), or none sampled yet
+  std::sort(ranks.begin(), ranks.end(), [](const RankWindow& a, const RankWindow& b) { return a.rank < b.rank; });
+  WindowVerdict v = detector_.Window(ranks);
+  last_ = std::move(ranks);
+  ++window_;
+  boost::json::object shares;
+  for (const auto& [rank, share] : v.sync_share) shares[std::to_string(rank)] = std::round(share * 1000) / 1000;
+  events_.Emit("straggler_window", {{"window", window_}, {"sync_share", std::move(shares)}});
+  for (const Straggler& s : v.cleared) {
+    hooks_.say(ClearedLine(s));
+    events_.Emit("straggler", StragglerFields(s, "cleared", window_));
+  }
+  for (const Straggler& s : v.named) Named(s);
+}
+
+void StragglerWatch::Named(const Straggler& s) {
+  std::string line = NamedLine(s);
+  hooks_.say(line);
+  events_.Emit("straggler", StragglerFields(s, "named", window_));
+  if (!options_.stop || stopped_) return;
+  stopped_ = true;
+  if (!options_.file.empty()) {
+    if (Status w = WriteStragglerFile(options_.file, {s.host}); !w.ok())
+      hooks_.say(fmt::format("straggler: cannot write --straggler-file {} ({})", options_.file, w.message()));
+  }
+  hooks_.stop(base::kExitStraggler,
+              fmt::format("{} (--straggler-action stop; exit code {})", line, base::kExitStraggler));
+}
+
+boost::json::object StragglerFields(const Straggler& s, std::string_view state, int window) {
+  auto round = [](double x) { return std::round(x * 1000) / 1000; };
+  boost::json::array ranks;
+  for (int r : s.ranks) ranks.emplace_back(r);
+  boost::json::object o{{"state", state},
+                        {"scope", s.scope == Straggler::Scope::kNode ? "node" : "rank"},
+                        {"ranks", std::move(ranks)},
+                        {"node_rank", s.node_rank},
+                        {"host", s.host},
+                        {"role", s.role},
+                        {"sync_share", round(s.sync_share)},
+                        {"others_sync_share", round(s.others_sync_share)},
+                        {"window", window}};
+  if (!s.sync_frame.empty()) o["sync_frame"] = s.sync_frame;
+  if (!s.frame.empty()) {
+    o["frame"] = s.frame;
+    o["frame_share"] = round(s.frame_share);
+    o["others_frame_share"] = round(s.others_frame_share);
+  }
+  return o;
+}
+
+Status WriteStragglerFile(const std::string& path, const std::vector<std::string>& hosts) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Io(std::strerror(errno));
+  struct stat st {};
+  // Truncated only once it is known to be a regular file: a FIFO or a
+  // device put at the path is refused untouched.
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) != 0) {
+    close(fd);
+    return Status::Io("not a regular file");
+  }
+  std::string text;
+  for (const std::string& h : hosts) text += h + "\n";
+  WriteAll(fd, text);
+  close(fd);
+  return Status::Ok();
+}
+
+}  // namespace dlaunch::launcher
