@@ -4,18 +4,20 @@
 # - slow data: tests/integration/test_straggler.sh's case a (4 ranks of the DDP
 #   job tests/integration/tools/straggler_train.py, rank 2 loading its batches
 #   0.2 s slower, --straggler-window 2), N runs. Right when the first straggler
-#   event names rank 2 at load_batch within 3 windows of the first window.
+#   event names rank 2 at load_batch within 3 windows of the first in which
+#   the ranks met (tests/integration/tools/straggler_verdict.py).
 #   Goal: at least N - 1 of N.
 # - clean: the same job with no slow rank, N runs of 4 windows of training.
 #   Right when no straggler is named. Goal: no false report in N.
 # - CPU contention: 2 ranks of the same job with no sleep at all
-#   (STRAGGLER_IO_S=0; STRAGGLER_AUGMENT=1000: each batch takes about 50 ms of
-#   CPU work in augment()), rank 0 pinned to CPU 0, rank 1 pinned to CPU 1
-#   beside a busy loop pinned there (taskset). Right when rank 1 is named
-#   within 5 windows of the first, whatever frame. Reported as a count; its
-#   goal is every run. The work is in the data loading, not the model: time
-#   in backward counts as waiting at the synchronisation point, so a rank
-#   slower at its own backward would hide there.
+#   (STRAGGLER_IO_S=0, STRAGGLER_DEVICE_S=0, and STRAGGLER_AUGMENT=1000: each
+#   batch takes about 50 ms of CPU work in augment()), rank 0 pinned to CPU 0,
+#   rank 1 pinned to CPU 1 beside a busy loop pinned there (taskset). Right
+#   when rank 1 is named within 5 windows of the first, whatever frame.
+#   Reported as a count; its goal is every run. The work is in the data
+#   loading, not the model: time in backward counts as waiting at the
+#   synchronisation point, so a rank slower at its own backward would hide
+#   there.
 #
 #   bench/straggler.sh [--runs N] [PATH/TO/dlaunch]   (default: 20 runs, build/dlaunch)
 #
@@ -42,7 +44,7 @@ while (($#)); do
       shift 2
       ;;
     --runs=*) RUNS=${1#--runs=}; shift ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (expected --runs N)" ;;
     *)
       [[ -z $DL ]] || die "one dlaunch path only, got '$DL' and '$1'"
@@ -104,7 +106,7 @@ one_run() {
   case $c in
     data) env=(STRAGGLER_SLOW_RANKS=2) expect=(named --ranks 2 --scope rank --frame load_batch --within 3) ;;
     clean) env=(STRAGGLER_SLOW_RANKS=) ;;
-    contention) nproc=2 env=(STRAGGLER_IO_S=0 STRAGGLER_AUGMENT=1000) expect=(named --ranks 1 --within 5) ;;
+    contention) nproc=2 env=(STRAGGLER_IO_S=0 STRAGGLER_DEVICE_S=0 STRAGGLER_AUGMENT=1000) expect=(named --ranks 1 --within 5) ;;
   esac
   local cmd=("$PY" "$T/straggler_train.py")
   [[ $c == contention ]] && cmd=(sh "$T/pinned.sh")

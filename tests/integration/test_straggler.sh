@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest: PROCESSORS=2
+# ctest: LABELS=slow PROCESSORS=2
 # Straggler detection with real workers: a PyTorch DDP job over gloo
 # (tools/straggler_train.py, which knows nothing of dlaunch) under
 # --straggler-window 2, its slowness injected through test variables only.
@@ -8,8 +8,8 @@
 #      event; the console says it in one line.
 #   b. the same 0.2 s in rank 2's forward: named, at the forward frame.
 #   c. two nodes of 2 ranks on loopback, both ranks of node 1 slow: the node
-#      is named (scope "node", node_rank 1), by the node that hosts the
-#      coordinator.
+#      is named (scope "node", node_rank 1) by the node that hosts the
+#      coordinator, and with --straggler-action stop every node exits 122.
 #   d. a clean run of 4 windows of training: straggler_window events, no
 #      straggler event.
 #   e. rank 0 logs a line and saves a checkpoint every 10 steps, 4 windows:
@@ -84,21 +84,24 @@ grep -E "^dlaunch: straggler: rank 2 \(node 0, host $HOST\) holds the others bac
 # b. Slow forward on rank 2.
 case_named forward "STRAGGLER_SLOW_RANKS=2 STRAGGLER_SLOW_WHERE=forward" --ranks 2 --scope rank --frame forward --
 
-# c. Two nodes; node 1's two ranks are slow.
+# c. Two nodes; node 1's two ranks are slow. --straggler-action stop: the host
+# names the node and stops the whole job, every node exiting 122.
 port=$(free_port)
-common=(--nnodes 2 --nproc-per-node 2 --straggler-window 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "straggler-$$")
+common=(--nnodes 2 --nproc-per-node 2 --straggler-window 2 --straggler-action stop --rdzv-endpoint "127.0.0.1:$port"
+  --rdzv-id "straggler-$$")
 start_dl_wrapped node0 120 "env STRAGGLER_SLOW_RANKS=2,3" "${common[@]}" --rdzv-conf is_host=1 \
-  --events "$TMP/node.jsonl" -- "$PY" "$TRAIN"
+  --straggler-file "$TMP/slow-node1" --events "$TMP/node.jsonl" -- "$PY" "$TRAIN"
 start_dl_wrapped node1 120 "env STRAGGLER_SLOW_RANKS=2,3" "${common[@]}" --rdzv-conf is_host=0 -- "$PY" "$TRAIN"
-nodeargs=(--ranks "2,3" --scope node --node-rank 1)
-wait_for 90 verdict "$TMP/node.jsonl" named "${nodeargs[@]}" --decided ||
-  { stop node0 node1; show_bg node0 node1; fail "node: no verdict within 90 s"; }
-stop node0 node1
-got=$(verdict "$TMP/node.jsonl" named "${nodeargs[@]}") || { show_bg node0 node1; fail "node: $got"; }
+for n in node0 node1; do
+  wait_dl "$n"
+  [[ $RC == 122 ]] || { show_bg node0 node1; fail "node: $n exited $RC; --straggler-action stop ends every node with 122"; }
+done
+got=$(verdict "$TMP/node.jsonl" named --ranks "2,3" --scope node --node-rank 1) || { show_bg node0 node1; fail "node: $got"; }
 log "node: $got"
-grep -E "^dlaunch: straggler: node 1 \(host [^,]+, ranks 2-3\) holds the others back: " "$TMP/node0.err" >/dev/null ||
+grep -E "^dlaunch: straggler: node 1 \(host $HOST, ranks 2-3\) holds the others back: " "$TMP/node0.err" >/dev/null ||
   { show_bg node0; fail "node: the host's console should name node 1"; }
-check_events "$TMP/node.jsonl" "node's events"
+assert_eq "$(cat "$TMP/slow-node1" 2>/dev/null)" "$HOST" "node: --straggler-file"
+check_events "$TMP/node.jsonl" "node's events" straggler=1 job_finished.exit_code:122=1
 
 # case_quiet NAME ENV: one node of 4 ranks trains for 4 windows after every
 # rank has started training; no straggler may be named.

@@ -7,7 +7,7 @@ import torch
 
 # Every rank reads its batch for IO_S seconds: the same on all of them, so a
 # clean run has a share in load_batch that no rank stands out in.
-IO_S = float(os.environ.get("STRAGGLER_IO_S", "0.08"))
+IO_S = float(os.environ.get("STRAGGLER_IO_S", "0.01"))
 # Rounds of CPU work each rank does on every batch (a decode, an augmentation):
 # none by default. A fixed amount of work, not of time, so that a rank on a
 # busier CPU takes longer over it.

@@ -2,8 +2,8 @@
 # WORLD_SIZE) meet at a barrier of files in DIR (argv[1]) after every step, as
 # a collective would make them. Standard library only, so that any Python runs
 # it. Rank STRAGGLER_SLOW_RANKS (e.g. "1") spends STRAGGLER_SLOW_S (0.2) more
-# each step in read_shard(); every rank spends 0.05 s there. Runs
-# STRAGGLER_STEPS steps (default: until SIGTERM).
+# each step in read_shard(); every rank spends 0.01 s there and 0.06 s in
+# compute(). Runs STRAGGLER_STEPS steps (default: until SIGTERM).
 import os
 import sys
 import time
@@ -17,7 +17,11 @@ STEPS = int(os.environ.get("STRAGGLER_STEPS", "0"))
 
 
 def read_shard():
-    time.sleep(0.05 + SLOW_S)
+    time.sleep(0.01 + SLOW_S)
+
+
+def compute():
+    time.sleep(0.06)
 
 
 def reached(rank):
@@ -42,6 +46,7 @@ def barrier(step):
 step = 0
 while not STEPS or step < STEPS:
     read_shard()
+    compute()
     barrier(step)
     step += 1
 print("rank %d done after %d steps" % (RANK, step), flush=True)

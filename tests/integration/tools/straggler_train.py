@@ -10,17 +10,22 @@
 #                          straggler_data.py's load_batch, the default) or
 #                          "forward" (in Net.forward below)
 #   STRAGGLER_SLOW_S       seconds they lose each step (default 0.2)
-#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.08)
+#   STRAGGLER_IO_S         seconds every rank spends loading a batch (0.01)
+#   STRAGGLER_DEVICE_S     seconds every rank waits for its device each step,
+#                          in wait_for_device() (0.07)
 #   STRAGGLER_CHATTY_RANK0 "1": every 10 steps rank 0 prints a line and saves
 #                          a checkpoint (torch.save of the model to a file in
 #                          TMPDIR), as a rank 0 that logs and checkpoints does
 #   STRAGGLER_AUGMENT      rounds of CPU work on every batch, about 50 us each,
 #                          in straggler_data.py's augment (default 0)
 #   STRAGGLER_STEPS        steps to run, then exit 0 (default: until SIGTERM)
-# A clean step takes about 85 ms: load_batch's 80 ms, a tiny forward and
-# backward, and the gradients' all_reduce, where the ranks meet. The model is
-# tiny so that 4 ranks on 2 busy cores hardly wait for each other's CPU: with
-# 85,000 parameters instead of 5,000 they waited a quarter of each step at
+# A clean step takes about 85 ms, most of it waiting for the "device": the
+# job stands for a GPU job, whose main thread spends most of a step waiting
+# for kernels, in one place on every rank and apart from the data loading and
+# the model's forward, where the slow ranks lose their time. Then the
+# gradients' all_reduce (in backward), where the ranks meet. The model is tiny
+# and the waits are sleeps so that 4 ranks on 2 busy cores hardly wait for
+# each other's CPU: with CPU work in every step they waited a fifth of it at
 # random, and a clean run is meant to have no contention to find.
 import os
 import sys
@@ -41,6 +46,7 @@ SLOW_WHERE = os.environ.get("STRAGGLER_SLOW_WHERE", "data")
 SLOW_S = float(os.environ.get("STRAGGLER_SLOW_S", "0.2")) if RANK in SLOW_RANKS else 0.0
 CHATTY = os.environ.get("STRAGGLER_CHATTY_RANK0") == "1" and RANK == 0
 STEPS = int(os.environ.get("STRAGGLER_STEPS", "0"))
+DEVICE_S = float(os.environ.get("STRAGGLER_DEVICE_S", "0.07"))
 if SLOW_WHERE not in ("data", "forward"):
     sys.exit(f"STRAGGLER_SLOW_WHERE: expected 'data' or 'forward', got '{SLOW_WHERE}'")
 
@@ -57,11 +63,16 @@ class Net(torch.nn.Module):
         return self.body(x)
 
 
+def wait_for_device():
+    time.sleep(DEVICE_S)  # what a GPU job's loss.item() waits for
+
+
 def train_step(model, opt, x, y):
     opt.zero_grad()
     loss = torch.nn.functional.cross_entropy(model(x), y)
     loss.backward()  # DDP's all_reduce of the gradients: where the ranks wait for each other
     opt.step()
+    wait_for_device()
     return loss
 
 
