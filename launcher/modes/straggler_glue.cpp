@@ -48,8 +48,38 @@ std::string RoleOfRank(const envmap::JobLayout& layout, int rank) {
   return "worker";
 }
 
-NodeStraggler::NodeStraggler(const StragglerFlags& /*flags*/, std::string dumps_dir, Console& console)
-    : windows_(std::move(dumps_dir), nullptr, [&console](const std::string& line) { console.Say(line); }) {}
+NodeStraggler::NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console, Timers& timers)
+    : native_(flags.enabled() && flags.native ? std::make_unique<NativeSampler>("/proc", kSamplePeriod) : nullptr),
+      timers_(timers),
+      windows_(
+          std::move(dumps_dir), [this](int pid) { return native_ ? native_->Samples(pid) : std::nullopt; },
+          [&console](const std::string& line) { console.Say(line); }) {
+  if (!native_) return;
+  native_timer_ = timers.NewTimer();
+  LookNatively();
+}
+
+NodeStraggler::~NodeStraggler() = default;
+
+void NodeStraggler::SetRun(WorkerRun* run, const envmap::JobLayout* layout) {
+  run_ = run;
+  layout_ = layout;
+}
+
+// One look at every running rank. Cheap (bench/results.md: a few
+// microseconds a thread), and only with --straggler-native.
+void NodeStraggler::LookNatively() {
+  std::set<int> running;
+  if (run_ != nullptr && layout_ != nullptr)
+    for (const LocalRank& r : Running(*run_, *layout_)) running.insert(r.pid);
+  for (int pid : watched_)
+    if (!running.count(pid)) native_->Forget(pid);
+  for (int pid : running)
+    if (!watched_.count(pid)) native_->Watch(pid);
+  watched_ = std::move(running);
+  native_->Tick(timers_.Now());
+  native_timer_->At(timers_.Now() + kSamplePeriod, [this] { LookNatively(); });
+}
 
 std::vector<RankWindow> NodeStraggler::Take(WorkerRun& run, const envmap::JobLayout& layout) {
   const envmap::Node& me = layout.nodes.at(static_cast<size_t>(layout.node_rank));

@@ -195,7 +195,11 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, size_t me, 
   double best_wait = 0;
   for (const std::string& key : sync_keys) {
     double m = MedianOfOthers(group, me, [&](const Shares& o) { return ShareIn(o.sync_frames, key); });
-    if (m > best_wait) best_wait = m, s.sync_frame = std::string(FrameFunction(key));
+    if (m > best_wait) {
+      best_wait = m;
+      // A native rank's "sleeping in WCHAN" waits in WCHAN.
+      s.sync_frame = std::string(StartsWith(key, "sleeping in ") ? key.substr(12) : FrameFunction(key));
+    }
   }
   double best = 0;
   for (const auto& [key, share] : r.frames) {
@@ -301,11 +305,13 @@ std::string NamedLine(const Straggler& s) {
                         ? fmt::format("node {} (host {}, ranks {})", s.node_rank, s.host, RankRanges(s.ranks))
                         : fmt::format("rank {} (node {}, host {})", s.ranks.front(), s.node_rank, s.host);
   std::string its = s.scope == Straggler::Scope::kNode ? "their" : "its";
-  std::string where = s.frame.empty()
-                          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
-                                        Percent(s.sync_share))
-                          : fmt::format("{}% of {} time in {}, against {}% on the other ranks", Percent(s.frame_share),
-                                        its, s.frame, Percent(s.others_frame_share));
+  std::string where =
+      s.frame.empty()
+          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
+                        Percent(s.sync_share))
+          // A native rank's frame is what /proc shows ("running"), not a place.
+          : fmt::format("{}% of {} time {}{}, against {}% on the other ranks", Percent(s.frame_share), its,
+                        s.frame.find(':') == std::string::npos ? "" : "in ", s.frame, Percent(s.others_frame_share));
   std::string wait = s.sync_frame.empty() ? "waiting" : "waiting in " + s.sync_frame;
   return fmt::format("straggler: {} holds the others back: {}; the others spend {}% of theirs {}", who, where,
                      Percent(s.others_sync_share), wait);
