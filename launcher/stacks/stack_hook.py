@@ -163,7 +163,10 @@ def _dlaunch_fork_safe(kept):
     def before():
         tids = []
         for stop, start, forget in kept:
-            tid = stop()
+            try:
+                tid = stop()
+            except Exception:
+                continue
             if tid is not None:
                 stopped.append(start)
                 tids.append(tid)
@@ -257,8 +260,9 @@ def _dlaunch_sample(kept):
     # dist-packages; its PATH is what lies below that directory.
     stdlib = ["%s/" % os.path.dirname(os.__file__)]
     tag = "python%d.%d/" % sys.version_info[:2]
-    for prefix in set(getattr(sys, name, None) for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix")):
-        if prefix:
+    for name in ("prefix", "base_prefix", "exec_prefix", "base_exec_prefix"):
+        prefix = getattr(sys, name, None)
+        if prefix and "%s/lib/%s" % (prefix, tag) not in stdlib:
             stdlib += ["%s/lib/%s" % (prefix, tag), "%s/lib64/%s" % (prefix, tag)]
     other, no_user = "(other frames)", "(no user frame)"
     user, top = {}, {}  # ticks by key
@@ -396,7 +400,8 @@ def _dlaunch_sample(kept):
         # alone, and no sampler starts again).
         if not running:
             return None
-        running[0].release()
+        if running[0].locked():  # not when told once already
+            running[0].release()
         if not running[1].acquire(True, wait):
             return None
         tid = running[2]
@@ -413,9 +418,12 @@ def _dlaunch_sample(kept):
         if os.getpid() != pid or ended_for_good:
             return
         ended_for_good.append(True)
-        stop()
-        if not running:
-            write(counts[4])
+        try:
+            stop()
+            if not running:
+                write(counts[4])
+        except Exception:
+            pass
 
     start()
     atexit.register(at_exit)
