@@ -172,7 +172,8 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   plan.python_hook = w.python_hook && (CommandNamesPython(exe, w.argv) || ShebangNamesPython(ReadHead(exe)));
   // Each Python worker's hook samples where its main thread spends its time
   // (launcher/straggler/samples.hpp), for the straggler watch.
-  SetSamplerVars(plan.inherited, plan.python_hook ? w.straggler.window : std::chrono::milliseconds(0));
+  bool sample = plan.python_hook && w.straggler.enabled();
+  AddSampler(plan.inherited, sample ? kSamplePeriod : std::chrono::milliseconds(0), SampleFlush(w.straggler.window));
   return plan;
 }
 
