@@ -462,6 +462,17 @@ else
   ERRORS+=("native sampler: $PROC_SAMPLE missing or failed (cmake --build build --target proc_sample)")
 fi
 
+# --- 7b. The straggler detector: one window of 8,192 ranks ----------------------
+# bench/straggler_detect compares 8,192 ranks of 32 frames, one slow, as the
+# process hosting a large job's coordinator does once a window (60 s by default).
+STRAGGLER_DETECT=${BENCH_STRAGGLER_DETECT:-$(dirname "$DLAUNCH")/bench/straggler_detect}
+m_detect=nan
+if [[ -x $STRAGGLER_DETECT ]] && sd_line=$("$STRAGGLER_DETECT" 8192 32 5); then
+  m_detect=$(sed -nE 's/.*window_ms=([0-9.]+).*/\1/p' <<<"$sd_line")
+else
+  ERRORS+=("straggler detector: $STRAGGLER_DETECT missing or failed (cmake --build build --target straggler_detect)")
+fi
+
 # --- Table ----------------------------------------------------------------------
 r_dl_floor=$(ratio "$m_dl" "$m_floor")
 r_tr_dl=$(ratio "$m_tr" "$m_dl")
@@ -516,6 +527,8 @@ table() {
     "$(fmt "$m_tick" '%.2f ms') ($(fmt "$m_tick_thread" '%.2f µs') a thread)" "" ""
   row "… reference: one read of /proc/PID/stat (open, read, close); of one thread's /proc/PID/task/TID/stat" \
     "$(fmt "$m_stat_read" '%.2f µs'); $(fmt "$m_task_stat_read" '%.2f µs')" "" ""
+  row "straggler detector: one window of 8,192 ranks × 32 frames, one slow (the host, once a window)" \
+    "$(fmt "$m_detect" '%.1f ms')" "< 1% of a 60 s window (600 ms)" "$(verdict "$m_detect" '<' 600)"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \
     "any launcher could reach on that row, since none starts the workers faster than the floor. The 20x" \
