@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -112,7 +113,8 @@ namespace {
 
 // The windows of an answered "profile" question, each rank's node as the
 // coordinator knows it (not as the node says).
-std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer, Console& console) {
+std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer,
+                                        std::function<void(const std::string&)> say) {
   std::function<Result<RankedItem<RankWindow>>(const std::string&)> parse = [](const std::string& item) {
     Result<RankWindow> w = WindowFromItem(item);
     if (!w.ok()) return Result<RankedItem<RankWindow>>(w.status());
@@ -130,7 +132,7 @@ std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer, Conso
   // A node that does not answer in time is left out of this window, silently:
   // a lost node is said elsewhere. Items a node sends wrong are said.
   for (const std::string& p : problems)
-    if (p.find("no answer") == std::string::npos) console.Say("straggler: " + p);
+    if (p.find("no answer") == std::string::npos) say("straggler: " + p);
   return windows;
 }
 
@@ -143,6 +145,9 @@ std::unique_ptr<StragglerWatch> JobStragglerWatch(const StragglerFlags& flags, T
   struct Asker {
     std::uint64_t next = 0;
     std::map<std::uint64_t, std::function<void(std::vector<RankWindow>)>> waiting;
+    // A node that sends junk every window is said once per kind of junk, not
+    // once a window: the lines said so far (bounded).
+    std::set<std::string> said;
   };
   auto asker = std::make_shared<Asker>();
   server.OnQueryAnswered([asker, &console](const rdzv::QueryAnswered& answer) {
@@ -150,7 +155,9 @@ std::unique_ptr<StragglerWatch> JobStragglerWatch(const StragglerFlags& flags, T
     if (it == asker->waiting.end()) return;
     auto done = std::move(it->second);
     asker->waiting.erase(it);
-    done(WindowsOfAnswer(answer, console));
+    done(WindowsOfAnswer(answer, [&](const std::string& line) {
+      if (asker->said.size() < 64 && asker->said.insert(line).second) console.Say(line);
+    }));
   });
   // Each node answers from files it has: a second is plenty, and under a window.
   auto timeout = std::min<std::chrono::milliseconds>(flags.window / 2, std::chrono::seconds(5));
