@@ -154,6 +154,43 @@ else
   ERRORS+=("the hook's copy: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
 fi
 
+# --- 1c. The Python sampler's own CPU (launcher/straggler/samples.hpp) ----------
+# The stack hook from the tree (what the build embeds) with its sampler at
+# 100 ms, under two workers of 3 s each: a pure-Python loop that keeps the CPU
+# and the GIL, and one that sleeps. The sampler's thread measures its own CPU
+# time (cpu_us) and its wall time (wall_ms) into the samples file it writes at
+# exit; the row is that CPU as a percentage of one core.
+note "python sampler: its thread's CPU at 10 Hz, 3 s of a busy and of a sleeping worker"
+m_sampler_busy=nan m_sampler_idle=nan
+mkdir -p "$T/sampler-hook" "$T/sampler-dumps" && cp "$REPO/launcher/stacks/stack_hook.py" "$T/sampler-hook/sitecustomize.py"
+if read -r m_sampler_busy m_sampler_idle < <("$PY" - "$T/sampler-hook" "$T/sampler-dumps" 2>"$T/last.err" <<'PYEOF'
+import os, subprocess, sys
+hook, dumps = sys.argv[1], sys.argv[2]
+env = dict(os.environ, DLAUNCH_STACKS_DIR=dumps, DLAUNCH_SAMPLE_PERIOD_MS="100", DLAUNCH_SAMPLE_FLUSH_MS="1000",
+           PYTHONPATH=hook + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+work = {"busy": "import time\nend = time.monotonic() + 3\nwhile time.monotonic() < end:\n    pass\n",
+        "idle": "import time\ntime.sleep(3)\n"}
+out = []
+for name in ("busy", "idle"):
+    p = subprocess.Popen([sys.executable, "-c", work[name]], env=env)
+    p.wait()
+    fields = {}
+    try:
+        with open("%s/%d.samples" % (dumps, p.pid)) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                fields[k] = v.strip()
+        out.append("%.4f" % (int(fields["cpu_us"]) / 1e3 / int(fields["wall_ms"]) * 100))
+    except (OSError, KeyError, ValueError, ZeroDivisionError) as e:
+        sys.exit("%s worker (exit %d): no samples file read (%s)" % (name, p.returncode, e))
+print(" ".join(out))
+PYEOF
+); then :; else
+  m_sampler_busy=nan m_sampler_idle=nan
+  ERRORS+=("python sampler: $(head -c 300 "$T/last.err" | tr '\n' ' ')")
+fi
+m_sampler_max=$(awk -v a="$m_sampler_busy" -v b="$m_sampler_idle" 'BEGIN{ if (a=="nan"||b=="nan"||a==""||b=="") print "nan"; else print (a > b ? a : b) }')
+
 # --- 2. Peak RSS: dlaunch supervising 8 x `sleep 0.2` -------------------------
 note "peak RSS: $REPS reps"
 R_DL=() R_TR=()
@@ -427,6 +464,17 @@ else
   ERRORS+=("native sampler: $PROC_SAMPLE missing or failed (cmake --build build --target proc_sample)")
 fi
 
+# --- 7b. The straggler detector: one window of 8,192 ranks ----------------------
+# bench/straggler_detect compares 8,192 ranks of 32 frames, one slow, as the
+# process hosting a large job's coordinator does once a window (60 s by default).
+STRAGGLER_DETECT=${BENCH_STRAGGLER_DETECT:-$(dirname "$DLAUNCH")/bench/straggler_detect}
+m_detect=nan
+if [[ -x $STRAGGLER_DETECT ]] && sd_line=$("$STRAGGLER_DETECT" 8192 32 5); then
+  m_detect=$(sed -nE 's/.*window_ms=([0-9.]+).*/\1/p' <<<"$sd_line")
+else
+  ERRORS+=("straggler detector: $STRAGGLER_DETECT missing or failed (cmake --build build --target straggler_detect)")
+fi
+
 # --- 8. Straggler detection (bench/straggler.sh) ----------------------------------
 # Its table's rows go into this one, its wrong runs into this run's errors.
 STRAG_ROWS=()
@@ -470,6 +518,8 @@ table() {
   row "start-up: dlaunch / floor" "$(fmt "$r_dl_floor" '%.2f')" "≤ 1.15" "$(verdict "$r_dl_floor" '<=' 1.15)"
   row "start-up: the stack hook alone, per \`python3 -c pass\` (median of $HOOK_PAIRS paired differences)" \
     "$(fmt "$m_hook_wall" '%.2f ms')$([[ $m_hook_cpu == nan ]] || fmt "$m_hook_cpu" ', CPU %.2f ms')" "" ""
+  row "python sampler at 10 Hz: its thread's CPU, % of a core (3 s of a busy pure-Python loop / of a sleeping worker)" \
+    "$(fmt "$m_sampler_busy" '%.2f %%') / $(fmt "$m_sampler_idle" '%.2f %%')" "< 1 %" "$(verdict "$m_sampler_max" '<' 1)"
   row "start-up: torchrun (defaults) / dlaunch" "$(fmt "$r_trd_dl" '%.1f')" "≥ 20" "$(verdict "$r_trd_dl" '>=' 20)"
   row "start-up: torchrun (\`--monitor_interval 0.1\`) / dlaunch" "$(fmt "$r_tr_dl" '%.1f')" "" ""
   row "start-up: mpirun / dlaunch" "$(fmt "$r_mpi_dl" '%.2f')" "> 1" "$(verdict "$r_mpi_dl" '>' 1)"
@@ -496,6 +546,8 @@ table() {
     "$(fmt "$m_tick" '%.2f ms') ($(fmt "$m_tick_thread" '%.2f µs') a thread)" "" ""
   row "… reference: one read of /proc/PID/stat (open, read, close); of one thread's /proc/PID/task/TID/stat" \
     "$(fmt "$m_stat_read" '%.2f µs'); $(fmt "$m_task_stat_read" '%.2f µs')" "" ""
+  row "straggler detector: one window of 8,192 ranks × 32 frames, one slow (the host, once a window)" \
+    "$(fmt "$m_detect" '%.1f ms')" "< 1% of a 60 s window (600 ms)" "$(verdict "$m_detect" '<' 600)"
   ((${#STRAG_ROWS[@]})) && printf '%s\n' "${STRAG_ROWS[@]}"
   echo
   echo "With \`--monitor_interval 0.1\`, torchrun / floor is $(fmt "$(ratio "$m_tr" "$m_floor")" '%.1f'): the most" \

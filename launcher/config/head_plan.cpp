@@ -8,6 +8,7 @@
 #include "launcher/config/coordinator_options.hpp"
 #include "launcher/config/log_prefix.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/straggler_flags.hpp"
 
 namespace dlaunch::launcher {
 
@@ -107,6 +108,10 @@ Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::v
   h.shutdown_timeout = o.shutdown_timeout;
   h.events = o.events;
   h.coordinator = CoordinatorOptionsFor(o, o.master_port, "", n, n, o.max_restarts, "");
+  // The head hosts the coordinator, so it compares every node's ranks.
+  Result<StragglerFlags> straggler = StragglerFlagsFor(o);
+  if (!straggler.ok()) return straggler.status();
+  h.straggler = std::move(*straggler);
   return h;
 }
 

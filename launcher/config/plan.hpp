@@ -161,6 +161,7 @@ struct HeadPlan {
   std::chrono::milliseconds shutdown_timeout{};
   std::string events;                          // --events FILE: the head's own events (job_started, job_finished)
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
+  StragglerFlags straggler;                    // the head compares every node's ranks (its agents get the flags too)
 };
 
 // Mode::kSingleNode and kStatic: this node's workers, the layout from the flags.

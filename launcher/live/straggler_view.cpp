@@ -18,7 +18,8 @@ void MarkStragglers(boost::json::object& doc, const std::vector<Straggler>& name
     for (boost::json::value& row : rows->as_array()) {
       boost::json::object* o = row.if_object();
       const boost::json::value* rank = o != nullptr ? o->if_contains("rank") : nullptr;
-      if (rank != nullptr && rank->is_int64() && ranks.count(static_cast<int>(rank->as_int64()))) (*o)["straggler"] = true;
+      if (rank != nullptr && rank->is_int64() && ranks.count(static_cast<int>(rank->as_int64())))
+        (*o)["straggler"] = true;
     }
   }
   doc["stragglers"] = std::move(lines);
@@ -36,7 +37,8 @@ boost::json::object ProfileOf(const std::vector<RankWindow>& windows, std::chron
     std::sort(frames.begin(), frames.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     if (frames.size() > kProfileFrames) frames.resize(kProfileFrames);
     boost::json::array f;
-    for (const auto& [key, n] : frames) f.push_back(boost::json::array{boost::json::string(key), share(n, w.samples.ticks)});
+    for (const auto& [key, n] : frames)
+      f.push_back(boost::json::array{boost::json::string(key), share(n, w.samples.ticks)});
     std::int64_t sync = 0;
     for (const auto& [key, n] : w.samples.top)
       if (IsSyncFrame(key)) sync += n;

@@ -26,6 +26,8 @@
 #include "launcher/process/process.hpp"
 #include "rendezvous/auth.hpp"
 #include "launcher/jobwide/job_events.hpp"
+#include "launcher/live/straggler_view.hpp"
+#include "launcher/modes/straggler_glue.hpp"
 #include "rendezvous/server.hpp"
 
 namespace dlaunch::launcher {
@@ -282,11 +284,16 @@ int RunHead(const HeadPlan& plan, const envmap::EnvMap& env) {
   std::vector<std::string> shown = plan.command;
   if (!shown.empty() && shown.front() == "--") shown.erase(shown.begin());
   JobLiveSource job_live(**server, LiveJob{*run_id, UtcNow(), shown, 0});
+  // And names the straggler across them (straggler_glue.hpp), which the live view shows.
+  AsioTimers timers(io);
+  std::unique_ptr<StragglerWatch> straggler =
+      JobStragglerWatch(plan.straggler, timers, events, console, **server, *run_id);
+  StragglerLiveSource marked(job_live, [&straggler] { return straggler.get(); });
   Result<std::string> live_path = LiveSocketPath(env, *run_id);
   Watchdog watchdog;
   if (Status s = watchdog.Start("", live_path.ok() ? *live_path : ""); !s.ok()) return Fail(1, s.message());
   if (!watchdog.fallback_note().empty()) console.Say(watchdog.fallback_note());
-  std::unique_ptr<LiveServer> live_server = StartLiveView(io, console, live_path, job_live);
+  std::unique_ptr<LiveServer> live_server = StartLiveView(io, console, live_path, marked);
 
   HeadNodes head(plan, *run_id, io, console, watchdog, **server, hang);
   int code = StartAgents(plan, launch, head, console);

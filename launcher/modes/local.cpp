@@ -172,7 +172,8 @@ RunPlan RunPlanFor(const Plan& p, const std::string& exe, const RunDirs& dirs) {
   plan.python_hook = w.python_hook && (CommandNamesPython(exe, w.argv) || ShebangNamesPython(ReadHead(exe)));
   // Each Python worker's hook samples where its main thread spends its time
   // (launcher/straggler/samples.hpp), for the straggler watch.
-  SetSamplerVars(plan.inherited, plan.python_hook ? w.straggler.window : std::chrono::milliseconds(0));
+  bool sample = plan.python_hook && w.straggler.enabled();
+  AddSampler(plan.inherited, sample ? kSamplePeriod : std::chrono::milliseconds(0), SampleFlush(w.straggler.window));
   return plan;
 }
 
@@ -274,7 +275,9 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
   std::unique_ptr<StragglerWatch> watch = LocalStragglerWatch(
       straggler_flags, env.timers(), *plan.events, console, straggler, [&run] { return run.get(); }, layout);
   straggler.SetWatch(watch.get());
+  straggler.SetRun(run.get(), &layout);
   int code = loop.Run();
+  straggler.SetRun(nullptr, nullptr);
   straggler.SetWatch(nullptr);
   watch.reset();
   live.SetRun(nullptr);
@@ -365,7 +368,8 @@ int RunLocal(const Plan& p, const std::string& exe) {
   SwitchLiveSource view(live);  // the whole job's once this process hosts the coordinator
   // Where each rank spends its time, for the straggler watch (straggler_glue.hpp),
   // whose findings the live view shows.
-  NodeStraggler straggler(w.straggler, plan.private_dir, console);
+  AsioTimers straggler_timers(loop.io());
+  NodeStraggler straggler(w.straggler, plan.private_dir, console, straggler_timers);
   StragglerLiveSource marked(view, [&straggler] { return straggler.watch(); });
   std::unique_ptr<LiveServer> live_server = StartLiveView(loop.io(), console, live_path, marked);
   // --metrics-addr: read from the live view's run, the events, and the hosted coordinator.

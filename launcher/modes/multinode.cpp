@@ -73,7 +73,10 @@ namespace {
 // so the other agents get their last message.
 class NodeMode {
  public:
-  ~NodeMode() { straggler_.SetWatch(nullptr); }
+  ~NodeMode() {
+    straggler_.SetWatch(nullptr);
+    straggler_.SetRun(nullptr, nullptr);
+  }
   NodeMode(EventLoop& loop, Console& console, const std::string& endpoint, const RunPlan& plan, RunEnv& env,
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
@@ -250,6 +253,7 @@ class NodeMode {
 
   void Run(const rdzv::Assignment& a, bool checked = false) {
     live_.SetRun(nullptr);
+    straggler_.SetRun(nullptr, nullptr);
     run_.reset();  // the last generation's run has finished
     if (gate_ && !checked && gate_->Due()) return RecheckThenRun(a);
     // Each generation runs a plan of its own: the base with the coordinator's layout.
@@ -285,6 +289,7 @@ class NodeMode {
     run_ =
         StartJob(*generation_, env_, loop_.io(), console_, &channel_, [this](int code) { agent_->WorkersDone(code); });
     live_.SetRun(run_.get());
+    straggler_.SetRun(run_.get(), &generation_->layout);
     if (straggler_watch_) straggler_watch_->NewGeneration();
   }
 

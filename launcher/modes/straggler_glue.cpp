@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
@@ -48,8 +49,38 @@ std::string RoleOfRank(const envmap::JobLayout& layout, int rank) {
   return "worker";
 }
 
-NodeStraggler::NodeStraggler(const StragglerFlags& /*flags*/, std::string dumps_dir, Console& console)
-    : windows_(std::move(dumps_dir), nullptr, [&console](const std::string& line) { console.Say(line); }) {}
+NodeStraggler::NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console, Timers& timers)
+    : native_(flags.enabled() && flags.native ? std::make_unique<NativeSampler>("/proc", kSamplePeriod) : nullptr),
+      timers_(timers),
+      windows_(
+          std::move(dumps_dir), [this](int pid) { return native_ ? native_->Samples(pid) : std::nullopt; },
+          [&console](const std::string& line) { console.Say(line); }) {
+  if (!native_) return;
+  native_timer_ = timers.NewTimer();
+  LookNatively();
+}
+
+NodeStraggler::~NodeStraggler() = default;
+
+void NodeStraggler::SetRun(WorkerRun* run, const envmap::JobLayout* layout) {
+  run_ = run;
+  layout_ = layout;
+}
+
+// One look at every running rank. Cheap (bench/results.md: a few
+// microseconds a thread), and only with --straggler-native.
+void NodeStraggler::LookNatively() {
+  std::set<int> running;
+  if (run_ != nullptr && layout_ != nullptr)
+    for (const LocalRank& r : Running(*run_, *layout_)) running.insert(r.pid);
+  for (int pid : watched_)
+    if (!running.count(pid)) native_->Forget(pid);
+  for (int pid : running)
+    if (!watched_.count(pid)) native_->Watch(pid);
+  watched_ = std::move(running);
+  native_->Tick(timers_.Now());
+  native_timer_->At(timers_.Now() + kSamplePeriod, [this] { LookNatively(); });
+}
 
 std::vector<RankWindow> NodeStraggler::Take(WorkerRun& run, const envmap::JobLayout& layout) {
   const envmap::Node& me = layout.nodes.at(static_cast<size_t>(layout.node_rank));
@@ -82,7 +113,8 @@ namespace {
 
 // The windows of an answered "profile" question, each rank's node as the
 // coordinator knows it (not as the node says).
-std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer, Console& console) {
+std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer,
+                                        std::function<void(const std::string&)> say) {
   std::function<Result<RankedItem<RankWindow>>(const std::string&)> parse = [](const std::string& item) {
     Result<RankWindow> w = WindowFromItem(item);
     if (!w.ok()) return Result<RankedItem<RankWindow>>(w.status());
@@ -100,7 +132,7 @@ std::vector<RankWindow> WindowsOfAnswer(const rdzv::QueryAnswered& answer, Conso
   // A node that does not answer in time is left out of this window, silently:
   // a lost node is said elsewhere. Items a node sends wrong are said.
   for (const std::string& p : problems)
-    if (p.find("no answer") == std::string::npos) console.Say("straggler: " + p);
+    if (p.find("no answer") == std::string::npos) say("straggler: " + p);
   return windows;
 }
 
@@ -113,6 +145,9 @@ std::unique_ptr<StragglerWatch> JobStragglerWatch(const StragglerFlags& flags, T
   struct Asker {
     std::uint64_t next = 0;
     std::map<std::uint64_t, std::function<void(std::vector<RankWindow>)>> waiting;
+    // A node that sends junk every window is said once per kind of junk, not
+    // once a window: the lines said so far (bounded).
+    std::set<std::string> said;
   };
   auto asker = std::make_shared<Asker>();
   server.OnQueryAnswered([asker, &console](const rdzv::QueryAnswered& answer) {
@@ -120,7 +155,9 @@ std::unique_ptr<StragglerWatch> JobStragglerWatch(const StragglerFlags& flags, T
     if (it == asker->waiting.end()) return;
     auto done = std::move(it->second);
     asker->waiting.erase(it);
-    done(WindowsOfAnswer(answer, console));
+    done(WindowsOfAnswer(answer, [&](const std::string& line) {
+      if (asker->said.size() < 64 && asker->said.insert(line).second) console.Say(line);
+    }));
   });
   // Each node answers from files it has: a second is plenty, and under a window.
   auto timeout = std::min<std::chrono::milliseconds>(flags.window / 2, std::chrono::seconds(5));

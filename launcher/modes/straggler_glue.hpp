@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "launcher/core/timers.hpp"
 #include "launcher/process/runner.hpp"
 #include "launcher/straggler/node_windows.hpp"
+#include "launcher/straggler/proc_sampler.hpp"
 #include "launcher/straggler/straggler_watch.hpp"
 #include "rendezvous/server.hpp"
 
@@ -33,8 +35,14 @@ std::string RoleOfRank(const envmap::JobLayout& layout, int rank);
 
 class NodeStraggler {
  public:
-  // `dumps_dir`: the run's private directory (DLAUNCH_STACKS_DIR).
-  NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console);
+  // `dumps_dir`: the run's private directory (DLAUNCH_STACKS_DIR). With
+  // --straggler-native a timer on `timers` looks at every running rank from
+  // /proc each sample period (a rank that writes no samples file is compared
+  // by what it shows there).
+  NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console, Timers& timers);
+  ~NodeStraggler();
+  // The run whose ranks are looked at from now on (null: none), and its layout.
+  void SetRun(WorkerRun* run, const envmap::JobLayout* layout);
   // This node's running ranks' windows since the last call.
   std::vector<RankWindow> Take(WorkerRun& run, const envmap::JobLayout& layout);
   // The same, as the items of a Report to the "profile" question.
@@ -44,6 +52,14 @@ class NodeStraggler {
   const StragglerWatch* watch() const { return watch_; }
 
  private:
+  void LookNatively();
+
+  std::unique_ptr<NativeSampler> native_;  // --straggler-native
+  std::unique_ptr<Timer> native_timer_;
+  std::set<int> watched_;  // pids native_ watches
+  WorkerRun* run_ = nullptr;
+  const envmap::JobLayout* layout_ = nullptr;
+  Timers& timers_;
   NodeWindows windows_;
   const StragglerWatch* watch_ = nullptr;
 };

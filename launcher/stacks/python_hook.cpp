@@ -129,6 +129,14 @@ void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::
   env["DLAUNCH_STACKS_SIGNAL"] = std::to_string(StackSignal());
 }
 
+void AddSampler(envmap::EnvMap& env, std::chrono::milliseconds period, std::chrono::milliseconds flush) {
+  env.erase("DLAUNCH_SAMPLE_PERIOD_MS");
+  env.erase("DLAUNCH_SAMPLE_FLUSH_MS");
+  if (period.count() <= 0) return;
+  env["DLAUNCH_SAMPLE_PERIOD_MS"] = std::to_string(period.count());
+  env["DLAUNCH_SAMPLE_FLUSH_MS"] = std::to_string(flush.count());
+}
+
 bool CommandNamesPython(std::string_view exe, const std::vector<std::string>& argv) {
   if (NamesPython(BaseName(exe))) return true;
   if (std::any_of(argv.begin(), argv.end(), [](const std::string& a) { return NamesPython(a); })) return true;

@@ -16,6 +16,7 @@
 // hook nor a dump directory, and its stacks come from gdb.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,15 @@ Status WritePythonHook(const std::string& hook_dir);
 // Puts the hook into a worker's environment: `hook_dir` first on PYTHONPATH,
 // DLAUNCH_STACKS_DIR (`dumps_dir`) and DLAUNCH_STACKS_SIGNAL (StackSignal()).
 void AddPythonHook(envmap::EnvMap& env, const std::string& hook_dir, const std::string& dumps_dir);
+
+// Turns on the hook's sampler (launcher/straggler/samples.hpp) in an
+// environment AddPythonHook filled: DLAUNCH_SAMPLE_PERIOD_MS and
+// DLAUNCH_SAMPLE_FLUSH_MS, whole milliseconds. The hook starts nothing for a
+// value that is not a positive whole number of milliseconds up to a day; a
+// period well above Python's GIL switch interval (5 ms) keeps a busy worker's
+// samples on time. A period of 0 turns it off: removes both, also where the
+// launcher's own environment had them.
+void AddSampler(envmap::EnvMap& env, std::chrono::milliseconds period, std::chrono::milliseconds flush);
 
 // Whether a command names Python: the program it runs (`exe`, resolved) or one
 // of its arguments (argv[0] as typed included) holds "python" or "pypy",

@@ -65,13 +65,6 @@ bool InDistributedLibrary(std::string_view path) {
   return false;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int Percent(double share) { return static_cast<int>(std::lround(share * 100)); }
 
 // One rank of a window, reduced to shares of its ticks.
@@ -161,12 +154,29 @@ Shares SharesOf(const RankWindow& w, const std::vector<std::string>& ignore) {
   return s;
 }
 
+// The median of `sorted` with one element equal to `x` taken out, in O(1):
+// what a rank's others show, from one sort of the whole group.
+double MedianWithout(const std::vector<double>& sorted, double x) {
+  size_t n = sorted.size();
+  if (n < 2) return 0;
+  size_t pos = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin());
+  auto at = [&](size_t j) { return sorted[j < pos ? j : j + 1]; };  // index j of the n - 1 left
+  size_t m = n - 1;
+  return m % 2 == 1 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
+}
+
+// The others' median of `value`, for one rank: O(n), for the few that stand out.
 template <typename F>
 double MedianOfOthers(const std::vector<Shares>& group, size_t me, F&& value) {
   std::vector<double> v;
+  v.reserve(group.size());
   for (size_t i = 0; i < group.size(); ++i)
     if (i != me) v.push_back(value(group[i]));
-  return Median(std::move(v));
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
 }
 
 double ShareIn(const std::map<std::string, double, std::less<>>& m, std::string_view key) {
@@ -174,11 +184,35 @@ double ShareIn(const std::map<std::string, double, std::less<>>& m, std::string_
   return it == m.end() ? 0 : it->second;
 }
 
+// What every rank of a group is compared with, computed once a window.
+struct GroupView {
+  explicit GroupView(const std::vector<Shares>& group) {
+    std::map<std::string, double, std::less<>> waits;  // sync frame -> its share, summed over the group
+    for (const Shares& s : group) {
+      sync.push_back(s.sync);
+      ignored.push_back(s.ignored);
+      for (const auto& [key, share] : s.sync_frames) waits[key] += share;
+    }
+    std::sort(sync.begin(), sync.end());
+    std::sort(ignored.begin(), ignored.end());
+    double most = 0;
+    for (const auto& [key, share] : waits) {
+      if (share <= most) continue;
+      most = share;
+      // A native rank's "sleeping in WCHAN" waits in WCHAN.
+      wait_frame = std::string(StartsWith(key, "sleeping in ") ? std::string_view(key).substr(12) : FrameFunction(key));
+    }
+  }
+  std::vector<double> sync, ignored;  // sorted
+  std::string wait_frame;             // the function the group waits in most
+};
+
 // The rank at `me` of `group`, as a straggler of this window, or nullopt.
-std::optional<Straggler> StandsOut(const std::vector<Shares>& group, size_t me, double threshold) {
+std::optional<Straggler> StandsOut(const std::vector<Shares>& group, const GroupView& view, size_t me,
+                                   double threshold) {
   const Shares& r = group[me];
-  double others_sync = MedianOfOthers(group, me, [](const Shares& s) { return s.sync; });
-  double others_ignored = MedianOfOthers(group, me, [](const Shares& s) { return s.ignored; });
+  double others_sync = MedianWithout(view.sync, r.sync);
+  double others_ignored = MedianWithout(view.ignored, r.ignored);
   double loss = others_sync - r.sync - std::max(0.0, r.ignored - others_ignored);
   if (loss < threshold || r.sync >= kMarkedly * others_sync) return std::nullopt;
   Straggler s;
@@ -188,15 +222,7 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, size_t me, 
   s.role = r.window->role;
   s.sync_share = r.sync;
   s.others_sync_share = others_sync;
-  // Where the others wait: the synchronisation frame most of their time goes to.
-  std::set<std::string, std::less<>> sync_keys;
-  for (const Shares& o : group)
-    for (const auto& [key, share] : o.sync_frames) sync_keys.insert(key);
-  double best_wait = 0;
-  for (const std::string& key : sync_keys) {
-    double m = MedianOfOthers(group, me, [&](const Shares& o) { return ShareIn(o.sync_frames, key); });
-    if (m > best_wait) best_wait = m, s.sync_frame = std::string(FrameFunction(key));
-  }
+  s.sync_frame = view.wait_frame;
   double best = 0;
   for (const auto& [key, share] : r.frames) {
     double others = MedianOfOthers(group, me, [&](const Shares& o) { return ShareIn(o.frames, key); });
@@ -251,8 +277,10 @@ std::vector<Straggler> StragglerDetector::StandingOut(const std::vector<RankWind
   std::map<int, std::vector<Straggler>> by_node;
   for (const auto& [role, group] : groups) {
     if (group.size() < 2) continue;
+    GroupView view(group);
     for (size_t i = 0; i < group.size(); ++i)
-      if (std::optional<Straggler> s = StandsOut(group, i, options_.threshold)) by_node[s->node_rank].push_back(*s);
+      if (std::optional<Straggler> s = StandsOut(group, view, i, options_.threshold))
+        by_node[s->node_rank].push_back(*s);
   }
   std::vector<Straggler> out;
   for (auto& [node, list] : by_node) {
@@ -301,11 +329,13 @@ std::string NamedLine(const Straggler& s) {
                         ? fmt::format("node {} (host {}, ranks {})", s.node_rank, s.host, RankRanges(s.ranks))
                         : fmt::format("rank {} (node {}, host {})", s.ranks.front(), s.node_rank, s.host);
   std::string its = s.scope == Straggler::Scope::kNode ? "their" : "its";
-  std::string where = s.frame.empty()
-                          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
-                                        Percent(s.sync_share))
-                          : fmt::format("{}% of {} time in {}, against {}% on the other ranks", Percent(s.frame_share),
-                                        its, s.frame, Percent(s.others_frame_share));
+  std::string where =
+      s.frame.empty()
+          ? fmt::format("{} time is spread over every frame, {}% at the synchronisation point", its,
+                        Percent(s.sync_share))
+          // A native rank's frame is what /proc shows ("running"), not a place.
+          : fmt::format("{}% of {} time {}{}, against {}% on the other ranks", Percent(s.frame_share), its,
+                        s.frame.find(':') == std::string::npos ? "" : "in ", s.frame, Percent(s.others_frame_share));
   std::string wait = s.sync_frame.empty() ? "waiting" : "waiting in " + s.sync_frame;
   return fmt::format("straggler: {} holds the others back: {}; the others spend {}% of theirs {}", who, where,
                      Percent(s.others_sync_share), wait);

@@ -109,13 +109,8 @@ FrameCounts Less(const FrameCounts& now, const FrameCounts& before) {
 
 }  // namespace
 
-void SetSamplerVars(envmap::EnvMap& env, std::chrono::milliseconds window) {
-  env.erase(std::string(kSamplePeriodVar));
-  env.erase(std::string(kSampleFlushVar));
-  if (window.count() <= 0) return;
-  std::int64_t flush = std::clamp<std::int64_t>(window.count() / 4, 500, 5000);
-  env[std::string(kSamplePeriodVar)] = std::to_string(kSamplePeriod.count());
-  env[std::string(kSampleFlushVar)] = std::to_string(flush);
+std::chrono::milliseconds SampleFlush(std::chrono::milliseconds window) {
+  return std::chrono::milliseconds(std::clamp<std::int64_t>(window.count() / 4, 500, 5000));
 }
 
 RankSamples SamplesSince(const RankSamples& now, const RankSamples& before) {

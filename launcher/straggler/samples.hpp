@@ -47,7 +47,6 @@
 #include <string_view>
 
 #include "base/status.hpp"
-#include "envmap/layout.hpp"
 
 namespace dlaunch::launcher {
 
@@ -61,17 +60,15 @@ inline constexpr std::string_view kNoUserFrame = "(no user frame)";
 // the GIL in C code, which a Python-level sampler cannot place.
 inline constexpr std::string_view kLateFrame = "(holding the GIL)";
 
-inline constexpr std::string_view kSamplePeriodVar = "DLAUNCH_SAMPLE_PERIOD_MS";
-inline constexpr std::string_view kSampleFlushVar = "DLAUNCH_SAMPLE_FLUSH_MS";
 // 10 Hz: a 60 s window holds 600 samples a rank, at a cost well under 1% of
 // a core (bench/results.md).
 inline constexpr std::chrono::milliseconds kSamplePeriod{100};
 
-// Sets the sampler's variables in a worker's environment for comparisons every
-// `window`: each flush a quarter of a window, from 0.5 s to 5 s, so a window
-// read misses at most that much of either end. `window` 0 (detection off)
-// removes them, also where the launcher's own environment had them.
-void SetSamplerVars(envmap::EnvMap& env, std::chrono::milliseconds window);
+// How often a sampler writes its file for comparisons every `window`: a
+// quarter of a window, from 0.5 s to 5 s, so a window's read misses at most
+// that much of either end. (launcher/stacks/python_hook.hpp's AddSampler puts
+// both into a worker's environment.)
+std::chrono::milliseconds SampleFlush(std::chrono::milliseconds window);
 
 // Ticks by frame key.
 using FrameCounts = std::map<std::string, std::int64_t, std::less<>>;

@@ -38,6 +38,23 @@ TEST_CASE("the Python hook is prepended to PYTHONPATH, with its dump directory a
   CHECK(none["PYTHONPATH"] == "/run/py");
 }
 
+TEST_CASE("the sampler is turned on by its period and flush, in whole milliseconds", "[python_hook]") {
+  envmap::EnvMap env;
+  AddPythonHook(env, "/run/py", "/run/stacks");
+  AddSampler(env, std::chrono::milliseconds(100), std::chrono::seconds(5));
+  CHECK(env["DLAUNCH_SAMPLE_PERIOD_MS"] == "100");
+  CHECK(env["DLAUNCH_SAMPLE_FLUSH_MS"] == "5000");
+  CHECK(env["DLAUNCH_STACKS_DIR"] == "/run/stacks");  // where the samples go
+  CHECK(env.size() == 5);
+  // The names the hook reads (stack_hook.py, tested by stack_hook_test.py).
+  for (const auto& [name, value] : env)
+    if (name.starts_with("DLAUNCH_SAMPLE_")) CHECK(PythonHookSource().find(name) != std::string_view::npos);
+  // Off: none, not even what the launcher itself inherited.
+  AddSampler(env, std::chrono::milliseconds(0), std::chrono::seconds(5));
+  CHECK(env.count("DLAUNCH_SAMPLE_PERIOD_MS") == 0);
+  CHECK(env.count("DLAUNCH_SAMPLE_FLUSH_MS") == 0);
+}
+
 TEST_CASE("a command gets the hook when it names Python", "[python_hook]") {
   struct Case {
     std::string exe;

@@ -260,6 +260,8 @@ def test_hook_sets_up_and_writes_its_header(tmp_path, py):
     assert got["tasks"] == 2 and got["threads"] == 1
     assert got["blocked"] and got["caught"]
     assert job.hook_dir not in got["path"]
+    # Without its variables, no sampler: no thread (above), no file.
+    assert [n for n in os.listdir(job.dumps) if not n.endswith(".stacks")] == []
 
 
 def test_signal_dumps_every_thread_and_interrupts_none(tmp_path, py):
@@ -581,3 +583,306 @@ def test_fork_gives_no_thread_warning_and_stacks_still_come(tmp_path, py):
         rc, out, err = finish(proc)
     assert "in waiting_here" in threads_of(dump)[main][1]
     assert (rc, out, err) == (0, "", "")
+
+
+# The sampler (launcher/straggler/samples.hpp): DUMPS/<pid>.samples.
+SAMPLE_FIELDS = ("period_ms", "ticks", "late", "late_ms", "max_late_ms", "cpu_us", "wall_ms")
+OTHER_FRAMES, NO_USER_FRAME = "(other frames)", "(no user frame)"
+
+
+def parse_samples(data):
+    """ParseSamples (launcher/straggler/samples.cpp), rule for rule, on the
+    file's bytes: a dict of the fields, and "user" and "top" {key: ticks}.
+    Fails the test naming the line it refuses."""
+    assert len(data) <= 64 * 1024, "%d bytes, over the cap" % len(data)
+
+    def count(text):
+        assert text and len(text) <= 18 and not text.strip("0123456789"), text
+        return int(text)
+
+    out = dict.fromkeys(SAMPLE_FIELDS, 0)
+    out.update(user={}, top={})
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    assert lines and lines[0] == b"dlaunch-samples 1", data[:100]
+    for number, line in enumerate(lines[1:], 2):
+        if not line:
+            continue
+        name, _, rest = line.partition(b" ")
+        name = name.decode("ascii", "replace")
+        if name in ("user", "top"):
+            n, sep, key = rest.partition(b" ")
+            assert sep and key and len(key) <= 256 and all(c >= 0x20 and c != 0x7f for c in key), \
+                "line %d: expected '%s N KEY', got %r" % (number, name, line)
+            key = key.decode("utf-8")  # the hook writes UTF-8 (ParseSamples takes any bytes)
+            hist = out[name]
+            assert key in hist or len(hist) < 64, "line %d: more than 64 '%s' keys" % (number, name)
+            hist[key] = hist.get(key, 0) + count(n.decode("ascii", "replace"))
+        elif name in SAMPLE_FIELDS:
+            out[name] = count(rest.decode("ascii", "replace"))
+    return out
+
+
+def pids_in(job):
+    """The pids that left a file in the dump directory."""
+    return sorted({int(name.split(".")[0]) for name in os.listdir(job.dumps)})
+
+
+def samples_file(job, pid):
+    return os.path.join(job.dumps, "%d.samples" % pid)
+
+
+def samples(job, pid):
+    with open(samples_file(job, pid), "rb") as f:
+        s = parse_samples(f.read())
+    # Each tick is attributed once in each histogram, or counted late.
+    assert s["ticks"] == sum(s["user"].values()) + s["late"] == sum(s["top"].values()) + s["late"], s
+    return s
+
+
+def sampling(period=20, flush=60000):
+    return {"DLAUNCH_SAMPLE_PERIOD_MS": str(period), "DLAUNCH_SAMPLE_FLUSH_MS": str(flush)}
+
+
+def line_of(path, text):
+    with open(path) as f:
+        return [i for i, line in enumerate(f, 1) if text in line][0]
+
+
+def test_sampler_counts_where_the_main_thread_waits(tmp_path, py):
+    job = Job(tmp_path, py)
+    lib = os.path.join(job.tmp, "lib", "python3", "site-packages", "pkg")
+    os.makedirs(lib)
+    open(os.path.join(lib, "__init__.py"), "w").close()
+    job.script("import time\ndef wait(t):\n    time.sleep(t)\n", name="lib/python3/site-packages/pkg/mod.py")
+    script = job.script(PROBE + """
+    import time
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "python3", "site-packages"))
+    import pkg.mod
+    def napping():
+        time.sleep(0.2)  # napping
+    def in_library():
+        pkg.mod.wait(0.2)  # in_library
+    def in_stdlib():
+        threading.Event().wait(0.2)  # in_stdlib
+    report(env=sorted(k for k in os.environ if k.startswith("DLAUNCH_SAMPLE")),
+           tasks=len(os.listdir("/proc/self/task")), threads=threading.active_count())
+    napping()
+    in_library()
+    in_stdlib()
+    """)
+    r = job.run(script, **sampling(period=20))
+    assert (r.returncode, r.stderr) == (0, "")
+    # The main thread, the signal's idle thread and the sampler; threading
+    # knows of none but the first. The variables are gone.
+    assert reported(r.stdout) == {"env": [], "tasks": 3, "threads": 1}
+    # Written once, at exit (the flush period is a minute), 0600, no temporary left.
+    [pid] = pids_in(job)
+    assert sorted(os.listdir(job.dumps)) == ["%d.samples" % pid, "%d.stacks" % pid]
+    assert os.stat(samples_file(job, pid)).st_mode & 0o777 == 0o600
+    s = samples(job, pid)
+    assert s["period_ms"] == 20 and s["wall_ms"] >= 600 and s["ticks"] >= 20
+    nap = "worker.py:%d napping" % line_of(script, "# napping")
+    lib_user = "worker.py:%d in_library" % line_of(script, "# in_library")
+    std_user = "worker.py:%d in_stdlib" % line_of(script, "# in_stdlib")
+    user, top = s["user"], s["top"]
+    # About 10 ticks each; a loaded host may wake the sampler late for a few.
+    for key in (nap, lib_user, std_user):
+        assert user.get(key, 0) >= 4, (key, s)
+    assert user[nap] + user[lib_user] + user[std_user] > sum(user.values()) / 2, s
+    # Innermost overall: the script's frame where it sleeps in C, else the
+    # library's, named by its path below site-packages or the standard library.
+    assert top.get(nap, 0) == user[nap]
+    assert top.get("pkg/mod.py:3 wait", 0) >= 4, s
+    std_top = [k for k in top if re.fullmatch(r"threading\.py:[0-9]+ wait", k)]
+    assert len(std_top) == 1 and top[std_top[0]] >= 4, s
+    assert not any(k.startswith(("sitecustomize", "/")) for k in list(user) + list(top)), s
+
+
+def test_sampler_counts_a_wake_that_found_the_gil_held_as_late(tmp_path, py):
+    # sum() over a range runs in C and never lets go of the GIL: the sampler
+    # wakes only once it ends, and cannot know where the time went.
+    job = Job(tmp_path, py)
+    script = job.script(PROBE + """
+    import time
+    def napping():
+        time.sleep(0.06)
+    def hold():
+        return sum(range(30000000))  # hold
+    napping()  # the sampler is running
+    hold()
+    napping()
+    report(gil=getattr(sys, "_is_gil_enabled", lambda: True)())
+    """)
+    r = job.run(script, **sampling(period=20))
+    assert (r.returncode, r.stderr) == (0, "")
+    if not reported(r.stdout)["gil"]:
+        pytest.skip("%s: no GIL" % py.name)
+    s = samples(job, pids_in(job)[0])
+    assert s["late"] >= 2 and s["max_late_ms"] >= 40 and s["late_ms"] >= s["max_late_ms"], s
+    hold = "worker.py:%d hold" % line_of(script, "# hold")
+    assert s["user"].get(hold, 0) <= 1 and s["top"].get(hold, 0) <= 1, s
+
+
+def test_sampler_flushes_while_running_and_children_do_not_sample(tmp_path, py):
+    job = Job(tmp_path, py)
+    child = job.script(PROBE + """
+    import time
+    time.sleep(0.1)
+    report(child_env=sorted(k for k in os.environ if k.startswith("DLAUNCH_SAMPLE")),
+           child_tasks=len(os.listdir("/proc/self/task")), child=os.getpid())
+    """, name="child.py")
+    script = job.script(PROBE + """
+    import subprocess, time
+    mine = "%s/%d.samples" % (os.environ["DLAUNCH_STACKS_DIR"], os.getpid())
+    for _ in range(2000):  # the first flush, 60 ms in
+        if os.path.exists(mine):
+            break
+        time.sleep(0.005)
+    report(flushed=open(mine).read().startswith("dlaunch-samples 1\\n"))
+    sys.stdout.write(subprocess.run([sys.executable, sys.argv[1]], stdout=subprocess.PIPE,
+                                    universal_newlines=True).stdout)
+    """)
+    r = job.run(script, args=[child], **sampling(period=20, flush=60))
+    assert (r.returncode, r.stderr) == (0, "")
+    got = reported(r.stdout)
+    assert got["flushed"] and got["child_env"] == [] and got["child_tasks"] == 2
+    [parent] = [pid for pid in pids_in(job) if pid != got["child"]]
+    # The child's hook ran, without a sampler.
+    assert sorted(os.listdir(job.dumps)) == sorted(["%d.stacks" % got["child"], "%d.stacks" % parent,
+                                                    "%d.samples" % parent])
+
+
+@pytest.mark.parametrize("case", ["zero", "negative", "fraction", "plus", "underscore", "empty", "too-big",
+                                  "other-digits", "flush-zero", "period-alone", "no-dir", "dir-missing"])
+def test_bad_sampler_values_start_nothing(tmp_path, py, case):
+    job = Job(tmp_path, py)
+    period, flush = "20", "20"
+    extra = {}
+    if case in ("zero", "negative", "fraction", "plus", "underscore", "empty", "too-big", "other-digits"):
+        period = {"zero": "0", "negative": "-20", "fraction": "20.5", "plus": "+20", "underscore": "2_0", "empty": "",
+                  "too-big": "100000000", "other-digits": "\u0662\u0660"}[case]
+    elif case == "flush-zero":
+        flush = "0"
+    elif case == "period-alone":
+        flush = None
+    elif case == "no-dir":
+        extra = {"DLAUNCH_STACKS_DIR": None}
+    elif case == "dir-missing":
+        extra = {"DLAUNCH_STACKS_DIR": job.dumps + "/gone"}
+    # A sampler would be running by now, and would write its file at exit.
+    script = job.script(PROBE + """
+    report(env=sorted(k for k in os.environ if k.startswith("DLAUNCH_SAMPLE")),
+           tasks=len(os.listdir("/proc/self/task")))
+    """)
+    r = job.run(script, DLAUNCH_SAMPLE_PERIOD_MS=period, DLAUNCH_SAMPLE_FLUSH_MS=flush, **extra)
+    assert (r.returncode, r.stderr) == (0, "")
+    # No thread but the signal's (none where the dump directory is bad too),
+    # no file, and the variables gone all the same.
+    assert reported(r.stdout) == {"env": [], "tasks": 1 if extra else 2}
+    assert not [n for n in os.listdir(job.dumps) if ".samples" in n]
+
+
+# A library module (in a site-packages) for the script of the test below.
+TICKS = """
+import time
+def attributed(path):
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except (IOError, OSError):
+        return None
+    n = {}
+    for line in text.split(b"\\n"):
+        name, _, value = line.partition(b" ")
+        if name in (b"ticks", b"late"):
+            n[name] = int(value)
+    return n.get(b"ticks", 0) - n.get(b"late", 0)
+def waiter(path, more=2, tries=2500):
+    # A function that says True until the sampler's file shows `more` ticks
+    # attributed since its first call (then one of them was taken after that
+    # call); False after `tries` calls whatever the file says.
+    state = [None, tries]
+    def waiting():
+        state[1] -= 1
+        now = attributed(path)
+        if state[0] is None:
+            state[0] = now
+            return state[1] > 0
+        return state[1] > 0 and (now is None or now < state[0] + more)
+    return waiting
+"""
+
+
+def test_sampler_keys_are_bounded_and_clean(tmp_path, py):
+    job = Job(tmp_path, py)
+    os.makedirs(os.path.join(job.tmp, "lib", "site-packages"))
+    job.script(TICKS, name="lib/site-packages/ticks.py")
+    # A module whose file name holds a tab and whose function's name is over
+    # 256 bytes of UTF-8 (two bytes a letter).
+    long_name = "f" + "\u00e9" * 200
+    job.script("import time\ndef %s(waiting):\n    while waiting(): time.sleep(0.002)\n" % long_name,
+               name="we\tird.py")
+    # 72 functions, each of them sampled before the next runs: one line each,
+    # where it waits until its own samples show in the file.
+    calls = "".join("    def f%d(waiting):\n        while waiting(): time.sleep(0.002)\n" % i for i in range(72))
+    script = job.script(PROBE + """
+    import importlib.util, time
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib", "site-packages"))
+    import ticks
+    mine = "%s/%d.samples" % (os.environ["DLAUNCH_STACKS_DIR"], os.getpid())
+    spec = importlib.util.spec_from_file_location("weird", os.path.join(os.path.dirname(__file__), "we\\tird.py"))
+    weird = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(weird)
+    getattr(weird, sys.argv[1])(ticks.waiter(mine))
+""" + calls + """
+    for i in range(72):
+        globals()["f%d" % i](ticks.waiter(mine))
+    """)
+    r = job.run(script, args=[long_name], **sampling(period=5, flush=5))
+    assert (r.returncode, r.stderr) == (0, "")
+    s = samples(job, pids_in(job)[0])
+    user, top = s["user"], s["top"]
+    # 64 keys at most, "(other frames)" among them: once 63 frames have a key
+    # of their own, every new one counts there.
+    assert len(user) == 64 and len(top) == 64 and top.get(OTHER_FRAMES, 0) > 0, s
+    weird = [k for k in user if k.startswith("we?ird.py:3 f\u00e9")]
+    assert len(weird) == 1 and len(weird[0].encode("utf-8")) in (255, 256), user
+    # Besides the module's own lines and Python's start (the first keys), the
+    # functions that kept a key are the first ones, and each later one counted
+    # in "(other frames)".
+    funcs = sorted(int(m.group(1)) for m in (re.fullmatch(r"worker\.py:[0-9]+ f([0-9]+)", k) for k in user) if m)
+    assert funcs == list(range(len(funcs))) and len(funcs) >= 40, user
+    assert user.get(OTHER_FRAMES, 0) >= 72 - len(funcs), user
+    rest = set(user) - {weird[0], OTHER_FRAMES, NO_USER_FRAME}
+    assert all(re.fullmatch(r"worker\.py:[0-9]+ (f[0-9]+|<module>)", k) for k in rest), user
+
+
+def test_sampler_across_fork(tmp_path, py):
+    # Python 3.12+ warns at os.fork() in a threaded process: the sampler ends
+    # before each fork and starts again after it in the parent. A child never
+    # samples, nor writes a file at its exit.
+    job = Job(tmp_path, py)
+    script = job.script(PROBE + """
+    import time
+    time.sleep(0.1)
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(0.02)
+            sys.exit(0)  # atexit runs
+        os.waitpid(pid, 0)
+    def after_fork():
+        time.sleep(0.15)  # after_fork
+    after_fork()
+    report(tasks=len(os.listdir("/proc/self/task")))
+    """)
+    r = job.run(script, ["-W", "always::DeprecationWarning"], **sampling(period=20))
+    assert (r.returncode, r.stderr) == (0, "")
+    got = reported(r.stdout)
+    assert got["tasks"] == 3
+    [pid] = pids_in(job)  # the children's hooks never ran
+    assert sorted(os.listdir(job.dumps)) == ["%d.samples" % pid, "%d.stacks" % pid]
+    s = samples(job, pid)
+    assert s["user"].get("worker.py:%d after_fork" % line_of(script, "# after_fork"), 0) >= 3, s

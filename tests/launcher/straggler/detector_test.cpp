@@ -248,3 +248,31 @@ TEST_CASE("a new generation starts with nothing named", "[straggler]") {
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("a native rank that runs while the others sleep is named by what /proc shows", "[straggler]") {
+  auto native = [](int rank, int running) {
+    RankWindow w;
+    w.rank = rank;
+    w.host = "n0";
+    w.samples.period_ms = 100;
+    w.samples.ticks = 20;
+    if (running > 0) w.samples.top["running"] = running;
+    if (running < 20) w.samples.top["sleeping in futex_wait_queue"] = 20 - running;
+    return w;
+  };
+  std::vector<RankWindow> w = {native(0, 2), native(1, 19), native(2, 3)};
+  StragglerDetector d({});
+  d.Window(w);
+  WindowVerdict v = d.Window(w);
+  REQUIRE(v.named.size() == 1);
+  CHECK(v.named.front().ranks == std::vector<int>{1});
+  CHECK(NamedLine(v.named.front()) ==
+        "straggler: rank 1 (node 0, host n0) holds the others back: 95% of its time running, against 13% on the "
+        "other ranks; the others spend 88% of theirs waiting in futex_wait_queue");
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher

@@ -78,3 +78,16 @@ TEST_CASE("a window is the difference of two reads", "[samples]") {
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+TEST_CASE("a sampler writes its file a quarter window apart, from 0.5 s to 5 s", "[samples]") {
+  using std::chrono::milliseconds;
+  CHECK(SampleFlush(milliseconds(2000)) == milliseconds(500));
+  CHECK(SampleFlush(milliseconds(8000)) == milliseconds(2000));
+  CHECK(SampleFlush(milliseconds(60000)) == milliseconds(5000));
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
