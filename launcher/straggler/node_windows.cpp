@@ -91,7 +91,7 @@ Status ReadCounts(const boost::json::object& o, std::string_view name, FrameCoun
     return Status::InvalidArgument(fmt::format("'{}' is not an object of at most {} keys", name, kMaxSampleKeys));
   for (const auto& kv : *m) {
     std::optional<std::int64_t> n = Count(*m, kv.key());
-    if (!n || kv.key().empty() || kv.key().size() > kMaxSampleKey)
+    if (!n || *n > kMaxSampleCount || kv.key().empty() || kv.key().size() > kMaxSampleKey)
       return Status::InvalidArgument(fmt::format("'{}' has a bad entry '{}'", name, PrintablePrefix(kv.key(), 64)));
     out[std::string(kv.key())] = *n;
   }
@@ -145,8 +145,8 @@ Result<RankWindow> WindowFromItem(std::string_view item) {
                                                     {"wall_ms", &w.samples.wall_ms}};
   for (auto& [name, field] : fields) {
     std::optional<std::int64_t> n = Count(*o, name);
-    // Counts a window can hold: a year of ticks, not a number that overflows a sum.
-    if (!n || *n > (std::int64_t{1} << 50)) return Status::InvalidArgument(fmt::format("bad '{}'", name));
+    // Counts a window can hold, not a number that overflows a sum.
+    if (!n || *n > kMaxSampleCount) return Status::InvalidArgument(fmt::format("bad '{}'", name));
     *field = *n;
   }
   if (Status s = ReadCounts(*o, "user", w.samples.user); !s.ok()) return s;

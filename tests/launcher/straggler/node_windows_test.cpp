@@ -124,6 +124,9 @@ TEST_CASE("an item from another node that is not a window is refused", "[node_wi
                           "\"cpu_us\":0,\"wall_ms\":0,\"user\":{\"a\":-1}}",
                           "{\"rank\":1,\"period_ms\":1,\"ticks\":1,\"late\":0,\"late_ms\":0,\"max_late_ms\":0,"
                           "\"cpu_us\":0,\"wall_ms\":0,\"top\":[1]}",
+                          // A frame's count that a sum of them would overflow.
+                          "{\"rank\":1,\"period_ms\":1,\"ticks\":1,\"late\":0,\"late_ms\":0,\"max_late_ms\":0,"
+                          "\"cpu_us\":0,\"wall_ms\":0,\"top\":{\"a\":9223372036854775807,\"b\":9223372036854775807}}",
                           "{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":1}}}}}"}) {
     INFO(bad);
     CHECK_FALSE(WindowFromItem(bad).ok());
