@@ -16,6 +16,7 @@
 #include "base/defaults.hpp"
 #include "launcher/core/dir_walk.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -108,6 +109,10 @@ boost::json::object StragglerFields(const Straggler& s, std::string_view state, 
 }
 
 Status WriteStragglerFile(const std::string& path, const std::vector<std::string>& hosts) {
+  // A node names itself when it joins: one line a host, nothing a line cannot hold.
+  for (const std::string& h : hosts)
+    if (h.empty() || Printable(h) != h)
+      return Status::InvalidArgument(fmt::format("host name '{}' is not one a line holds", PrintablePrefix(h, 64)));
   // Its directory is walked as a path the user names is (dir_walk.hpp): a
   // link another user planted in /tmp on the way is refused.
   std::filesystem::path p(path);

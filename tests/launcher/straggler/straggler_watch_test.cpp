@@ -175,6 +175,18 @@ TEST_CASE("--straggler-file is never another's file or a hard link", "[straggler
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("--straggler-file holds one host a line, whatever name a node joined under", "[straggler_watch]") {
+  // A node names itself at its join: a name with a newline would add a
+  // line, a host the orchestrator then keeps the job away from.
+  char tmpl[] = "/tmp/dlaunch-watch-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string file = dir + "/bad-nodes";
+  CHECK_FALSE(WriteStragglerFile(file, {"n3\nn0"}).ok());
+  CHECK_FALSE(WriteStragglerFile(file, {"n3\x1b[2J"}).ok());
+  CHECK_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a slow gather holds the next window, and a new generation drops it", "[straggler_watch]") {
   WatchBed bed({});
   bed.hold = true;
