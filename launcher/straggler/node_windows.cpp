@@ -58,7 +58,8 @@ std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, i
 
 namespace {
 
-// The `keep` largest counts of `counts`, the rest summed under kOtherFrames.
+// The `keep` largest counts of `counts`, the rest summed under kOtherFrames
+// (at most kMaxSampleCount, a count the other side takes).
 boost::json::object Largest(const FrameCounts& counts, std::size_t keep) {
   std::vector<std::pair<std::string_view, std::int64_t>> v(counts.begin(), counts.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -68,7 +69,7 @@ boost::json::object Largest(const FrameCounts& counts, std::size_t keep) {
     if (i < keep && v[i].first != kOtherFrames) {
       o[v[i].first] = v[i].second;
     } else {
-      rest += v[i].second;
+      rest = std::min(rest + v[i].second, kMaxSampleCount);
     }
   }
   if (rest > 0) o[kOtherFrames] = rest;

@@ -116,6 +116,20 @@ TEST_CASE("a window crosses nodes as a bounded item", "[node_windows]") {
   CHECK(back->samples.user.count(std::string(kOtherFrames)) == 1);
 }
 
+TEST_CASE("a window of counts at the cap crosses nodes", "[node_windows]") {
+  // The keys past kMaxWireKeys are summed as "(other frames)": that sum stays
+  // a count the other side takes.
+  RankWindow w;
+  w.rank = 1;
+  w.samples.ticks = kMaxSampleCount;
+  for (size_t i = 0; i < kMaxSampleKeys; ++i) w.samples.top["f" + std::to_string(i) + ".py:1 f"] = kMaxSampleCount;
+  std::string item = WindowItem(w, 4096);
+  REQUIRE(!item.empty());
+  Result<RankWindow> back = WindowFromItem(item);
+  REQUIRE(back.ok());
+  CHECK(back->samples.top.at(std::string(kOtherFrames)) == kMaxSampleCount);
+}
+
 TEST_CASE("an item from another node that is not a window is refused", "[node_windows]") {
   for (const char* bad : {"", "[]", "{\"rank\": -1}", "{\"rank\": 1}", "{\"rank\": 1, \"ticks\": \"x\"}",
                           "{\"rank\": 1, \"period_ms\":1,\"ticks\":9999999999999999999,\"late\":0,\"late_ms\":0,"
