@@ -1,5 +1,7 @@
 #include "launcher/straggler/node_windows.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <boost/json/object.hpp>
@@ -47,7 +49,12 @@ std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, i
     now[r.pid] = std::move(*s);
     out.push_back(std::move(w));
   }
-  before_ = std::move(now);  // a pid that is gone is forgotten
+  // A pid that is gone is forgotten, and so is its file: a later process
+  // given the same pid must not start from a dead one's counts.
+  for (const auto& [pid, samples] : before_)
+    if (!now.count(pid) && std::none_of(ranks.begin(), ranks.end(), [&](const LocalRank& r) { return r.pid == pid; }))
+      unlink(fmt::format("{}/{}.samples", dumps_dir_, pid).c_str());
+  before_ = std::move(now);
   // A pid no rank has any more is forgotten (pids are reused).
   std::erase_if(warned_, [&](const auto& kv) {
     return std::none_of(ranks.begin(), ranks.end(), [&](const LocalRank& r) { return r.pid == kv.first; });

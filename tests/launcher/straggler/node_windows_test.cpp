@@ -54,6 +54,11 @@ TEST_CASE("a window is what each rank's file gained since the last one", "[node_
   CHECK(second[1].samples.ticks == 20);
   CHECK(node.last().size() == 2);
   CHECK(warnings.empty());
+  // Rank 4's process is gone (a restart): its file goes, so a new process
+  // given pid 101 later starts from nothing.
+  CHECK(node.Take({{5, 102, "worker"}}, 2, "n2").size() == 1);
+  CHECK_FALSE(fs::exists(dir.fmt_path(101)));
+  CHECK(fs::exists(dir.fmt_path(102)));
 }
 
 TEST_CASE("a samples file that is not one is ignored with one line, once", "[node_windows]") {
