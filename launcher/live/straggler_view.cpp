@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "launcher/core/text.hpp"
+
 namespace dlaunch::launcher {
 
 void MarkStragglers(boost::json::object& doc, const std::vector<Straggler>& named) {
@@ -12,7 +14,7 @@ void MarkStragglers(boost::json::object& doc, const std::vector<Straggler>& name
   boost::json::array lines;
   for (const Straggler& s : named) {
     ranks.insert(s.ranks.begin(), s.ranks.end());
-    lines.emplace_back(NamedLine(s));
+    lines.emplace_back(SafeUtf8(NamedLine(s), false));
   }
   if (boost::json::value* rows = doc.if_contains("rows"); rows != nullptr && rows->is_array()) {
     for (boost::json::value& row : rows->as_array()) {
@@ -38,13 +40,13 @@ boost::json::object ProfileOf(const std::vector<RankWindow>& windows, std::chron
     if (frames.size() > kProfileFrames) frames.resize(kProfileFrames);
     boost::json::array f;
     for (const auto& [key, n] : frames)
-      f.push_back(boost::json::array{boost::json::string(key), share(n, w.samples.ticks)});
+      f.push_back(boost::json::array{boost::json::string(SafeUtf8(key, false)), share(n, w.samples.ticks)});
     std::int64_t sync = 0;
     for (const auto& [key, n] : w.samples.top)
       if (IsSyncFrame(key)) sync += n;
     ranks.push_back(boost::json::object{{"rank", w.rank},
                                         {"node_rank", w.node_rank},
-                                        {"host", w.host},
+                                        {"host", SafeUtf8(w.host, false)},
                                         {"ticks", w.samples.ticks},
                                         {"late", w.samples.late},
                                         {"sync_share", share(sync, w.samples.ticks)},

@@ -31,7 +31,9 @@ class StragglerLiveSource : public LiveSource {
 };
 
 // Adds "straggler": true to the rows of the ranks `named` holds, and
-// "stragglers": [their lines] to `doc` (none: unchanged).
+// "stragglers": [their lines] to `doc` (none: unchanged). Text from workers
+// and nodes (frame keys, host names) goes in as SafeUtf8 (text.hpp) makes it,
+// here and in ProfileOf: the client parses strict JSON.
 void MarkStragglers(boost::json::object& doc, const std::vector<Straggler>& named);
 // {"window_s", "ranks": [{"rank", "node_rank", "host", "ticks", "late", "sync_share",
 // "frames": [[KEY, share], ...]}]}: where each rank's time went, its largest

@@ -154,35 +154,29 @@ Shares SharesOf(const RankWindow& w, const std::vector<std::string>& ignore) {
   return s;
 }
 
-// The median of `sorted` with one element equal to `x` taken out, in O(1):
-// what a rank's others show, from one sort of the whole group.
-double MedianWithout(const std::vector<double>& sorted, double x) {
-  size_t n = sorted.size();
+// The median of the `n` values sorted_at(0..n-1) (ascending) with the one at
+// `pos` taken out, in O(1): what a rank's others show, from one sort of the
+// whole group.
+template <typename At>
+double MedianWithout(size_t n, size_t pos, At&& sorted_at) {
   if (n < 2) return 0;
-  size_t pos = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin());
-  auto at = [&](size_t j) { return sorted[j < pos ? j : j + 1]; };  // index j of the n - 1 left
+  auto at = [&](size_t j) { return sorted_at(j < pos ? j : j + 1); };  // index j of the n - 1 left
   size_t m = n - 1;
   return m % 2 == 1 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
 }
 
-// The others' median of `value`, for one rank: O(n), for the few that stand out.
-template <typename F>
-double MedianOfOthers(const std::vector<Shares>& group, size_t me, F&& value) {
-  std::vector<double> v;
-  v.reserve(group.size());
-  for (size_t i = 0; i < group.size(); ++i)
-    if (i != me) v.push_back(value(group[i]));
-  if (v.empty()) return 0;
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2 == 1) return *mid;
-  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+// The same, of `sorted` with one element equal to `x` taken out.
+double MedianWithout(const std::vector<double>& sorted, double x) {
+  size_t pos = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin());
+  return MedianWithout(sorted.size(), pos, [&](size_t j) { return sorted[j]; });
 }
 
-double ShareIn(const std::map<std::string, double, std::less<>>& m, std::string_view key) {
-  auto it = m.find(key);
-  return it == m.end() ? 0 : it->second;
-}
+// One frame's share on every rank of a group, sorted: `zeros` ranks that were
+// never in it, then the others' shares.
+struct FrameColumn {
+  size_t zeros = 0;
+  std::vector<double> shares;  // sorted
+};
 
 // What every rank of a group is compared with, computed once a window.
 struct GroupView {
@@ -203,13 +197,37 @@ struct GroupView {
       wait_frame = std::string(StartsWith(key, "sleeping in ") ? std::string_view(key).substr(12) : FrameFunction(key));
     }
   }
+  // The group's shares of `key` (one of a rank's frames), sorted. Built for
+  // every frame at the first call, so that each rank that stands out (half of
+  // a job can) reads its others' medians in O(log n), not O(n) per frame.
+  const FrameColumn& Column(const std::vector<Shares>& group, std::string_view key) {
+    if (columns.empty()) {
+      for (const Shares& s : group)
+        for (const auto& [k, share] : s.frames) columns[k].shares.push_back(share);
+      for (auto& [k, c] : columns) {
+        std::sort(c.shares.begin(), c.shares.end());
+        c.zeros = group.size() - c.shares.size();
+      }
+    }
+    return columns.find(key)->second;
+  }
+  // The others' median share of `key`, for a rank whose share of it is `share`.
+  double OthersIn(const std::vector<Shares>& group, std::string_view key, double share) {
+    const FrameColumn& c = Column(group, key);
+    size_t pos = share <= 0 ? 0
+                            : c.zeros + static_cast<size_t>(std::lower_bound(c.shares.begin(), c.shares.end(), share) -
+                                                            c.shares.begin());
+    return MedianWithout(c.zeros + c.shares.size(), pos,
+                         [&](size_t j) { return j < c.zeros ? 0.0 : c.shares[j - c.zeros]; });
+  }
+
   std::vector<double> sync, ignored;  // sorted
   std::string wait_frame;             // the function the group waits in most
+  std::map<std::string, FrameColumn, std::less<>> columns;
 };
 
 // The rank at `me` of `group`, as a straggler of this window, or nullopt.
-std::optional<Straggler> StandsOut(const std::vector<Shares>& group, const GroupView& view, size_t me,
-                                   double threshold) {
+std::optional<Straggler> StandsOut(const std::vector<Shares>& group, GroupView& view, size_t me, double threshold) {
   const Shares& r = group[me];
   double others_sync = MedianWithout(view.sync, r.sync);
   double others_ignored = MedianWithout(view.ignored, r.ignored);
@@ -225,7 +243,7 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, const Group
   s.sync_frame = view.wait_frame;
   double best = 0;
   for (const auto& [key, share] : r.frames) {
-    double others = MedianOfOthers(group, me, [&](const Shares& o) { return ShareIn(o.frames, key); });
+    double others = view.OthersIn(group, key, share);
     if (share - others > best) {
       best = share - others;
       s.frame = key;

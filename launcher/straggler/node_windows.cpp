@@ -1,5 +1,7 @@
 #include "launcher/straggler/node_windows.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <boost/json/object.hpp>
@@ -47,7 +49,12 @@ std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, i
     now[r.pid] = std::move(*s);
     out.push_back(std::move(w));
   }
-  before_ = std::move(now);  // a pid that is gone is forgotten
+  // A pid that is gone is forgotten, and so is its file: a later process
+  // given the same pid must not start from a dead one's counts.
+  for (const auto& [pid, samples] : before_)
+    if (!now.count(pid) && std::none_of(ranks.begin(), ranks.end(), [&](const LocalRank& r) { return r.pid == pid; }))
+      unlink(fmt::format("{}/{}.samples", dumps_dir_, pid).c_str());
+  before_ = std::move(now);
   // A pid no rank has any more is forgotten (pids are reused).
   std::erase_if(warned_, [&](const auto& kv) {
     return std::none_of(ranks.begin(), ranks.end(), [&](const LocalRank& r) { return r.pid == kv.first; });
@@ -58,7 +65,8 @@ std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, i
 
 namespace {
 
-// The `keep` largest counts of `counts`, the rest summed under kOtherFrames.
+// The `keep` largest counts of `counts`, the rest summed under kOtherFrames
+// (at most kMaxSampleCount, a count the other side takes).
 boost::json::object Largest(const FrameCounts& counts, std::size_t keep) {
   std::vector<std::pair<std::string_view, std::int64_t>> v(counts.begin(), counts.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -68,7 +76,7 @@ boost::json::object Largest(const FrameCounts& counts, std::size_t keep) {
     if (i < keep && v[i].first != kOtherFrames) {
       o[v[i].first] = v[i].second;
     } else {
-      rest += v[i].second;
+      rest = std::min(rest + v[i].second, kMaxSampleCount);
     }
   }
   if (rest > 0) o[kOtherFrames] = rest;
@@ -91,7 +99,7 @@ Status ReadCounts(const boost::json::object& o, std::string_view name, FrameCoun
     return Status::InvalidArgument(fmt::format("'{}' is not an object of at most {} keys", name, kMaxSampleKeys));
   for (const auto& kv : *m) {
     std::optional<std::int64_t> n = Count(*m, kv.key());
-    if (!n || kv.key().empty() || kv.key().size() > kMaxSampleKey)
+    if (!n || *n > kMaxSampleCount || kv.key().empty() || kv.key().size() > kMaxSampleKey)
       return Status::InvalidArgument(fmt::format("'{}' has a bad entry '{}'", name, PrintablePrefix(kv.key(), 64)));
     out[std::string(kv.key())] = *n;
   }
@@ -145,8 +153,8 @@ Result<RankWindow> WindowFromItem(std::string_view item) {
                                                     {"wall_ms", &w.samples.wall_ms}};
   for (auto& [name, field] : fields) {
     std::optional<std::int64_t> n = Count(*o, name);
-    // Counts a window can hold: a year of ticks, not a number that overflows a sum.
-    if (!n || *n > (std::int64_t{1} << 50)) return Status::InvalidArgument(fmt::format("bad '{}'", name));
+    // Counts a window can hold, not a number that overflows a sum.
+    if (!n || *n > kMaxSampleCount) return Status::InvalidArgument(fmt::format("bad '{}'", name));
     *field = *n;
   }
   if (Status s = ReadCounts(*o, "user", w.samples.user); !s.ok()) return s;

@@ -10,12 +10,12 @@
 namespace dlaunch::launcher {
 namespace {
 
-// A count: decimal digits only, at most 18 of them (no overflow when summed).
+// A count: decimal digits only, at most kMaxSampleCount (no overflow when summed).
 std::optional<std::int64_t> Count(std::string_view s) {
   if (s.empty() || s.size() > 18) return std::nullopt;
   std::int64_t n = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 0) return std::nullopt;
+  if (ec != std::errc() || end != s.data() + s.size() || n < 0 || n > kMaxSampleCount) return std::nullopt;
   return n;
 }
 
@@ -68,6 +68,9 @@ Result<RankSamples> ParseSamples(std::string_view text) {
           return Status::InvalidArgument(fmt::format("line {}: more than {} '{}' keys", number, kMaxSampleKeys, name));
         counts.emplace(std::string(key), *n);
       } else {
+        if (it->second > kMaxSampleCount - *n)
+          return Status::InvalidArgument(
+              fmt::format("line {}: '{}' counts over {} in all", number, name, kMaxSampleCount));
         it->second += *n;
       }
       continue;

@@ -54,6 +54,10 @@ inline constexpr std::size_t kMaxSamplesFile = 64 * 1024;
 // Keys per histogram in a file or on the wire; the sampler counts the rest as kOtherFrames.
 inline constexpr std::size_t kMaxSampleKeys = 64;
 inline constexpr std::size_t kMaxSampleKey = 256;  // bytes in one key
+// The largest count a file or a window item may hold (a field, or a key's
+// count once its lines are summed): 2^50 ticks are ages at any period, and
+// kMaxSampleKeys of them sum without overflow.
+inline constexpr std::int64_t kMaxSampleCount = std::int64_t{1} << 50;
 inline constexpr std::string_view kOtherFrames = "(other frames)";
 inline constexpr std::string_view kNoUserFrame = "(no user frame)";
 // The pseudo-frame a rank's late ticks are shown as: time the main thread held
@@ -90,7 +94,8 @@ struct RankSamples {
 // A samples file's text. Never throws and never allocates past the bounds
 // above. InvalidArgument naming the first bad line ("line 3: expected 'ticks
 // N', got ...") for anything else: a wrong header, a negative or non-decimal
-// count, a key over kMaxSampleKey or with a control character, more than
+// count or one over kMaxSampleCount (a key's lines summed), a key over
+// kMaxSampleKey or with a control character, more than
 // kMaxSampleKeys keys of a kind, text over kMaxSamplesFile.
 Result<RankSamples> ParseSamples(std::string_view text);
 

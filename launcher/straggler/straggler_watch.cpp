@@ -8,12 +8,15 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include <boost/json/array.hpp>
 #include <fmt/format.h>
 
 #include "base/defaults.hpp"
+#include "launcher/core/dir_walk.hpp"
 #include "launcher/core/output.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -106,14 +109,35 @@ boost::json::object StragglerFields(const Straggler& s, std::string_view state, 
 }
 
 Status WriteStragglerFile(const std::string& path, const std::vector<std::string>& hosts) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  // A node names itself when it joins: one line a host, nothing a line cannot hold.
+  for (const std::string& h : hosts)
+    if (h.empty() || Printable(h) != h)
+      return Status::InvalidArgument(fmt::format("host name '{}' is not one a line holds", PrintablePrefix(h, 64)));
+  // Its directory is walked as a path the user names is (dir_walk.hpp): a
+  // link another user planted in /tmp on the way is refused.
+  std::filesystem::path p(path);
+  Result<WalkedDir> dir = WalkToDir(p.has_parent_path() ? p.parent_path().string() : ".");
+  if (!dir.ok()) return dir.status();
+  int fd = openat(dir->fd(), p.filename().c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) return Status::Io(std::strerror(errno));
   struct stat st {};
-  // Truncated only once it is known to be a regular file: a FIFO or a
-  // device put at the path is refused untouched.
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) != 0) {
+  // Truncated only once it is known to be a regular file of this user's with
+  // one name: a FIFO or a device put at the path, another user's file (planted
+  // in /tmp, to read the host or to rewrite it after) or a hard link to some
+  // other file is refused untouched.
+  std::string why;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else if (st.st_uid != geteuid()) {
+    why = fmt::format("owned by uid {}, not by this user", st.st_uid);
+  } else if (st.st_nlink != 1) {
+    why = fmt::format("a file of {} hard links", st.st_nlink);
+  } else if (ftruncate(fd, 0) != 0) {
+    why = std::strerror(errno);
+  }
+  if (!why.empty()) {
     close(fd);
-    return Status::Io("not a regular file");
+    return Status::Io(why);
   }
   std::string text;
   for (const std::string& h : hosts) text += h + "\n";

@@ -76,7 +76,9 @@ class StragglerWatch {
 // The events' fields of a straggler (docs/events.md).
 boost::json::object StragglerFields(const Straggler& s, std::string_view state, int window);
 // Writes `hosts`, one a line, to `path` (a file another user cannot have
-// planted: no symbolic link followed, only a regular file), replacing it.
+// planted: its directory walked as dir_walk.hpp does, no symbolic link
+// followed, only a regular file of this user's with one link), replacing it.
+// A host name that is empty or holds a byte outside printable ASCII is refused.
 Status WriteStragglerFile(const std::string& path, const std::vector<std::string>& hosts);
 
 }  // namespace dlaunch::launcher

@@ -98,6 +98,16 @@ TEST_CASE("a rank that waits markedly less is named after two windows, with its 
   REQUIRE(d.named().size() == 1);
 }
 
+TEST_CASE("the others' share of a frame counts the ranks never in it as zero", "[straggler]") {
+  // The others of rank 4 spend 3%, 0%, 10% and 0% in the loader: median 1.5%.
+  std::vector<RankWindow> w = {Rank(0, 40, 3), Rank(1, 40, 0), Rank(2, 40, 10), Rank(3, 40, 0), Rank(4, 5, 41)};
+  StragglerDetector d({});
+  WindowVerdict v = d.Window(w);
+  REQUIRE(v.standing_out.size() == 1);
+  CHECK(v.standing_out.front().frame == kLoad);
+  CHECK(v.standing_out.front().others_frame_share == Approx(0.015));
+}
+
 TEST_CASE("a straggler clears after two windows without standing out", "[straggler]") {
   StragglerDetector d({});
   d.Window(SlowLoader());

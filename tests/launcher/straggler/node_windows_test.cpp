@@ -54,6 +54,11 @@ TEST_CASE("a window is what each rank's file gained since the last one", "[node_
   CHECK(second[1].samples.ticks == 20);
   CHECK(node.last().size() == 2);
   CHECK(warnings.empty());
+  // Rank 4's process is gone (a restart): its file goes, so a new process
+  // given pid 101 later starts from nothing.
+  CHECK(node.Take({{5, 102, "worker"}}, 2, "n2").size() == 1);
+  CHECK_FALSE(fs::exists(dir.fmt_path(101)));
+  CHECK(fs::exists(dir.fmt_path(102)));
 }
 
 TEST_CASE("a samples file that is not one is ignored with one line, once", "[node_windows]") {
@@ -116,6 +121,20 @@ TEST_CASE("a window crosses nodes as a bounded item", "[node_windows]") {
   CHECK(back->samples.user.count(std::string(kOtherFrames)) == 1);
 }
 
+TEST_CASE("a window of counts at the cap crosses nodes", "[node_windows]") {
+  // The keys past kMaxWireKeys are summed as "(other frames)": that sum stays
+  // a count the other side takes.
+  RankWindow w;
+  w.rank = 1;
+  w.samples.ticks = kMaxSampleCount;
+  for (size_t i = 0; i < kMaxSampleKeys; ++i) w.samples.top["f" + std::to_string(i) + ".py:1 f"] = kMaxSampleCount;
+  std::string item = WindowItem(w, 4096);
+  REQUIRE(!item.empty());
+  Result<RankWindow> back = WindowFromItem(item);
+  REQUIRE(back.ok());
+  CHECK(back->samples.top.at(std::string(kOtherFrames)) == kMaxSampleCount);
+}
+
 TEST_CASE("an item from another node that is not a window is refused", "[node_windows]") {
   for (const char* bad : {"", "[]", "{\"rank\": -1}", "{\"rank\": 1}", "{\"rank\": 1, \"ticks\": \"x\"}",
                           "{\"rank\": 1, \"period_ms\":1,\"ticks\":9999999999999999999,\"late\":0,\"late_ms\":0,"
@@ -124,6 +143,9 @@ TEST_CASE("an item from another node that is not a window is refused", "[node_wi
                           "\"cpu_us\":0,\"wall_ms\":0,\"user\":{\"a\":-1}}",
                           "{\"rank\":1,\"period_ms\":1,\"ticks\":1,\"late\":0,\"late_ms\":0,\"max_late_ms\":0,"
                           "\"cpu_us\":0,\"wall_ms\":0,\"top\":[1]}",
+                          // A frame's count that a sum of them would overflow.
+                          "{\"rank\":1,\"period_ms\":1,\"ticks\":1,\"late\":0,\"late_ms\":0,\"max_late_ms\":0,"
+                          "\"cpu_us\":0,\"wall_ms\":0,\"top\":{\"a\":9223372036854775807,\"b\":9223372036854775807}}",
                           "{\"a\":{\"b\":{\"c\":{\"d\":{\"e\":1}}}}}"}) {
     INFO(bad);
     CHECK_FALSE(WindowFromItem(bad).ok());

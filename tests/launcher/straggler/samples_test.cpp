@@ -53,6 +53,21 @@ TEST_CASE("a samples file that is not one is refused naming the line", "[samples
   CHECK(ParseSamples("dlaunch-samples 1\nticks 4\nsomething_new 7\n").value().ticks == 4);
 }
 
+TEST_CASE("counts that a sum of them could overflow are refused", "[samples]") {
+  // Each count fits 18 digits, but the file may name a key again, and the
+  // detector sums up to kMaxSampleKeys of them: neither may wrap.
+  std::string again = "dlaunch-samples 1\nticks 10\n";
+  for (int i = 0; i < 10; ++i) again += "top 999999999999999999 data.py:17 load_batch\n";
+  CHECK_FALSE(ParseSamples(again).ok());
+  CHECK_FALSE(ParseSamples("dlaunch-samples 1\nticks 999999999999999999\n").ok());
+  CHECK_FALSE(ParseSamples("dlaunch-samples 1\nuser 999999999999999999 a.py:1 f\n").ok());
+  std::string at_cap = "dlaunch-samples 1\nticks " + std::to_string(kMaxSampleCount) + "\ntop " +
+                       std::to_string(kMaxSampleCount / 2) + " k\ntop " + std::to_string(kMaxSampleCount / 2) + " k\n";
+  Result<RankSamples> ok = ParseSamples(at_cap);
+  REQUIRE(ok.ok());
+  CHECK(ok->top.at("k") == kMaxSampleCount / 2 * 2);
+}
+
 TEST_CASE("a window is the difference of two reads", "[samples]") {
   RankSamples before = ParseSamples(kFile).value();
   RankSamples now = before;

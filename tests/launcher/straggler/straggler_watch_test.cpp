@@ -135,6 +135,58 @@ TEST_CASE("--straggler-file is never a planted link or a FIFO", "[straggler_watc
   std::filesystem::remove_all(dir);
 }
 
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+TEST_CASE("--straggler-file is never another's file or a hard link", "[straggler_watch]") {
+  char tmpl[] = "/tmp/dlaunch-watch-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string victim = dir + "/victim";
+  std::ofstream(victim) << "keep\n";
+  // A hard link to a file of this user's: writing through it would truncate that file.
+  REQUIRE(link(victim.c_str(), (dir + "/hard").c_str()) == 0);
+  CHECK_FALSE(WriteStragglerFile(dir + "/hard", {"h"}).ok());
+  CHECK(FirstLine(victim) == "keep");
+  if (geteuid() == 0) {
+    // As root in a sticky directory open to all (/tmp): `nobody` plants the
+    // file, to read the host root writes or to put its own there afterwards;
+    // or plants a link to a directory where a new file does harm.
+    REQUIRE(chmod(dir.c_str(), 01777) == 0);
+    std::string planted = dir + "/planted";
+    std::ofstream(planted) << "nobody's\n";
+    REQUIRE(chown(planted.c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(WriteStragglerFile(planted, {"h"}).ok());
+    CHECK(FirstLine(planted) == "nobody's");
+    std::string elsewhere = dir + "/elsewhere";
+    std::filesystem::create_directory(elsewhere);
+    std::filesystem::create_directory_symlink(elsewhere, dir + "/sub");
+    REQUIRE(lchown((dir + "/sub").c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(WriteStragglerFile(dir + "/sub/bad-nodes", {"h"}).ok());
+    CHECK_FALSE(std::filesystem::exists(elsewhere + "/bad-nodes"));
+  }
+  // A file of this user's, with one link, is replaced.
+  std::filesystem::remove(dir + "/hard");
+  REQUIRE(WriteStragglerFile(victim, {"h1", "h2"}).ok());
+  CHECK(FirstLine(victim) == "h1");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--straggler-file holds one host a line, whatever name a node joined under", "[straggler_watch]") {
+  // A node names itself at its join: a name with a newline would add a
+  // line, a host the orchestrator then keeps the job away from.
+  char tmpl[] = "/tmp/dlaunch-watch-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string file = dir + "/bad-nodes";
+  CHECK_FALSE(WriteStragglerFile(file, {"n3\nn0"}).ok());
+  CHECK_FALSE(WriteStragglerFile(file, {"n3\x1b[2J"}).ok());
+  CHECK_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a slow gather holds the next window, and a new generation drops it", "[straggler_watch]") {
   WatchBed bed({});
   bed.hold = true;
