@@ -7,7 +7,7 @@
 # BENCH_REPS (default 7) repetitions per measurement, BENCH_TORCH_REPS (default 3)
 # for torchrun, which takes seconds per run, BENCH_HOOK_PAIRS (default 100) for
 # the stack hook alone. Medians are reported. It also runs bench/straggler.sh
-# (BENCH_STRAGGLER_RUNS runs a case, default 20: about 10 minutes) and adds its
+# (BENCH_STRAGGLER_RUNS runs a case, default 20: about 12 minutes) and adds its
 # rows; BENCH_STRAGGLER=0 leaves them out. Prints a
 # markdown table and writes the same to bench/results.md. Builds nothing.
 set -u
