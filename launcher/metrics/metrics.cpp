@@ -148,10 +148,10 @@ void LauncherMetrics::OnEvent(std::string_view event, const boost::json::object&
   }
   if (event == "straggler_window") {
     sync_share_.clear();
-    if (const boost::json::value* m = fields.if_contains("sync_share"); m != nullptr && m->is_object())
+    if (const boost::json::value* m = fields.if_contains("sync_pct"); m != nullptr && m->is_object())
       for (const auto& kv : m->as_object())
         if (std::optional<int> rank = ParseInt(kv.key()); rank && kv.value().is_number())
-          sync_share_[*rank] = kv.value().to_number<double>();
+          sync_share_[*rank] = kv.value().to_number<double>() / 100;
   }
   if (event == "straggler") {
     const boost::json::value* state = fields.if_contains("state");

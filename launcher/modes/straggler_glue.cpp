@@ -46,7 +46,7 @@ std::string RoleOfRank(const envmap::JobLayout& layout, int rank) {
     if (rank < first + role.count) return role.name;
     first += role.count;
   }
-  return "worker";
+  return layout.role;  // torchrun's --role, as worker_started says it
 }
 
 NodeStraggler::NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console, Timers& timers)

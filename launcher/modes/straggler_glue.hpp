@@ -30,7 +30,8 @@ namespace dlaunch::launcher {
 // The question the host asks every node each window.
 inline constexpr std::string_view kProfileQuery = "profile";
 
-// The role a global rank compares within: its TensorFlow role, else "worker".
+// The role a global rank compares within: its TensorFlow role, else the
+// job's (torchrun's --role, "default").
 std::string RoleOfRank(const envmap::JobLayout& layout, int rank);
 
 class NodeStraggler {

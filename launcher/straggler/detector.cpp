@@ -233,6 +233,12 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, GroupView& 
   double others_ignored = MedianWithout(view.ignored, r.ignored);
   double loss = others_sync - r.sync - std::max(0.0, r.ignored - others_ignored);
   if (loss < threshold || r.sync >= kMarkedly * others_sync) return std::nullopt;
+  // A share of n samples is only known to about sqrt(p(1-p)/n): with 20
+  // samples a window, two of them are 10%, and chance alone would name a rank
+  // of a clean job now and then. The loss must stand clear of that noise.
+  double p = std::clamp(others_sync, 0.05, 0.95);
+  double noise = std::sqrt(p * (1 - p) / static_cast<double>(r.window->samples.ticks));
+  if (loss < kNoiseMargin * noise) return std::nullopt;
   Straggler s;
   s.ranks = {r.window->rank};
   s.node_rank = r.window->node_rank;
@@ -251,9 +257,18 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, GroupView& 
       s.others_frame_share = others;
     }
   }
-  // A frame that grew only as much as every other (a slower CPU) is not where
-  // the time went.
-  bool one_frame = best >= loss / 2 && s.frame_share >= kFrameRatio * s.others_frame_share;
+  // Where one frame took the time, that frame grew far more than the rank's
+  // other frames did; a slower CPU makes every frame grow alike, and then the
+  // slowness is spread and no frame is named. The reference is the most any
+  // other frame of its (of a tenth of its time or more) grew.
+  double most_other = 0;
+  for (const auto& [key, share] : r.frames) {
+    if (key == s.frame || share < kFrameFloor) continue;
+    double others = view.OthersIn(group, key, share);
+    most_other = std::max(most_other, others > 0 ? share / others : kFrameGrowth * 100);
+  }
+  double grew = s.others_frame_share > 0 ? s.frame_share / s.others_frame_share : kFrameGrowth * 100;
+  bool one_frame = best >= loss / 2 && (most_other == 0 || grew >= kFrameGrowth * most_other);
   if (!one_frame) s.frame.clear(), s.frame_share = 0, s.others_frame_share = 0;
   return s;
 }

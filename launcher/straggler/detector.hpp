@@ -11,14 +11,17 @@
 //   - the others' loss w = (median s of the others) - s: the share of their
 //     time they spend waiting beyond what this rank does;
 //   - a rank stands out when w is at least the threshold (--straggler-threshold,
-//     0.10) and its s is under kMarkedly of the others' median. Time in frames
+//     0.10) and kNoiseMargin times the sampling error of a share of its samples,
+//     and its s is under kMarkedly of the others' median. Time in frames
 //     the user named (--straggler-ignore) is taken off w, so a checkpoint the
 //     user knows of holds no one back.
 // Where the straggler spends the time: the frame (innermost in the user's code,
 // or overall when it has none) whose share exceeds the others' median share by
-// the most, named when that excess is at least half of w and its share at
-// least kFrameRatio times the others'; else the slowness is spread over every
-// frame (CPU contention makes every frame slower alike) and no frame is named.
+// the most, named when that excess is at least half of w and the frame grew
+// (its share over the others') kFrameGrowth times as much as any other frame of
+// the rank's that holds kFrameFloor of its time; else the slowness is spread
+// over every frame (CPU contention makes every frame slower alike) and no
+// frame is named.
 // A rank is named once it stood out in kWindowsInARow windows in a row, and
 // clears once it did not in as many. When every rank of a node (of two or
 // more) stands out, the node is named instead of its ranks.
@@ -39,7 +42,9 @@ namespace dlaunch::launcher {
 
 inline constexpr double kDefaultStragglerThreshold = 0.10;
 inline constexpr double kMarkedly = 0.75;
-inline constexpr double kFrameRatio = 3;
+inline constexpr double kNoiseMargin = 3;
+inline constexpr double kFrameGrowth = 1.5;
+inline constexpr double kFrameFloor = 0.10;
 inline constexpr int kWindowsInARow = 2;
 // A rank with fewer ticks in a window (a rank that just started) is left out of it.
 inline constexpr std::int64_t kMinWindowTicks = 8;

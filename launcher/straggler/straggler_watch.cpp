@@ -20,6 +20,14 @@
 
 namespace dlaunch::launcher {
 
+namespace {
+
+// A share as a whole percentage: events carry integers (as the console's
+// lines do), not a double that JSON writes as 7E-1.
+std::int64_t Pct(double share) { return std::llround(share * 100); }
+
+}  // namespace
+
 StragglerWatch::StragglerWatch(Timers& timers, EventLog& events, StragglerWatchOptions options, Gather gather,
                                Hooks hooks)
     : timers_(timers),
@@ -35,7 +43,10 @@ StragglerWatch::StragglerWatch(Timers& timers, EventLog& events, StragglerWatchO
 StragglerWatch::~StragglerWatch() { *alive_ = false; }
 
 void StragglerWatch::NewGeneration() {
-  for (const Straggler& s : detector_.named()) hooks_.say(ClearedLine(s) + " (the workers restarted)");
+  for (const Straggler& s : detector_.named()) {
+    hooks_.say(ClearedLine(s) + " (the workers restarted)");
+    events_.Emit("straggler", StragglerFields(s, "cleared", window_));
+  }
   detector_.Reset();
   last_.clear();
   ++generation_;
@@ -63,8 +74,8 @@ void StragglerWatch::Compare(std::vector<RankWindow> ranks) {
   last_ = std::move(ranks);
   ++window_;
   boost::json::object shares;
-  for (const auto& [rank, share] : v.sync_share) shares[std::to_string(rank)] = std::round(share * 1000) / 1000;
-  events_.Emit("straggler_window", {{"window", window_}, {"sync_share", std::move(shares)}});
+  for (const auto& [rank, share] : v.sync_share) shares[std::to_string(rank)] = Pct(share);
+  events_.Emit("straggler_window", {{"window", window_}, {"sync_pct", std::move(shares)}});
   for (const Straggler& s : v.cleared) {
     hooks_.say(ClearedLine(s));
     events_.Emit("straggler", StragglerFields(s, "cleared", window_));
@@ -74,9 +85,9 @@ void StragglerWatch::Compare(std::vector<RankWindow> ranks) {
 
 void StragglerWatch::Named(const Straggler& s) {
   std::string line = NamedLine(s);
-  hooks_.say(line);
   events_.Emit("straggler", StragglerFields(s, "named", window_));
-  if (!options_.stop || stopped_) return;
+  // With stop, the line is the job's root cause, which the stop says.
+  if (!options_.stop || stopped_) return hooks_.say(line);
   stopped_ = true;
   if (!options_.file.empty()) {
     if (Status w = WriteStragglerFile(options_.file, {s.host}); !w.ok())
@@ -87,23 +98,22 @@ void StragglerWatch::Named(const Straggler& s) {
 }
 
 boost::json::object StragglerFields(const Straggler& s, std::string_view state, int window) {
-  auto round = [](double x) { return std::round(x * 1000) / 1000; };
   boost::json::array ranks;
   for (int r : s.ranks) ranks.emplace_back(r);
   boost::json::object o{{"state", state},
                         {"scope", s.scope == Straggler::Scope::kNode ? "node" : "rank"},
                         {"ranks", std::move(ranks)},
-                        {"node_rank", s.node_rank},
+                        {"node", s.node_rank},  // the straggler's: every event's node_rank is its writer's
                         {"host", s.host},
                         {"role", s.role},
-                        {"sync_share", round(s.sync_share)},
-                        {"others_sync_share", round(s.others_sync_share)},
+                        {"sync_pct", Pct(s.sync_share)},
+                        {"others_sync_pct", Pct(s.others_sync_share)},
                         {"window", window}};
   if (!s.sync_frame.empty()) o["sync_frame"] = s.sync_frame;
   if (!s.frame.empty()) {
     o["frame"] = s.frame;
-    o["frame_share"] = round(s.frame_share);
-    o["others_frame_share"] = round(s.others_frame_share);
+    o["frame_pct"] = Pct(s.frame_share);
+    o["others_frame_pct"] = Pct(s.others_frame_share);
   }
   return o;
 }

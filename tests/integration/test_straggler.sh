@@ -98,20 +98,20 @@ for n in node0 node1; do
 done
 got=$(verdict "$TMP/node.jsonl" named --ranks "2,3" --scope node --node-rank 1) || { show_bg node0 node1; fail "node: $got"; }
 log "node: $got"
-grep -E "^dlaunch: straggler: node 1 \(host $HOST, ranks 2-3\) holds the others back: " "$TMP/node0.err" >/dev/null ||
-  { show_bg node0; fail "node: the host's console should name node 1"; }
+# With stop the line is the job's root cause, said once, as the coordinator ends the job.
+[[ $(grep -cE "^dlaunch: .*straggler: node 1 \(host $HOST, ranks 2-3\) holds the others back: " "$TMP/node0.err") == 1 ]] ||
+  { show_bg node0; fail "node: the host's console should name node 1, once"; }
 assert_eq "$(cat "$TMP/slow-node1" 2>/dev/null)" "$HOST" "node: --straggler-file"
 check_events "$TMP/node.jsonl" "node's events" straggler=1 job_finished.exit_code:122=1
 
 # case_quiet NAME ENV: one node of 4 ranks trains for 4 windows after every
-# rank has started training; no straggler may be named. Windows of 4 s: 40
-# samples a rank. In a 2 s window a rank has 20, and two of them (one rank at
-# 0 of 20 in backward, the others at 2) already make the 10% threshold, which
-# chance gives a clean job now and then, two windows in a row included
-# (bench/straggler.sh's clean-2s case counts how often).
+# rank has started training; no straggler may be named. Windows of 2 s hold
+# 20 samples a rank, where two samples are already 10%: the detector's noise
+# margin keeps chance from naming a rank (bench/straggler.sh counts how often
+# it would, 20 runs).
 case_quiet() {
   local name=$1 env=$2 from
-  start_dl_wrapped "$name" 120 "env $env" --nproc-per-node 4 --straggler-window 4 --events "$TMP/$name.jsonl" \
+  start_dl_wrapped "$name" 120 "env $env" --nproc-per-node 4 --straggler-window 2 --events "$TMP/$name.jsonl" \
     -- "$PY" "$TRAIN"
   wait_for 90 training "$name" 4 || { stop "$name"; show_bg "$name"; fail "$name: the ranks did not start training"; }
   from=$(windows "$TMP/$name.jsonl")

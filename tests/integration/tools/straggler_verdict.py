@@ -8,7 +8,7 @@
 #
 # Windows are counted by the `window` field of the straggler_window events,
 # from the first one in which the ranks met: some rank spent time at the
-# synchronisation point (its sync_share above 0). The windows before it hold
+# synchronisation point (its sync_pct above 0). The windows before it hold
 # ranks still starting (importing torch, setting up the process group), with
 # nothing to compare, and how many there are depends on the machine's load.
 # "named": the first `straggler` event names exactly RANKS (with that scope,
@@ -51,7 +51,7 @@ for line in lines:
         continue  # a line being written
     if e.get("event") == "straggler_window":
         windows.append(e.get("window"))
-        if met is None and any(v > 0 for v in (e.get("sync_share") or {}).values()):
+        if met is None and any(v > 0 for v in (e.get("sync_pct") or {}).values()):
             met = e.get("window")
     elif e.get("event") == "straggler" and named is None:
         if e.get("state") == "named":
@@ -70,11 +70,11 @@ if a.decided:
 
 
 def describe(e):
-    what = "node %s" % e.get("node_rank") if e.get("scope") == "node" else "rank"
+    what = "node %s" % e.get("node") if e.get("scope") == "node" else "rank"
     frame = e.get("frame")
     return "%s %s named in window %s (%s after the first in which the ranks met, %s); frame %s, sync share %s against %s" % (
         what, e.get("ranks"), e.get("window"), e.get("window", 0) - (first or 0), first,
-        repr(frame) if frame is not None else "none", e.get("sync_share"), e.get("others_sync_share"))
+        repr(frame) if frame is not None else "none", e.get("sync_pct"), e.get("others_sync_pct"))
 
 
 problems = []
@@ -97,8 +97,8 @@ else:
             problems.append("named ranks %s, expected %s" % (named.get("ranks"), want))
         if a.scope and named.get("scope") != a.scope:
             problems.append("scope %r, expected %r" % (named.get("scope"), a.scope))
-        if a.node_rank is not None and named.get("node_rank") != a.node_rank:
-            problems.append("node_rank %r, expected %d" % (named.get("node_rank"), a.node_rank))
+        if a.node_rank is not None and named.get("node") != a.node_rank:
+            problems.append("node %r, expected %d" % (named.get("node"), a.node_rank))
         if a.frame and a.frame not in (named.get("frame") or ""):
             problems.append("frame %r, expected one containing %r" % (named.get("frame"), a.frame))
         if first is None:

@@ -172,7 +172,7 @@ namespace {
 TEST_CASE("the straggler watch's events become each rank's sync share and the stragglers named", "[metrics]") {
   RunLiveSource live(LiveJob{"job", "", {"python"}, 2});
   LauncherMetrics m("local", 4, live);
-  m.OnEvent("straggler_window", {{"window", 1}, {"sync_share", {{"0", 0.4}, {"1", 0.05}, {"x", 1}}}});
+  m.OnEvent("straggler_window", {{"window", 1}, {"sync_pct", {{"0", 40}, {"1", 5}, {"x", 1}}}});
   m.OnEvent("straggler", {{"state", "named"}, {"ranks", {1}}});
   Exposition named;
   m.Write(named);
@@ -182,7 +182,7 @@ TEST_CASE("the straggler watch's events become each rank's sync share and the st
   CHECK(named.Text().find("dlaunch_stragglers 1\n") != std::string::npos);
   CHECK(named.Text().find("dlaunch_stragglers_named_total 1\n") != std::string::npos);
   m.OnEvent("straggler", {{"state", "cleared"}, {"ranks", {1}}});
-  m.OnEvent("straggler_window", {{"window", 2}, {"sync_share", {{"0", 0.3}}}});
+  m.OnEvent("straggler_window", {{"window", 2}, {"sync_pct", {{"0", 30}}}});
   Exposition cleared;
   m.Write(cleared);
   CHECK(cleared.Text().find("dlaunch_stragglers 0\n") != std::string::npos);

@@ -286,3 +286,53 @@ TEST_CASE("a native rank that runs while the others sleep is named by what /proc
 
 }  // namespace
 }  // namespace dlaunch::launcher
+
+namespace dlaunch::launcher {
+namespace {
+
+// Ranks whose windows hold `ticks` samples, `wait` of every 20 in backward.
+std::vector<RankWindow> Scaled(int ticks, std::vector<int> wait_of_20) {
+  std::vector<RankWindow> out;
+  for (size_t i = 0; i < wait_of_20.size(); ++i) {
+    RankWindow w;
+    w.rank = static_cast<int>(i);
+    w.host = "n0";
+    w.samples.period_ms = 100;
+    w.samples.ticks = ticks;
+    int wait = wait_of_20[i] * ticks / 20;
+    w.samples.top[kBackward] = wait;
+    w.samples.user[kStepLine] = wait;
+    w.samples.top[kForward] = ticks - wait;
+    w.samples.user[kForward] = ticks - wait;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+TEST_CASE("a loss within the sampling noise of a short window names no one", "[straggler]") {
+  // Two samples in 20 are 10%: chance in a 2 s window, a real loss in a 60 s one.
+  StragglerDetector two_seconds({});
+  for (int i = 0; i < 3; ++i) CHECK(two_seconds.Window(Scaled(20, {2, 2, 0, 2})).standing_out.empty());
+  StragglerDetector minute({});
+  minute.Window(Scaled(600, {2, 2, 0, 2}));
+  WindowVerdict v = minute.Window(Scaled(600, {2, 2, 0, 2}));
+  REQUIRE(v.named.size() == 1);
+  CHECK(v.named.front().ranks == std::vector<int>{2});
+}
+
+TEST_CASE("a frame the others spend much time in too is named when it alone grew", "[straggler]") {
+  // The others load for a third of their time; rank 2 loads for 60%, and its
+  // forward pass takes its usual time (a smaller share of the same step).
+  auto windows = [] {
+    std::vector<RankWindow> w = {Rank(0, 40, 33), Rank(1, 40, 33), Rank(2, 13, 60), Rank(3, 40, 33)};
+    return w;
+  };
+  StragglerDetector d({});
+  d.Window(windows());
+  WindowVerdict v = d.Window(windows());
+  REQUIRE(v.named.size() == 1);
+  CHECK(v.named.front().frame == kLoad);
+}
+
+}  // namespace
+}  // namespace dlaunch::launcher
