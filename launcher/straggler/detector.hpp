@@ -42,7 +42,7 @@ namespace dlaunch::launcher {
 
 inline constexpr double kDefaultStragglerThreshold = 0.10;
 inline constexpr double kMarkedly = 0.75;
-inline constexpr double kNoiseMargin = 3;
+inline constexpr double kNoiseMargin = 2.5;
 inline constexpr double kFrameGrowth = 1.5;
 inline constexpr double kFrameFloor = 0.10;
 inline constexpr int kWindowsInARow = 2;
