@@ -51,9 +51,11 @@ std::vector<RankWindow> NodeWindows::Take(const std::vector<LocalRank>& ranks, i
   }
   // A pid that is gone is forgotten, and so is its file: a later process
   // given the same pid must not start from a dead one's counts.
-  for (const auto& [pid, samples] : before_)
+  for (const auto& kv : before_) {
+    int pid = kv.first;  // a copy: clang before 16 cannot capture a structured binding
     if (!now.count(pid) && std::none_of(ranks.begin(), ranks.end(), [&](const LocalRank& r) { return r.pid == pid; }))
       unlink(fmt::format("{}/{}.samples", dumps_dir_, pid).c_str());
+  }
   before_ = std::move(now);
   // A pid no rank has any more is forgotten (pids are reused).
   std::erase_if(warned_, [&](const auto& kv) {
