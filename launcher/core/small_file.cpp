@@ -22,7 +22,7 @@ const char* KindOf(mode_t mode) {
 
 }  // namespace
 
-Result<std::optional<std::string>> ReadSmallFile(const std::string& path, std::size_t max) {
+Result<std::optional<std::string>> ReadFilePrefix(const std::string& path, std::size_t limit) {
   int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<std::string>();
@@ -39,7 +39,7 @@ Result<std::optional<std::string>> ReadSmallFile(const std::string& path, std::s
     close(fd);
     return Status::InvalidArgument(fmt::format("{}, not a regular file", KindOf(st.st_mode)));
   }
-  std::string text(max + 1, '\0');
+  std::string text(limit, '\0');
   std::size_t got = 0;
   while (got < text.size()) {
     ssize_t n = read(fd, text.data() + got, text.size() - got);
@@ -53,9 +53,15 @@ Result<std::optional<std::string>> ReadSmallFile(const std::string& path, std::s
     got += static_cast<std::size_t>(n);
   }
   close(fd);
-  if (got > max) return Status::InvalidArgument(fmt::format("more than {} bytes", max));
   text.resize(got);
   return std::optional<std::string>(std::move(text));
+}
+
+Result<std::optional<std::string>> ReadSmallFile(const std::string& path, std::size_t max) {
+  Result<std::optional<std::string>> text = ReadFilePrefix(path, max + 1);
+  if (text.ok() && text->has_value() && (*text)->size() > max)
+    return Status::InvalidArgument(fmt::format("more than {} bytes", max));
+  return text;
 }
 
 }  // namespace dlaunch::launcher

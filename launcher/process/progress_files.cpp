@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "launcher/core/private_dir.hpp"
+#include "launcher/core/small_file.hpp"
 #include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
@@ -21,16 +22,6 @@ namespace {
 constexpr std::size_t kQuotedBytes = 32;
 
 bool Blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-// What a file that is not a regular one is, for the warning.
-const char* KindOf(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
-}
 
 ProgressRead Refused(const std::string& path, std::string what) {
   return ProgressRead{ProgressRead::Kind::kRefused, -1, fmt::format("progress file {}: {}", path, what)};
@@ -58,41 +49,16 @@ ProgressText ParseProgress(std::string_view text) {
 }
 
 ProgressRead ReadProgressFile(const std::string& path) {
-  // O_NONBLOCK: a FIFO put in the file's place opens at once instead of
-  // waiting for a writer, and fstat then refuses it.
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};  // removed: nothing written in this generation
-    if (errno == ELOOP) return Refused(path, "ignored (a symbolic link, not a regular file)");
-    return Refused(path, fmt::format("cannot open ({})", std::strerror(errno)));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    return Refused(path, fmt::format("cannot stat ({})", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Refused(path, fmt::format("ignored ({}, not a regular file)", KindOf(st.st_mode)));
-  }
   // One byte past the limit tells a file that is too long from one that fits.
-  char buf[kProgressFileBytes + 1];
-  size_t got = 0;
-  while (got < sizeof buf) {
-    ssize_t n = read(fd, buf + got, sizeof buf - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return Refused(path, fmt::format("cannot read ({})", std::strerror(err)));
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  std::string_view text(buf, got);
-  if (got > kProgressFileBytes)
+  Result<std::optional<std::string>> read = ReadFilePrefix(path, kProgressFileBytes + 1);
+  // What is there instead of a file is ignored; the system's errors say so.
+  if (!read.ok())
+    return Refused(path, read.status().code() == Code::kInvalidArgument
+                             ? fmt::format("ignored ({})", read.status().message())
+                             : read.status().message());
+  if (!read->has_value()) return {};  // removed: nothing written in this generation
+  std::string_view text = **read;
+  if (text.size() > kProgressFileBytes)
     return Refused(path, fmt::format("ignored '{}...' (more than {} bytes; expected a step number)",
                                      Printable(text.substr(0, kQuotedBytes)), kProgressFileBytes));
   ProgressText parsed = ParseProgress(text);
