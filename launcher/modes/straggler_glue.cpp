@@ -26,28 +26,25 @@ StragglerWatchOptions WatchOptions(const StragglerFlags& flags) {
   return {flags.window, StragglerOptions{flags.threshold, flags.ignore}, flags.stop, flags.file};
 }
 
+// The run's ranks that have a process now, each with the role it is compared
+// in: its TensorFlow role, else the job's (torchrun's --role), as the worker's
+// own variables say (envmap::LocalSlots).
 std::vector<LocalRank> Running(WorkerRun& run, const envmap::JobLayout& layout) {
+  std::map<int, std::string> roles;
+  for (const envmap::WorkerSlot& slot : envmap::LocalSlots(layout)) roles[slot.rank] = slot.role;
   std::vector<LocalRank> out;
   for (const boost::json::value& row : run.RecordRows()) {
     const boost::json::object& o = row.as_object();
     const std::int64_t* rank = o.at("rank").if_int64();
     const std::int64_t* pid = o.at("pid").if_int64();
     if (rank == nullptr || pid == nullptr || *pid <= 0) continue;
-    out.push_back({static_cast<int>(*rank), static_cast<int>(*pid), RoleOfRank(layout, static_cast<int>(*rank))});
+    auto role = roles.find(static_cast<int>(*rank));
+    out.push_back({static_cast<int>(*rank), static_cast<int>(*pid), role != roles.end() ? role->second : layout.role});
   }
   return out;
 }
 
 }  // namespace
-
-std::string RoleOfRank(const envmap::JobLayout& layout, int rank) {
-  int first = 0;
-  for (const envmap::RoleSpec& role : layout.roles) {
-    if (rank < first + role.count) return role.name;
-    first += role.count;
-  }
-  return layout.role;  // torchrun's --role, as worker_started says it
-}
 
 NodeStraggler::NodeStraggler(const StragglerFlags& flags, std::string dumps_dir, Console& console, Timers& timers)
     : native_(flags.enabled() && flags.native ? std::make_unique<NativeSampler>("/proc", kSamplePeriod) : nullptr),

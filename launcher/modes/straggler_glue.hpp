@@ -30,10 +30,6 @@ namespace dlaunch::launcher {
 // The question the host asks every node each window.
 inline constexpr std::string_view kProfileQuery = "profile";
 
-// The role a global rank compares within: its TensorFlow role, else the
-// job's (torchrun's --role, "default").
-std::string RoleOfRank(const envmap::JobLayout& layout, int rank);
-
 class NodeStraggler {
  public:
   // `dumps_dir`: the run's private directory (DLAUNCH_STACKS_DIR). With
