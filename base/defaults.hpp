@@ -47,6 +47,10 @@ inline constexpr std::chrono::milliseconds kDefaultHangTimeout{1'800'000};    //
 // checks again (also: how old a passing check may be when the job restarts).
 inline constexpr std::chrono::milliseconds kDefaultHealthCheckTimeout{60'000};    // --health-check-timeout
 inline constexpr std::chrono::milliseconds kDefaultHealthCheckInterval{300'000};  // --health-check-interval
+// Straggler detection: how often the ranks are compared, and the share of
+// their time the others must lose waiting for one rank to name it.
+inline constexpr std::chrono::milliseconds kDefaultStragglerWindow{60'000};  // --straggler-window
+inline constexpr double kDefaultStragglerThreshold = 0.10;                   // --straggler-threshold
 // How long the nodes have to answer a stacks query (a hang's, or `dlaunch
 // stacks` of a whole job); one that does not is named as not sampled. A node
 // takes at most 10 s: gdb attaches take seconds.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/defaults.hpp"
 #include "base/status.hpp"
 
 namespace dlaunch::launcher {
@@ -17,12 +18,12 @@ struct Options;
 
 struct StragglerFlags {
   // How often the ranks are compared; 0: never (no sampler starts).
-  std::chrono::milliseconds window{std::chrono::seconds(60)};  // Default: 60s
-  bool stop = false;                // --straggler-action stop: end the job (base::kExitStraggler)
-  std::vector<std::string> ignore;  // frames the user knows of
-  double threshold = 0.10;          // the others' loss that names a rank
-  bool native = false;              // sample a rank that writes no samples from /proc
-  std::string file;                 // where stop writes the slow node's host name; "" none
+  std::chrono::milliseconds window{base::kDefaultStragglerWindow};  // Default: 60s
+  bool stop = false;                                    // --straggler-action stop: end the job (base::kExitStraggler)
+  std::vector<std::string> ignore;                      // frames the user knows of
+  double threshold = base::kDefaultStragglerThreshold;  // the others' loss that names a rank
+  bool native = false;                                  // sample a rank that writes no samples from /proc
+  std::string file;                                     // where stop writes the slow node's host name; "" none
 
   bool enabled() const { return window.count() > 0; }
 };

@@ -36,11 +36,12 @@
 #include <string_view>
 #include <vector>
 
+#include "base/defaults.hpp"
 #include "launcher/straggler/samples.hpp"
 
 namespace dlaunch::launcher {
 
-inline constexpr double kDefaultStragglerThreshold = 0.10;
+using base::kDefaultStragglerThreshold;  // base/defaults.hpp
 inline constexpr double kMarkedly = 0.75;
 inline constexpr double kNoiseMargin = 2.5;
 inline constexpr double kFrameGrowth = 1.5;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/defaults.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/core/timers.hpp"
 #include "launcher/straggler/detector.hpp"
@@ -23,7 +24,7 @@
 namespace dlaunch::launcher {
 
 struct StragglerWatchOptions {
-  std::chrono::milliseconds window{std::chrono::seconds(60)};
+  std::chrono::milliseconds window{base::kDefaultStragglerWindow};
   StragglerOptions detect;
   bool stop = false;
   std::string file;  // --straggler-file; "" none
