@@ -24,11 +24,6 @@ std::string_view PathOf(std::string_view loc) {
   return colon == std::string_view::npos ? loc : loc.substr(0, colon);
 }
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool EndsWith(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 // Functions that only ever wait for the other ranks, whatever library defines them.
 constexpr std::array<std::string_view, 22> kCollectives = {"all_reduce",
                                                            "allreduce",
@@ -61,7 +56,7 @@ constexpr std::array<std::string_view, 7> kDistributedPaths = {
 
 bool InDistributedLibrary(std::string_view path) {
   for (std::string_view p : kDistributedPaths)
-    if (StartsWith(path, p)) return true;
+    if (path.starts_with(p)) return true;
   return false;
 }
 
@@ -81,19 +76,19 @@ struct Shares {
 std::string_view FrameFunction(std::string_view key) { return SplitKey(key).second; }
 
 bool IsSyncFrame(std::string_view key) {
-  if (StartsWith(key, "sleeping in ")) return true;
+  if (key.starts_with(kSleepingIn)) return true;
   auto [loc, function] = SplitKey(key);
   if (function.empty()) return false;
   for (std::string_view name : kCollectives)
     if (function == name) return true;
   std::string_view path = PathOf(loc);
-  if (StartsWith(function, "_sync") && StartsWith(path, "torch/nn/parallel/")) return true;
+  if (function.starts_with("_sync") && path.starts_with("torch/nn/parallel/")) return true;
   for (std::string_view name : kLibraryWaits) {
     if (function != name) continue;
     if (InDistributedLibrary(path)) return true;
     // loss.backward(): torch/_tensor.py calls torch/autograd/__init__.py, where
     // the engine runs and DDP's all-reduce of the gradients ends.
-    if (name == "backward" && (StartsWith(path, "torch/autograd/") || path == "torch/_tensor.py")) return true;
+    if (name == "backward" && (path.starts_with("torch/autograd/") || path == "torch/_tensor.py")) return true;
   }
   return false;
 }
@@ -104,7 +99,7 @@ bool IgnoreMatches(std::string_view key, std::string_view pattern) {
   std::string_view path = PathOf(loc);
   if (key == pattern || function == pattern || loc == pattern || path == pattern) return true;
   std::string tail = "/" + std::string(pattern);
-  return EndsWith(path, tail) || EndsWith(loc, tail);
+  return path.ends_with(tail) || loc.ends_with(tail);
 }
 
 std::string Straggler::Who() const {
@@ -194,7 +189,8 @@ struct GroupView {
       if (share <= most) continue;
       most = share;
       // A native rank's "sleeping in WCHAN" waits in WCHAN.
-      wait_frame = std::string(StartsWith(key, "sleeping in ") ? std::string_view(key).substr(12) : FrameFunction(key));
+      wait_frame = std::string(key.starts_with(kSleepingIn) ? std::string_view(key).substr(kSleepingIn.size())
+                                                            : FrameFunction(key));
     }
   }
   // The group's shares of `key` (one of a rank's frames), sorted. Built for
@@ -247,28 +243,32 @@ std::optional<Straggler> StandsOut(const std::vector<Shares>& group, GroupView& 
   s.sync_share = r.sync;
   s.others_sync_share = others_sync;
   s.sync_frame = view.wait_frame;
-  double best = 0;
+  // Each of its frames once: its share, the others' median share there, and
+  // how much it grew (its share over theirs; a frame they never sit in grew
+  // without bound).
+  struct Seen {
+    const std::string* key;
+    double share, others, grew;
+  };
+  std::vector<Seen> seen;
   for (const auto& [key, share] : r.frames) {
     double others = view.OthersIn(group, key, share);
-    if (share - others > best) {
-      best = share - others;
-      s.frame = key;
-      s.frame_share = share;
-      s.others_frame_share = others;
-    }
+    seen.push_back({&key, share, others, others > 0 ? share / others : kFrameGrowth * 100});
   }
+  // The frame whose share exceeds the others' most.
+  const Seen* top = nullptr;
+  for (const Seen& f : seen)
+    if (f.share - f.others > (top != nullptr ? top->share - top->others : 0)) top = &f;
+  if (top != nullptr) s.frame = *top->key, s.frame_share = top->share, s.others_frame_share = top->others;
   // Where one frame took the time, that frame grew far more than the rank's
   // other frames did; a slower CPU makes every frame grow alike, and then the
   // slowness is spread and no frame is named. The reference is the most any
   // other frame of its (of a tenth of its time or more) grew.
   double most_other = 0;
-  for (const auto& [key, share] : r.frames) {
-    if (key == s.frame || share < kFrameFloor) continue;
-    double others = view.OthersIn(group, key, share);
-    most_other = std::max(most_other, others > 0 ? share / others : kFrameGrowth * 100);
-  }
-  double grew = s.others_frame_share > 0 ? s.frame_share / s.others_frame_share : kFrameGrowth * 100;
-  bool one_frame = best >= loss / 2 && (most_other == 0 || grew >= kFrameGrowth * most_other);
+  for (const Seen& f : seen)
+    if (&f != top && f.share >= kFrameFloor) most_other = std::max(most_other, f.grew);
+  bool one_frame = top != nullptr && top->share - top->others >= loss / 2 &&
+                   (most_other == 0 || top->grew >= kFrameGrowth * most_other);
   if (!one_frame) s.frame.clear(), s.frame_share = 0, s.others_frame_share = 0;
   return s;
 }

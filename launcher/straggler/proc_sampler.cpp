@@ -251,7 +251,7 @@ std::string LookKey(const ProcessLook& look) {
     case ProcessState::kDiskWait:
       return "disk-wait in " + look.wchan;
     case ProcessState::kSleeping:
-      return "sleeping in " + look.wchan;
+      return std::string(kSleepingIn) + look.wchan;
     default:
       return {};
   }

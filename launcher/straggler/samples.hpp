@@ -63,6 +63,8 @@ inline constexpr std::string_view kNoUserFrame = "(no user frame)";
 // The pseudo-frame a rank's late ticks are shown as: time the main thread held
 // the GIL in C code, which a Python-level sampler cannot place.
 inline constexpr std::string_view kLateFrame = "(holding the GIL)";
+// A native rank's key while all its threads sleep: "sleeping in WCHAN".
+inline constexpr std::string_view kSleepingIn = "sleeping in ";
 
 // 10 Hz: a 60 s window holds 600 samples a rank, at a cost well under 1% of
 // a core (bench/results.md).
