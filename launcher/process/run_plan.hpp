@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "envmap/layout.hpp"
+#include "envmap/programs.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/core/events.hpp"
 #include "launcher/process/slurm_signals.hpp"
@@ -27,6 +28,9 @@ struct RunPlan {
   std::string exe;                // resolved argv[0]
   std::vector<std::string> argv;  // the worker's argv, argv[0] as typed
   size_t local_rank_arg_at = 0;   // where in argv --local-rank=N goes (0: at the end)
+  // Several programs in one job (envmap/programs.hpp): each rank runs its
+  // group's command, exe and argv above unused. Empty: every rank runs argv.
+  envmap::ProgramTable programs;
   std::string work_dir;           // the run directory: stacks-N.txt and, with write_logs, logs
   // dlaunch's own directory (0700, made for this job, removed after it): the
   // stack hook's dumps (PID.stacks, beside the rest: a directory of their own
