@@ -48,6 +48,22 @@ struct ProgramTable {
   bool empty() const { return groups.empty(); }
 };
 
+// The groups as a plan holds them, before the layout (and so the world size)
+// is known: a rendezvous learns it only when the nodes have met.
+struct ProgramPlan {
+  // The colon syntax: each group's workers on every node, in order. A node of
+  // the job runs each group's count in turn (one node: ranks in group order).
+  std::vector<ProgramGroup> groups;
+  std::vector<int> per_node;
+  // --multi-prog FILE: its name and text, read once when the plan is made.
+  std::string multi_prog_file;
+  std::string multi_prog_text;
+  // --role-restarts ROLE=N, applied to the group of that role.
+  std::vector<std::pair<std::string, int>> restarts;
+
+  bool empty() const { return groups.empty() && multi_prog_file.empty(); }
+};
+
 // A rank's place in its group.
 struct RankRole {
   int group = 0;
@@ -69,6 +85,14 @@ RankRole RoleOf(const ProgramTable& table, int rank);
 
 // The argv `rank` runs: its group's, with %t, %o and %% expanded where the group asks.
 std::vector<std::string> ArgvOf(const ProgramTable& table, int rank);
+
+// LocalSlots(layout), each slot's role fields (role, role_rank,
+// role_world_size) its group's when `table` is not empty.
+std::vector<WorkerSlot> ProgramSlots(const JobLayout& layout, const ProgramTable& table);
+
+// The place of `slot` among the workers of its group on this node (0 for the
+// group's first there): which of the group's --gpus it takes.
+int PlaceOnNode(const std::vector<WorkerSlot>& slots, const ProgramTable& table, const WorkerSlot& slot);
 
 // Whether any group is a world of its own (restarts >= 0).
 bool HasOwnWorlds(const ProgramTable& table);

@@ -22,6 +22,8 @@
 #include "launcher/core/exit.hpp"
 #include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
+#include "launcher/config/colon_groups.hpp"
+#include "launcher/groups/groups.hpp"
 #include "launcher/modes/dispatch.hpp"
 #include "rendezvous/codec.hpp"
 
@@ -73,8 +75,9 @@ int main(int argc, char** argv) {
     if (!live.ok()) return Fail(kExitUsage, live.status().message(), "dlaunch " + args[0]);
     return RunLiveClient(*live, env);
   }
-  Result<Options> flags = ParseCommandLine(args, env);
-  if (!flags.ok()) return Fail(kExitUsage, flags.status().message());
+  Result<JobLine> line = ParseJobLine(args, env);
+  if (!line.ok()) return Fail(kExitUsage, line.status().message());
+  const Options* flags = &line->options;
   if (flags->help) {
     std::fputs(UsageText().c_str(), stdout);
     return 0;
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
 
   for (const std::string& line : flags->warnings) Fail(0, line);
   Result<Plan> plan = Decide(*flags, envmap::Detect(env), ReadMachine(env), env);
+  if (plan.ok()) plan = WithPrograms(std::move(*plan), line->programs);
   if (!plan.ok()) return Fail(kExitUsage, plan.status().message());
   return RunInMode(*plan, env);
 }

@@ -299,8 +299,13 @@ Result<Options> ParseCommandLine(const std::vector<std::string>& args, const env
   }
 
   if (o.help || o.version) return o;
-  if (o.command.empty() && !o.explain)
+  // srun's --multi-prog file names every rank's command itself.
+  bool multi_prog = std::any_of(o.typed.begin(), o.typed.end(), [](const auto& f) { return f.first == "multi-prog"; });
+  if (o.command.empty() && !o.explain && !multi_prog)
     return Status::InvalidArgument("no command to run (usage: dlaunch [flags] -- COMMAND [ARGS...])");
+  if (multi_prog && !o.command.empty())
+    return Status::InvalidArgument(fmt::format("--multi-prog: the file names each rank's command; got '{}' as well",
+                                               PrintablePrefix(o.command[0], 40)));
   // Entrypoint form, `dlaunch -- python train.py`: no flags, so size the node itself.
   if (!saw_flag && o.after_dashdash && !o.nproc_given) o.nproc_kind = NprocKind::kAuto;
   if (Status s = CheckCombinations(o); !s.ok()) return s;

@@ -17,6 +17,7 @@
 #include "launcher/config/plan.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/config/recovery_flags.hpp"
+#include "launcher/config/program_flags.hpp"
 #include "launcher/config/straggler_flags.hpp"
 #include "launcher/core/text.hpp"
 
@@ -358,6 +359,9 @@ bool ForAgents(std::string_view name) {
                        "env",
                        "roles",
                        "role-env",
+                       "gpus",
+                       "multi-prog",
+                       "role-restarts",
                        "bind-to",
                        "pin-gpu",
                        "metrics-addr",
@@ -759,6 +763,24 @@ const std::vector<Flag>& Flags() {
        AddRoleEnv,
        "ROLE:NAME=VALUE for one role only (repeatable)",
        {.value = "ROLE:NAME=VALUE"}},
+      {"multi-prog",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckMultiProg(v); },
+       "srun's --multi-prog file: RANKS PROGRAM ARGS per line (%t rank, %o offset); no command",
+       {.value = "FILE", .kind = ValueKind::kFile, .others = "srun --multi-prog"}},
+      {"role-restarts",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckRoleRestarts(v); },
+       "restart only ROLE's workers, at most N times, when one fails; the other roles run on (repeatable)",
+       {.value = "ROLE=N"}},
+      {"gpus",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return CheckGpuList(v); },
+       "this group's GPUs: its workers on a node take them in turn (CUDA_VISIBLE_DEVICES)",
+       {.value = "ID,...", .others = "mpirun -x CUDA_VISIBLE_DEVICES per app context"}},
       {"tag-output",
        0,
        Arity::kOptionalValue,

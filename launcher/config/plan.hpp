@@ -20,6 +20,7 @@
 
 #include "envmap/detect.hpp"
 #include "envmap/layout.hpp"
+#include "envmap/programs.hpp"
 #include "base/status.hpp"
 #include "envmap/worker_env.hpp"
 #include "launcher/config/health_flags.hpp"
@@ -79,6 +80,9 @@ struct WorkerPlan {
   StragglerFlags straggler;  // --straggler-*: naming the rank the others wait for
   std::string role;
   std::vector<envmap::RoleSpec> roles;
+  // Several programs (launcher/groups/groups.hpp WithPrograms): empty, or the
+  // groups and their commands; argv is then the first group's, for --explain.
+  envmap::ProgramPlan programs;
   std::optional<envmap::ProcessView> process_view;
   envmap::Flavors flavors;                           // azure_hostfile and error_file are filled in at the edge
   envmap::EnvMap inherited;                          // the launcher's environment, less what is dlaunch's alone

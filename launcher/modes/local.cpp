@@ -33,6 +33,7 @@
 #include "launcher/process/progress_files.hpp"
 #include "launcher/process/runner.hpp"
 #include "launcher/live/straggler_view.hpp"
+#include "launcher/modes/programs_glue.hpp"
 #include "launcher/modes/straggler_glue.hpp"
 #include "launcher/stacks/python_hook.hpp"
 #include "launcher/straggler/samples.hpp"
@@ -202,7 +203,7 @@ void PreparePythonHook(RunPlan& plan, Console& console) {
 // the layout comes from the flags alone. Every node is assumed to run as many
 // workers as this one, as that launcher assumes.
 int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console, RunLiveSource& live,
-              NodeStraggler& straggler, const StragglerFlags& straggler_flags) {
+              NodeStraggler& straggler, const StragglerFlags& straggler_flags, const envmap::ProgramPlan& programs) {
   int n = plan.supervisor.nproc;
   envmap::JobLayout& layout = plan.layout;
   layout.node_rank = s.node_rank;
@@ -253,6 +254,8 @@ int RunStatic(const StaticPlan& s, RunPlan& plan, RunEnv& env, EventLoop& loop, 
     }
   }
   if (Status st = envmap::Validate(layout); !st.ok()) return Fail(kExitUsage, st.message());
+  if (Status st = PreparePrograms(programs, plan, task_holds); !st.ok())
+    return Fail(st.code() == Code::kNotFound ? kExitNotFound : kExitUsage, st.message());
   std::unique_ptr<HorovodServer> horovod;
   if (horovod_store) {
     plan.flavors.horovod_iface = InterfaceToward(layout.master_addr);
@@ -394,9 +397,10 @@ int RunLocal(const Plan& p, const std::string& exe) {
   ProgressFiles progress(plan.private_dir, plan.supervisor.nproc,
                          [&console](const std::string& line) { console.Say(line); });
   plan.progress = &progress;
-  int code = node != nullptr ? RunStatic(node->layout, plan, env, loop, console, live, straggler, w.straggler)
-                             : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view,
-                                            metrics, straggler, w.straggler);
+  int code = node != nullptr
+                 ? RunStatic(node->layout, plan, env, loop, console, live, straggler, w.straggler, w.programs)
+                 : RunMultiNode(std::get<AgentPlan>(p.run).rendezvous, plan, env, loop, console, live, view, metrics,
+                                straggler, w.straggler, w.programs);
   live_server.reset();  // the socket goes as the job ends
   adopted.KillAll();
   watchdog.Stop();

@@ -20,6 +20,7 @@
 #include "launcher/core/system.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/health/health_gate.hpp"
+#include "launcher/modes/programs_glue.hpp"
 #include "launcher/modes/straggler_glue.hpp"
 #include "rendezvous/agent_session.hpp"
 #include "launcher/jobwide/horovod_server.hpp"
@@ -81,7 +82,7 @@ class NodeMode {
            std::unique_ptr<rdzv::CoordinatorServer> server, rdzv::HostPort target, rdzv::AgentMachineOptions aopts,
            std::vector<PortReservation> task_holds, PortReservation store_hold, RunLiveSource& live,
            SwitchLiveSource& view, LauncherMetrics& metrics, const HealthCheckPlan& health, NodeStraggler& straggler,
-           const StragglerFlags& straggler_flags)
+           const StragglerFlags& straggler_flags, const envmap::ProgramPlan& programs)
       : loop_(loop),
         console_(console),
         endpoint_(endpoint),
@@ -95,6 +96,7 @@ class NodeMode {
         store_hold_(std::move(store_hold)),
         live_(live),
         straggler_(straggler),
+        programs_(programs),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
               [this] { return Result<std::string>(base_.work_dir); }) {
     // The host's socket shows the whole job: every node, asked through the coordinator.
@@ -283,6 +285,10 @@ class NodeMode {
                                       {"nodes", a.nnodes},
                                       {"world_size", a.world_size},
                                       {"master", fmt::format("{}:{}", a.master_addr, a.master_port)}});
+    // Several programs: which group each rank of this generation is.
+    std::vector<PortReservation> world_holds;
+    if (Status s = PreparePrograms(programs_, *generation, world_holds); !s.ok())
+      return Finish(s.code() == Code::kNotFound ? kExitNotFound : kExitUsage, s.message());
     task_holds_.clear();  // the TF tasks bind their ports now
     if (Status s = ServeHorovod(*generation); !s.ok()) return Finish(1, s.message());
     generation_ = std::move(generation);
@@ -369,6 +375,7 @@ class NodeMode {
   } channel_{agent_};
   std::unique_ptr<WorkerRun> run_;
   std::vector<PortReservation> task_holds_;  // this node's TF task ports, until its tasks start
+  const envmap::ProgramPlan& programs_;      // several programs: empty, or the groups each generation numbers
   PortReservation store_hold_;               // MASTER_PORT + 1 (--env horovod), until this node serves the store
   std::unique_ptr<HorovodServer> horovod_;   // node rank 0's store for the current generation
   RunLiveSource& live_;
@@ -486,7 +493,7 @@ Result<Join> JoinFor(const RendezvousPlan& r, const RunPlan& plan, AgentToken to
 
 int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics, NodeStraggler& straggler,
-                 const StragglerFlags& straggler_flags) {
+                 const StragglerFlags& straggler_flags, const envmap::ProgramPlan& programs) {
   auto Fail = [&console](int code, const std::string& message) {
     console.Say(message);
     return code;
@@ -501,7 +508,7 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, Even
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, env, std::move(*server), *r.endpoint,
                 std::move(join->options), std::move(join->task_holds), std::move(join->store_hold), live, view, metrics,
-                r.health, straggler, straggler_flags);
+                r.health, straggler, straggler_flags, programs);
   mode.Start();
   int code = loop.Run();
   live.SetRun(nullptr);  // the run, the job view and the coordinator go with `mode`

@@ -21,9 +21,10 @@ namespace dlaunch::launcher {
 // Runs `loop` until the job has ended; every line goes through `console`, on the loop.
 // `live` (must outlive the call) serves each generation's run while it runs;
 // when this node hosts the coordinator, `view` serves the whole job meanwhile,
-// and `metrics` reads that coordinator's counters.
+// and `metrics` reads that coordinator's counters. `programs`: several
+// programs (launcher/groups/groups.hpp), numbered again each generation.
 int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics, NodeStraggler& straggler,
-                 const StragglerFlags& straggler_flags);
+                 const StragglerFlags& straggler_flags, const envmap::ProgramPlan& programs);
 
 }  // namespace dlaunch::launcher

@@ -31,7 +31,7 @@ struct RunPlan {
   // Several programs in one job (envmap/programs.hpp): each rank runs its
   // group's command, exe and argv above unused. Empty: every rank runs argv.
   envmap::ProgramTable programs;
-  std::string work_dir;           // the run directory: stacks-N.txt and, with write_logs, logs
+  std::string work_dir;  // the run directory: stacks-N.txt and, with write_logs, logs
   // dlaunch's own directory (0700, made for this job, removed after it): the
   // stack hook's dumps (PID.stacks, beside the rest: a directory of their own
   // cost an inode made and removed in every job), the error files, Azure's hostfile.

@@ -37,7 +37,7 @@ WorkerGroup::WorkerGroup(const RunPlan& plan, std::string job_mark, ProcessContr
       last_output_(now_()),
       streams_(io, console, kWorkerReadSize, now_),
       supervisor_(*this, plan.supervisor),
-      slots_(envmap::LocalSlots(plan.layout)),
+      slots_(envmap::ProgramSlots(plan.layout, plan.programs)),
       tails_(slots_.size()),
       lasts_(slots_.size()) {}
 
@@ -124,21 +124,35 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   // A fresh file for each generation: the job's restart count, not the local one.
   if (plan_.progress != nullptr) flavors.progress_file = plan_.progress->Prepare(layout.restart_count, local_rank);
 
+  // Several programs: this rank's group says what it runs, in which world.
+  const envmap::ProgramTable& programs = plan_.programs;
+  const envmap::ProgramGroup* group =
+      programs.empty() ? nullptr
+                       : &programs.groups[static_cast<size_t>(programs.group_of[static_cast<size_t>(slot.rank)])];
   envmap::EnvMap env = plan_.inherited;
-  for (auto& [k, v] : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited)) env[k] = v;
+  for (auto& [k, v] : group ? envmap::ProgramEnv(layout, slot, programs, flavors, plan_.inherited)
+                            : envmap::WorkerEnv(layout, slot, flavors, plan_.inherited))
+    env[k] = v;
   if (plan_.python_hook) AddPythonHook(env, plan_.hook_dir, plan_.private_dir);
   // Every descendant inherits it: the watchdog's way to find them all (job_mark.hpp).
   if (!job_mark_.empty()) env[std::string(kJobMarkVar)] = job_mark_;
   // --virtual-local-rank has set CUDA_VISIBLE_DEVICES already, to the same GPU.
-  if (plan_.pin_gpu && !plan_.gpus.empty() && !flavors.virtual_local_rank)
+  // A group's own --gpus: its workers on this node take them in turn.
+  if (group != nullptr && !group->gpus.empty())
+    env["CUDA_VISIBLE_DEVICES"] =
+        group->gpus[static_cast<size_t>(envmap::PlaceOnNode(slots_, programs, slot)) % group->gpus.size()];
+  else if (plan_.pin_gpu && !plan_.gpus.empty() && !flavors.virtual_local_rank)
     env["CUDA_VISIBLE_DEVICES"] =
         plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];
 
   SpawnSpec spec;
-  spec.exe = plan_.exe;
-  spec.args.assign(plan_.argv.begin() + 1, plan_.argv.end());
+  spec.exe = group ? group->exe : plan_.exe;
+  std::vector<std::string> argv = group ? envmap::ArgvOf(programs, slot.rank) : std::vector<std::string>{};
+  const std::vector<std::string>& args = group ? argv : plan_.argv;
+  spec.args.assign(args.begin() + 1, args.end());
   std::vector<std::string> rank_arg = envmap::LocalRankArgs(layout, slot, flavors.local_rank_arg);
-  size_t at = plan_.local_rank_arg_at > 0 ? std::min(plan_.local_rank_arg_at - 1, spec.args.size()) : spec.args.size();
+  size_t rank_arg_at = group ? group->local_rank_arg_at : plan_.local_rank_arg_at;
+  size_t at = rank_arg_at > 0 ? std::min(rank_arg_at - 1, spec.args.size()) : spec.args.size();
   spec.args.insert(spec.args.begin() + static_cast<std::ptrdiff_t>(at), rank_arg.begin(), rank_arg.end());
   spec.env.reserve(env.size());
   for (auto& [k, v] : env) spec.env.push_back(k + "=" + v);

@@ -11,10 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.hpp"
+#include "envmap/programs.hpp"
+#include "launcher/config/cli.hpp"
+
 namespace dlaunch::launcher {
 
 // Whether `arg` is a flag a group may give for itself (its count, role,
-// command, variables, dialects, hosts, GPUs, restarts), in any spelling
+// command, variables, dialects, hosts, GPUs), in any spelling
 // ("--nproc-per-node=2", "-np", "-x").
 bool IsGroupFlag(std::string_view arg);
 
@@ -27,5 +31,15 @@ bool IsGroupFlagName(std::string_view name);
 // there is no separator. A segment may come out empty (a ":" at the start, or
 // two in a row): the caller names that group.
 std::vector<std::vector<std::string>> SplitGroups(const std::vector<std::string>& args);
+
+struct JobLine {
+  Options options;               // the job's flags, for Decide
+  envmap::ProgramPlan programs;  // empty: one program, as before
+};
+
+// Parses argv (without argv[0]) as ParseCommandLine does, group by group. Fails
+// with one line naming the group: "group 2: no command after ':'",
+// "group 2 (rollout): --max-restarts applies to the whole job; give it before the first ':'".
+Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap::EnvMap& env);
 
 }  // namespace dlaunch::launcher

@@ -1,0 +1,197 @@
+#include "launcher/config/colon_groups.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "launcher/config/command.hpp"
+#include "launcher/config/program_flags.hpp"
+
+namespace dlaunch::launcher {
+
+namespace {
+
+// What each group says for itself, mpirun's app context options: its count,
+// role, command, variables, dialects, hosts and GPUs.
+constexpr std::array<std::string_view, 11> kGroupFlags = {
+    "nproc-per-node", "np", "role", "export", "env", "host", "hostfile", "gpus", "module", "no-python", "run-path",
+};
+
+// "\:" and "\\:": backslashes and a colon, nothing else.
+bool EscapedColon(std::string_view arg) {
+  return arg.size() >= 2 && arg.back() == ':' && arg.find_first_not_of('\\') == arg.size() - 1;
+}
+
+}  // namespace
+
+namespace {
+
+bool Typed(const Options& o, std::string_view name) {
+  for (const auto& [flag, value] : o.typed)
+    if (flag == name) return true;
+  return false;
+}
+
+std::string Label(size_t index, const std::string& role) {
+  return role.empty() ? fmt::format("group {}", index + 1) : fmt::format("group {} ({})", index + 1, role);
+}
+
+// The role a group's --role gave, else "group<N>": each group needs a name of
+// its own (ROLE_NAME), and torchrun's "default" would do for one only.
+std::string RoleName(const Options& o, size_t index) {
+  return Typed(o, "role") ? o.role : fmt::format("group{}", index + 1);
+}
+
+// One group of the line, its flags parsed as a command line of its own.
+Result<envmap::ProgramGroup> GroupOf(const Options& o, size_t index, const envmap::EnvMap& env, int* per_node) {
+  envmap::ProgramGroup g;
+  g.role = RoleName(o, index);
+  g.line = fmt::format("group {}", index + 1);
+  std::string label = Label(index, g.role);
+  // torchrun's default of one worker; `auto` and the like size a whole node.
+  if (o.nproc_given && o.nproc_kind != NprocKind::kNumber)
+    return Status::InvalidArgument(fmt::format("{}: give its count as a number (--nproc-per-node N or -np N)", label));
+  *per_node = o.nproc_given ? o.nproc : 1;
+  g.argv = WorkerArgv(o, env);
+  g.local_rank_arg_at = o.after_dashdash || o.no_python ? g.argv.size() : g.argv.size() - o.command.size() + 1;
+  Result<envmap::EnvVars> exports = GroupExports(o, env);
+  if (!exports.ok()) return Status::InvalidArgument(fmt::format("{}: {}", label, exports.status().message()));
+  g.env = std::move(*exports);
+  g.ompi = o.env_ompi;
+  g.azure = o.env_azure;
+  g.horovod = o.env_horovod;
+  Result<std::vector<std::string>> gpus = GroupGpus(o);
+  if (!gpus.ok()) return Status::InvalidArgument(fmt::format("{}: {}", label, gpus.status().message()));
+  g.gpus = std::move(*gpus);
+  return g;
+}
+
+// A later group may give only what is its own.
+Status OnlyGroupFlags(const Options& o, size_t index) {
+  for (const auto& [name, value] : o.typed) {
+    if (IsGroupFlagName(name)) continue;
+    return Status::InvalidArgument(fmt::format("{}: --{} applies to the whole job; give it before the first ':'",
+                                               Label(index, RoleName(o, index)), name));
+  }
+  if (o.env_horovod)
+    return Status::InvalidArgument(
+        fmt::format("{}: --env horovod serves one store for the whole job; give it before the first ':'",
+                    Label(index, RoleName(o, index))));
+  if (!o.host_list.empty() || !o.hostfile.empty())
+    return Status::InvalidArgument(
+        fmt::format("{}: hosts of its own (-H, --hostfile) need a head launch with a node list before the first ':'",
+                    Label(index, RoleName(o, index))));
+  return Status::Ok();
+}
+
+Result<Options> ParseGroup(const std::vector<std::string>& segment, size_t index, const envmap::EnvMap& env) {
+  if (segment.empty())
+    return Status::InvalidArgument(fmt::format("group {}: is empty (nothing between the ':'s)", index + 1));
+  // PET_ defaults are torchrun's for its one group; later groups take none.
+  Result<Options> o = ParseCommandLine(segment, index == 0 ? env : envmap::EnvMap{});
+  if (!o.ok()) {
+    std::string message = o.status().message();
+    if (message.starts_with("no command to run"))
+      message = index == 0 ? "no command before the first ':'" : "no command after ':'";
+    return Status::InvalidArgument(fmt::format("group {}: {}", index + 1, message));
+  }
+  if (o->command.empty())
+    return Status::InvalidArgument(
+        fmt::format("group {}: no command{}", index + 1, index == 0 ? " before the first ':'" : " after ':'"));
+  return o;
+}
+
+}  // namespace
+
+bool IsGroupFlagName(std::string_view name) {
+  return std::find(kGroupFlags.begin(), kGroupFlags.end(), name) != kGroupFlags.end();
+}
+
+bool IsGroupFlag(std::string_view arg) {
+  if (arg == "-np" || arg.starts_with("-np=")) return true;
+  if (arg.starts_with("--")) {
+    std::string name(
+        arg.substr(2, arg.find('=') == std::string_view::npos ? std::string_view::npos : arg.find('=') - 2));
+    std::replace(name.begin(), name.end(), '_', '-');
+    return IsGroupFlagName(name);
+  }
+  return arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'x' || arg[1] == 'H' || arg[1] == 'm');
+}
+
+std::vector<std::vector<std::string>> SplitGroups(const std::vector<std::string>& args) {
+  std::vector<std::vector<std::string>> groups(1);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    bool next_opens = i + 1 < args.size() && (args[i + 1] == "--" || IsGroupFlag(args[i + 1]));
+    if (arg == ":" && next_opens) {
+      groups.emplace_back();
+      continue;
+    }
+    groups.back().push_back(EscapedColon(arg) ? arg.substr(1) : arg);
+  }
+  return groups;
+}
+
+Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap::EnvMap& env) {
+  std::vector<std::vector<std::string>> segments = SplitGroups(args);
+  JobLine line;
+  // One group: parsed as always, its messages ParseCommandLine's own.
+  Result<Options> first = segments.size() == 1 ? ParseCommandLine(args, env) : ParseGroup(segments[0], 0, env);
+  if (!first.ok()) return first.status();
+  line.options = *first;
+  if (line.options.help || line.options.version) return line;
+  Result<std::vector<std::pair<std::string, int>>> restarts = RoleRestarts(line.options);
+  if (!restarts.ok()) return restarts.status();
+  line.programs.restarts = std::move(*restarts);
+  Result<std::string> multi_prog = MultiProgFile(line.options);
+  if (!multi_prog.ok()) return multi_prog.status();
+  if (segments.size() == 1) {
+    if (!multi_prog->empty()) {
+      Result<std::string> text = ReadMultiProgText(*multi_prog);
+      if (!text.ok()) return text.status();
+      line.programs.multi_prog_file = *multi_prog;
+      line.programs.multi_prog_text = std::move(*text);
+    } else if (!line.programs.restarts.empty()) {
+      return Status::InvalidArgument(
+          "--role-restarts: the job runs one group; give several (':' between them) or --multi-prog");
+    }
+    return line;
+  }
+  if (!multi_prog->empty())
+    return Status::InvalidArgument("--multi-prog: the file gives the groups; not with ':' between groups as well");
+  int total = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    Result<Options> o = i == 0 ? first : ParseGroup(segments[i], i, env);
+    if (!o.ok()) return o.status();
+    if (i > 0) {
+      if (Status s = OnlyGroupFlags(*o, i); !s.ok()) return s;
+    }
+    int per_node = 0;
+    Result<envmap::ProgramGroup> g = GroupOf(*o, i, env, &per_node);
+    if (!g.ok()) return g.status();
+    for (const envmap::ProgramGroup& other : line.programs.groups) {
+      if (other.role == g->role)
+        return Status::InvalidArgument(fmt::format("{}: role '{}' is named by {} too (give each group its own --role)",
+                                                   Label(i, g->role), g->role, other.line));
+    }
+    line.programs.groups.push_back(std::move(*g));
+    line.programs.per_node.push_back(per_node);
+    total += per_node;
+    if (total > kMaxWorkersPerNode)
+      return Status::InvalidArgument(fmt::format("{}: the groups make {} workers a node, over the limit of {}",
+                                                 Label(i, line.programs.groups.back().role), total,
+                                                 kMaxWorkersPerNode));
+  }
+  // Decide sizes the node to every group's workers; its dialects are the first
+  // group's (later ones add their own), and its command the first group's.
+  Options& o = line.options;
+  o.nproc = total;
+  o.nproc_kind = NprocKind::kNumber;
+  o.nproc_given = true;
+  o.np = 0;
+  o.given["nproc-per-node"] = "--nproc-per-node";
+  return line;
+}
+
+}  // namespace dlaunch::launcher

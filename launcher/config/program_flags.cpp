@@ -1,0 +1,131 @@
+#include "launcher/config/program_flags.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "launcher/config/cli.hpp"
+#include "launcher/core/text.hpp"
+
+namespace dlaunch::launcher {
+
+namespace {
+
+// More ids than any machine has GPUs; a longer list is a mistake, not a node.
+constexpr size_t kMaxGpuIds = 1024;
+// More restarts than a role could use in a week of short runs.
+constexpr int kMaxRoleRestarts = 1000;
+
+// A file of programs by rank: a line a rank of a large job is well under this.
+constexpr size_t kMaxMultiProgBytes = size_t{1} << 20;
+
+}  // namespace
+
+Status CheckGpuList(const std::string& value) {
+  std::vector<std::string> ids = Split(value, ',');
+  bool ok = !value.empty() && ids.size() <= kMaxGpuIds;
+  for (const std::string& id : ids)
+    ok = ok && !id.empty() && id.size() <= 96 && Printable(id) == id && id.find(' ') == std::string::npos;
+  if (!ok)
+    return Status::InvalidArgument(
+        fmt::format("--gpus: expected GPU ids like 0,1 or GPU-UUID,... (at most {}), got '{}'", kMaxGpuIds,
+                    PrintablePrefix(value, 40)));
+  return Status::Ok();
+}
+
+Status CheckMultiProg(const std::string& value) {
+  if (value.empty()) return Status::InvalidArgument("--multi-prog: expected a file, got an empty name");
+  return Status::Ok();
+}
+
+Status CheckRoleRestarts(const std::string& value) {
+  size_t eq = value.rfind('=');
+  std::optional<int> n = eq == std::string::npos ? std::nullopt : ParseInt(value.substr(eq + 1));
+  std::string role = eq == std::string::npos ? "" : value.substr(0, eq);
+  if (role.empty() || role.size() > 64 || Printable(role) != role || !n || *n < 0 || *n > kMaxRoleRestarts)
+    return Status::InvalidArgument(fmt::format("--role-restarts: expected ROLE=N (N from 0 to {}), got '{}'",
+                                               kMaxRoleRestarts, PrintablePrefix(value, 40)));
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> GroupGpus(const Options& o) {
+  std::vector<std::string> gpus;
+  for (const auto& [name, value] : o.typed) {
+    if (name != "gpus") continue;
+    if (Status s = CheckGpuList(value); !s.ok()) return s;
+    gpus = Split(value, ',');
+  }
+  return gpus;
+}
+
+Result<std::string> MultiProgFile(const Options& o) {
+  std::string file;
+  for (const auto& [name, value] : o.typed) {
+    if (name != "multi-prog") continue;
+    if (Status s = CheckMultiProg(value); !s.ok()) return s;
+    file = value;
+  }
+  return file;
+}
+
+Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env) {
+  envmap::EnvVars vars;
+  for (const std::string& x : o.exports) {
+    size_t eq = x.find('=');
+    if (eq != std::string::npos) {
+      vars.emplace_back(x.substr(0, eq), x.substr(eq + 1));
+      continue;
+    }
+    auto it = env.find(x);
+    if (it == env.end()) return Status::InvalidArgument(fmt::format("-x {}: not set here, so there is no value to pass", x));
+    vars.emplace_back(x, it->second);
+  }
+  return vars;
+}
+
+Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& [name, value] : o.typed) {
+    if (name != "role-restarts") continue;
+    if (Status s = CheckRoleRestarts(value); !s.ok()) return s;
+    size_t eq = value.rfind('=');
+    std::string role = value.substr(0, eq);
+    for (const auto& [seen, count] : out)
+      if (seen == role) return Status::InvalidArgument(fmt::format("--role-restarts: role '{}' is given twice", role));
+    out.emplace_back(role, *ParseInt(value.substr(eq + 1)));
+  }
+  return out;
+}
+
+Result<std::string> ReadMultiProgText(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::InvalidArgument(fmt::format("--multi-prog {}: cannot open ({})", path, std::strerror(errno)));
+  struct stat st {};
+  std::string text;
+  Status status = Status::Ok();
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = Status::InvalidArgument(fmt::format("--multi-prog {}: not a regular file", path));
+  } else {
+    char buf[65536];
+    while (status.ok()) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) status = Status::InvalidArgument(fmt::format("--multi-prog {}: cannot read ({})", path, std::strerror(errno)));
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > kMaxMultiProgBytes)
+        status = Status::InvalidArgument(
+            fmt::format("--multi-prog {}: more than {} bytes; one line a group of ranks is enough", path, kMaxMultiProgBytes));
+    }
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  return text;
+}
+
+}  // namespace dlaunch::launcher

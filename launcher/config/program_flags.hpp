@@ -1,0 +1,42 @@
+// --gpus, --multi-prog, --role-restarts and a group's -x: what several
+// programs in one job say (colon_groups.hpp; launcher/groups/ runs them). The
+// flag table's setters only validate, with these functions; the readers take
+// the values from Options::typed.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.hpp"
+#include "envmap/layout.hpp"
+
+namespace dlaunch::launcher {
+
+struct Options;
+
+// "0,1" or "GPU-8f3c...,GPU-1a2b...": ids as CUDA_VISIBLE_DEVICES takes them,
+// at most 1,024, each printable without blanks or commas. Fails naming the flag.
+Status CheckGpuList(const std::string& value);
+Status CheckMultiProg(const std::string& value);
+// ROLE=N: a printable role name and N from 0 to 1,000.
+Status CheckRoleRestarts(const std::string& value);
+
+// The ids of the last --gpus typed; empty when none was.
+Result<std::vector<std::string>> GroupGpus(const Options& o);
+// The file of the last --multi-prog typed; empty when none was.
+Result<std::string> MultiProgFile(const Options& o);
+
+// -x NAME=VALUE as given, -x NAME with the launcher's value (`env`); a NAME
+// the launcher does not have fails, as mpirun's -x does not pass it silently.
+Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env);
+
+// --role-restarts ROLE=N, in the order typed.
+Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o);
+
+// The --multi-prog file's text: a regular file (a link to one is followed, as
+// srun does) of at most 1 MiB, opened without blocking on a FIFO. Fails
+// naming the file.
+Result<std::string> ReadMultiProgText(const std::string& path);
+
+}  // namespace dlaunch::launcher

@@ -1,0 +1,145 @@
+#include "launcher/groups/groups.hpp"
+
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launcher/core/spawn.hpp"
+#include "launcher/core/text.hpp"
+#include "launcher/groups/multi_prog.hpp"
+
+namespace dlaunch::launcher {
+
+namespace {
+
+Status ApplyRestarts(const std::vector<std::pair<std::string, int>>& restarts, envmap::ProgramTable& table) {
+  for (const auto& [role, n] : restarts) {
+    bool found = false;
+    for (envmap::ProgramGroup& g : table.groups) {
+      if (g.role != role) continue;
+      g.restarts = n;
+      found = true;
+    }
+    if (!found) {
+      std::vector<std::string> roles;
+      for (const envmap::ProgramGroup& g : table.groups) roles.push_back(g.role);
+      return Status::InvalidArgument(
+          fmt::format("--role-restarts: no group has role '{}' (the roles are {})", role, fmt::join(roles, ", ")));
+    }
+  }
+  return Status::Ok();
+}
+
+WorkerPlan* WorkersOf(Plan& plan) {
+  if (auto* node = std::get_if<NodePlan>(&plan.run)) return &node->workers;
+  if (auto* agent = std::get_if<AgentPlan>(&plan.run)) return &agent->workers;
+  return nullptr;
+}
+
+}  // namespace
+
+Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
+  if (programs.empty()) return plan;
+  WorkerPlan* w = WorkersOf(plan);
+  if (w == nullptr)
+    return Status::InvalidArgument(
+        "several groups: a head launch (a node list without --rdzv-endpoint) does not start them yet; start one "
+        "dlaunch a node with the same groups (srun --ntasks-per-node=1, or --rdzv-endpoint on each node)");
+  const char* what = programs.multi_prog_file.empty() ? "several groups" : "--multi-prog";
+  if (w->flavors.per_node)
+    return Status::InvalidArgument(fmt::format("--launch-mode per-node: not with {} (each worker runs its own program)", what));
+  if (!w->roles.empty())
+    return Status::InvalidArgument(fmt::format("--roles: not with {}; give each group its --role", what));
+  if (w->process_view && programs.multi_prog_file.empty())
+    return Status::InvalidArgument(
+        "several groups: need one dlaunch a node, not one a worker (srun --ntasks-per-node=1, mpirun --npernode 1)");
+  bool own_worlds = !programs.restarts.empty();
+  bool one_node = std::holds_alternative<NodePlan>(plan.run) && std::get<NodePlan>(plan.run).layout.nnodes == 1 &&
+                  !w->process_view;
+  if (own_worlds && !one_node)
+    return Status::InvalidArgument(
+        "--role-restarts: a role restarted alone runs on one node (its workers' new world cannot span nodes yet)");
+  w->programs = programs;
+  if (!programs.groups.empty()) {
+    w->argv = programs.groups[0].argv;
+    w->local_rank_arg_at = programs.groups[0].local_rank_arg_at;
+  }
+  // Checked now, with the node's count, so that --explain refuses what a run would.
+  if (const auto* node = std::get_if<NodePlan>(&plan.run); node != nullptr && !w->process_view) {
+    envmap::JobLayout layout;
+    layout.nodes.assign(static_cast<size_t>(node->layout.nnodes), envmap::Node{"", "", w->nproc, {}});
+    Result<envmap::ProgramTable> table = TableFor(programs, layout);
+    if (!table.ok()) return table.status();
+    if (programs.groups.empty() && !table->groups.empty()) {
+      w->argv = table->groups[0].argv;
+      w->local_rank_arg_at = w->argv.size();
+    }
+  }
+  return plan;
+}
+
+Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const envmap::JobLayout& layout) {
+  envmap::ProgramTable table;
+  const int world = envmap::WorldSize(layout);
+  if (!programs.multi_prog_file.empty()) {
+    Result<envmap::ProgramTable> parsed = ParseMultiProg(programs.multi_prog_text, programs.multi_prog_file, world);
+    if (!parsed.ok()) return parsed.status();
+    table = std::move(*parsed);
+  } else {
+    table.groups = programs.groups;
+    int per_node = 0;
+    for (int n : programs.per_node) per_node += n;
+    // Every node runs each group's count in turn, so a rank's group follows
+    // from its place on its node; this node's row is the one a node agent
+    // knows for sure (the others may be placeholders: envmap::PartialTable).
+    const int own = layout.nodes[static_cast<size_t>(layout.node_rank)].nproc;
+    if (own != per_node || per_node == 0 || world % per_node != 0)
+      return Status::InvalidArgument(fmt::format(
+          "the groups make {} workers a node, but node {} runs {} of {} in all; every node runs each group's count",
+          per_node, layout.node_rank, own, world));
+    std::vector<int> pattern = envmap::ConsecutiveRanks(programs.per_node);
+    table.group_of.reserve(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) table.group_of.push_back(pattern[static_cast<size_t>(r % per_node)]);
+  }
+  if (Status s = ApplyRestarts(programs.restarts, table); !s.ok()) return s;
+  if (Status s = envmap::ValidatePrograms(table, world); !s.ok()) return s;
+  return table;
+}
+
+Status ResolvePrograms(envmap::ProgramTable& table) {
+  for (envmap::ProgramGroup& g : table.groups) {
+    Result<std::string> exe = ResolveCommand(g.argv.at(0));
+    if (!exe.ok()) {
+      std::string message = fmt::format("{} ({}): {}", g.line, g.role, exe.status().message());
+      return exe.status().code() == Code::kNotFound ? Status::NotFound(message) : Status::InvalidArgument(message);
+    }
+    g.exe = std::move(*exe);
+  }
+  return Status::Ok();
+}
+
+std::string ExplainPrograms(const envmap::ProgramTable& table) {
+  std::string out = fmt::format("groups: {} programs, ranks numbered in group order on each node\n", table.groups.size());
+  for (size_t g = 0; g < table.groups.size(); ++g) {
+    const envmap::ProgramGroup& group = table.groups[g];
+    std::vector<int> ranks;
+    for (size_t r = 0; r < table.group_of.size(); ++r)
+      if (table.group_of[r] == static_cast<int>(g)) ranks.push_back(static_cast<int>(r));
+    out += fmt::format("  {} {}: ranks {} ({}): {}\n", group.line, group.role, RankRanges(ranks), ranks.size(),
+                       fmt::join(group.argv, " "));
+    if (!group.env.empty()) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : group.env) names.push_back(name);
+      out += fmt::format("    its own variables: {}\n", fmt::join(names, ", "));
+    }
+    if (!group.gpus.empty()) out += fmt::format("    GPUs: {} (--gpus), one a worker in turn\n", fmt::join(group.gpus, ","));
+    if (group.restarts >= 0)
+      out += fmt::format(
+          "    restarted alone, at most {} times (--role-restarts): a world of its own, RANK = ROLE_RANK, "
+          "WORLD_SIZE {}, its own MASTER_PORT; the other roles keep running\n",
+          group.restarts, ranks.size());
+  }
+  return out;
+}
+
+}  // namespace dlaunch::launcher

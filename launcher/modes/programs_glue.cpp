@@ -1,0 +1,23 @@
+#include "launcher/modes/programs_glue.hpp"
+
+#include "launcher/groups/groups.hpp"
+
+namespace dlaunch::launcher {
+
+Status PreparePrograms(const envmap::ProgramPlan& programs, RunPlan& plan, std::vector<PortReservation>& holds) {
+  if (programs.empty()) return Status::Ok();
+  Result<envmap::ProgramTable> table = TableFor(programs, plan.layout);
+  if (!table.ok()) return table.status();
+  if (Status s = ResolvePrograms(*table); !s.ok()) return s;
+  for (envmap::ProgramGroup& g : table->groups) {
+    if (g.restarts < 0) continue;
+    Result<PortReservation> port = PortReservation::AnyFreeForStore();
+    if (!port.ok()) return port.status();
+    g.world_port = port->port();
+    holds.push_back(std::move(*port));
+  }
+  plan.programs = std::move(*table);
+  return Status::Ok();
+}
+
+}  // namespace dlaunch::launcher
