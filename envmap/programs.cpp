@@ -44,7 +44,8 @@ void Set(EnvVars& env, const std::string& name, const std::string& value) {
 
 std::vector<int> ConsecutiveRanks(const std::vector<int>& counts) {
   std::vector<int> group_of;
-  for (size_t g = 0; g < counts.size(); ++g) group_of.insert(group_of.end(), static_cast<size_t>(counts[g]), static_cast<int>(g));
+  for (size_t g = 0; g < counts.size(); ++g)
+    group_of.insert(group_of.end(), static_cast<size_t>(counts[g]), static_cast<int>(g));
   return group_of;
 }
 
@@ -57,8 +58,7 @@ Status ValidatePrograms(const ProgramTable& table, int world_size) {
   std::vector<int> first(n, -1), last(n, -1), count(n, 0);
   for (size_t rank = 0; rank < table.group_of.size(); ++rank) {
     int g = table.group_of[rank];
-    if (g < 0 || static_cast<size_t>(g) >= n)
-      return Status::InvalidArgument(fmt::format("rank {} has no group", rank));
+    if (g < 0 || static_cast<size_t>(g) >= n) return Status::InvalidArgument(fmt::format("rank {} has no group", rank));
     if (first[static_cast<size_t>(g)] < 0) first[static_cast<size_t>(g)] = static_cast<int>(rank);
     last[static_cast<size_t>(g)] = static_cast<int>(rank);
     ++count[static_cast<size_t>(g)];
@@ -67,12 +67,13 @@ Status ValidatePrograms(const ProgramTable& table, int world_size) {
   for (size_t g = 0; g < n; ++g) {
     const ProgramGroup& group = table.groups[g];
     std::string name = GroupName(group, g);
-    if (group.argv.empty() || group.argv[0].empty()) return Status::InvalidArgument(fmt::format("{}: no command", name));
+    if (group.argv.empty() || group.argv[0].empty())
+      return Status::InvalidArgument(fmt::format("{}: no command", name));
     if (count[g] == 0) return Status::InvalidArgument(fmt::format("{}: runs no worker", name));
     if (group.role.empty()) return Status::InvalidArgument(fmt::format("{}: has no role name", name));
     if (!roles.insert(group.role).second)
-      return Status::InvalidArgument(
-          fmt::format("{}: role '{}' is named by another group too (give each group its own --role)", name, group.role));
+      return Status::InvalidArgument(fmt::format(
+          "{}: role '{}' is named by another group too (give each group its own --role)", name, group.role));
     // A world of its own is numbered from 0 in the order of its ranks; ranks of
     // another group in between would leave it with a hole.
     if (group.restarts >= 0 && last[g] - first[g] + 1 != count[g])

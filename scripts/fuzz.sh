@@ -30,7 +30,7 @@ fi
 timeout_s=${FUZZ_TIMEOUT:-10}
 malloc_mb=${FUZZ_MALLOC_MB:-512}
 rss_mb=${FUZZ_RSS_MB:-2048}
-all=(codec hostfile hostlist cli tf_config job_spec)
+all=(codec hostfile hostlist cli tf_config job_spec multi_prog)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "launcher/config/command.hpp"
+#include "launcher/config/multi_prog.hpp"
 #include "launcher/config/program_flags.hpp"
 
 namespace dlaunch::launcher {

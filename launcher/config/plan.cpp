@@ -487,12 +487,15 @@ std::string Explain(const Plan& plan) {
   } else {
     out += fmt::format("workers on this node: {}\n", w.nproc);
   }
-  if (!w.argv.empty()) out += fmt::format("command: {}\n", fmt::join(w.argv, " "));
+  // Several programs: each group's command is in the groups' lines that follow.
+  const bool groups = !w.programs.empty();
+  if (!w.argv.empty() && !groups) out += fmt::format("command: {}\n", fmt::join(w.argv, " "));
   if (std::string restarts = ExplainRecovery(w.max_restarts, w.recovery); !restarts.empty()) out += restarts + "\n";
   out += ExplainStraggler(w.straggler);
   if (!plan.origins.empty()) {
     out += "where each value came from:\n";
-    for (const Origin& o : plan.origins) out += fmt::format("  {}: {} ({})\n", o.what, o.value, o.from);
+    for (const Origin& o : plan.origins)
+      if (!groups || o.what != "command") out += fmt::format("  {}: {} ({})\n", o.what, o.value, o.from);
   }
   return out;
 }

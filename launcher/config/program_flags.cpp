@@ -1,12 +1,5 @@
 #include "launcher/config/program_flags.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
@@ -20,9 +13,6 @@ namespace {
 constexpr size_t kMaxGpuIds = 1024;
 // More restarts than a role could use in a week of short runs.
 constexpr int kMaxRoleRestarts = 1000;
-
-// A file of programs by rank: a line a rank of a large job is well under this.
-constexpr size_t kMaxMultiProgBytes = size_t{1} << 20;
 
 }  // namespace
 
@@ -82,7 +72,8 @@ Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env
       continue;
     }
     auto it = env.find(x);
-    if (it == env.end()) return Status::InvalidArgument(fmt::format("-x {}: not set here, so there is no value to pass", x));
+    if (it == env.end())
+      return Status::InvalidArgument(fmt::format("-x {}: not set here, so there is no value to pass", x));
     vars.emplace_back(x, it->second);
   }
   return vars;
@@ -100,32 +91,6 @@ Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o) 
     out.emplace_back(role, *ParseInt(value.substr(eq + 1)));
   }
   return out;
-}
-
-Result<std::string> ReadMultiProgText(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::InvalidArgument(fmt::format("--multi-prog {}: cannot open ({})", path, std::strerror(errno)));
-  struct stat st {};
-  std::string text;
-  Status status = Status::Ok();
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = Status::InvalidArgument(fmt::format("--multi-prog {}: not a regular file", path));
-  } else {
-    char buf[65536];
-    while (status.ok()) {
-      ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) status = Status::InvalidArgument(fmt::format("--multi-prog {}: cannot read ({})", path, std::strerror(errno)));
-      if (n <= 0) break;
-      text.append(buf, static_cast<size_t>(n));
-      if (text.size() > kMaxMultiProgBytes)
-        status = Status::InvalidArgument(
-            fmt::format("--multi-prog {}: more than {} bytes; one line a group of ranks is enough", path, kMaxMultiProgBytes));
-    }
-  }
-  close(fd);
-  if (!status.ok()) return status;
-  return text;
 }
 
 }  // namespace dlaunch::launcher

@@ -34,9 +34,4 @@ Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env
 // --role-restarts ROLE=N, in the order typed.
 Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o);
 
-// The --multi-prog file's text: a regular file (a link to one is followed, as
-// srun does) of at most 1 MiB, opened without blocking on a FIFO. Fails
-// naming the file.
-Result<std::string> ReadMultiProgText(const std::string& path);
-
 }  // namespace dlaunch::launcher

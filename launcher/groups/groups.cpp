@@ -1,12 +1,11 @@
 #include "launcher/groups/groups.hpp"
 
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "launcher/core/spawn.hpp"
 #include "launcher/core/text.hpp"
-#include "launcher/groups/multi_prog.hpp"
+#include "launcher/config/multi_prog.hpp"
 
 namespace dlaunch::launcher {
 
@@ -47,15 +46,16 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
         "dlaunch a node with the same groups (srun --ntasks-per-node=1, or --rdzv-endpoint on each node)");
   const char* what = programs.multi_prog_file.empty() ? "several groups" : "--multi-prog";
   if (w->flavors.per_node)
-    return Status::InvalidArgument(fmt::format("--launch-mode per-node: not with {} (each worker runs its own program)", what));
+    return Status::InvalidArgument(
+        fmt::format("--launch-mode per-node: not with {} (each worker runs its own program)", what));
   if (!w->roles.empty())
     return Status::InvalidArgument(fmt::format("--roles: not with {}; give each group its --role", what));
   if (w->process_view && programs.multi_prog_file.empty())
     return Status::InvalidArgument(
         "several groups: need one dlaunch a node, not one a worker (srun --ntasks-per-node=1, mpirun --npernode 1)");
   bool own_worlds = !programs.restarts.empty();
-  bool one_node = std::holds_alternative<NodePlan>(plan.run) && std::get<NodePlan>(plan.run).layout.nnodes == 1 &&
-                  !w->process_view;
+  bool one_node =
+      std::holds_alternative<NodePlan>(plan.run) && std::get<NodePlan>(plan.run).layout.nnodes == 1 && !w->process_view;
   if (own_worlds && !one_node)
     return Status::InvalidArgument(
         "--role-restarts: a role restarted alone runs on one node (its workers' new world cannot span nodes yet)");
@@ -119,20 +119,27 @@ Status ResolvePrograms(envmap::ProgramTable& table) {
 }
 
 std::string ExplainPrograms(const envmap::ProgramTable& table) {
-  std::string out = fmt::format("groups: {} programs, ranks numbered in group order on each node\n", table.groups.size());
+  std::string out =
+      fmt::format("groups: {} programs, ranks numbered in group order on each node\n", table.groups.size());
   for (size_t g = 0; g < table.groups.size(); ++g) {
     const envmap::ProgramGroup& group = table.groups[g];
     std::vector<int> ranks;
     for (size_t r = 0; r < table.group_of.size(); ++r)
       if (table.group_of[r] == static_cast<int>(g)) ranks.push_back(static_cast<int>(r));
+    // A multi-prog line as written: its "%%" is one '%' there.
+    std::vector<std::string> argv = group.argv;
+    for (std::string& arg : argv) {
+      for (size_t at = 0; group.expand && (at = arg.find("%%", at)) != std::string::npos; ++at) arg.erase(at, 1);
+    }
     out += fmt::format("  {} {}: ranks {} ({}): {}\n", group.line, group.role, RankRanges(ranks), ranks.size(),
-                       fmt::join(group.argv, " "));
+                       fmt::join(argv, " "));
     if (!group.env.empty()) {
       std::vector<std::string> names;
       for (const auto& [name, value] : group.env) names.push_back(name);
       out += fmt::format("    its own variables: {}\n", fmt::join(names, ", "));
     }
-    if (!group.gpus.empty()) out += fmt::format("    GPUs: {} (--gpus), one a worker in turn\n", fmt::join(group.gpus, ","));
+    if (!group.gpus.empty())
+      out += fmt::format("    GPUs: {} (--gpus), one a worker in turn\n", fmt::join(group.gpus, ","));
     if (group.restarts >= 0)
       out += fmt::format(
           "    restarted alone, at most {} times (--role-restarts): a world of its own, RANK = ROLE_RANK, "

@@ -119,3 +119,13 @@ write("tf_config", [
     "worker:1073741824,ps:1073741824\x00" + tf(cluster, "ps", 0),
     "ps:1\x00{\"cluster\": {}, \"task\": {}}\x00ps:A=B",
 ])
+
+# ---- multi_prog: one byte, the world size less one, then an srun --multi-prog file ----
+write("multi_prog", [
+    bytes([7]) + b"4-6 hostname\n1,7 echo task:%t\n0,2-3 echo offset:%o\n",
+    bytes([3]) + b"# comment\n\n0,2 a\r\n1,3 b 'x %t' y\\ z\r\n",
+    bytes([3]) + b"0 server --port 1\n* worker \\\n  --id=%o\n",
+    bytes([255]) + b"0-254 a\n255 b\n* c\n",
+    bytes([3]) + b"0-1 a\n1-99999999999999999999 b\n3-1 c\n* d\n* e\n",
+    bytes([0]) + b"0 a 'unclosed\n0 \x00\n",
+])

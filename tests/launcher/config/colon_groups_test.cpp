@@ -19,14 +19,25 @@ TEST_CASE("a ':' separates groups only before a group flag or '--'", "[colon_gro
     std::vector<Args> groups;
   } kCases[] = {
       {"no colon", {"-np", "2", "--", "a"}, {{"-np", "2", "--", "a"}}},
-      {"two groups", {"-np", "1", "--", "a", ":", "-np", "3", "--", "b"}, {{"-np", "1", "--", "a"}, {"-np", "3", "--", "b"}}},
+      {"two groups",
+       {"-np", "1", "--", "a", ":", "-np", "3", "--", "b"},
+       {{"-np", "1", "--", "a"}, {"-np", "3", "--", "b"}}},
       {"'--' opens a group", {"--", "a", ":", "--", "b"}, {{"--", "a"}, {"--", "b"}}},
       {"every spelling of a group flag",
-       {"--", "a", ":", "--nproc_per_node=2", "b", ":", "-x", "A=1", "--", "c", ":", "-H", "h", "--", "d", ":",
-        "--gpus", "0", "--", "e"},
-       {{"--", "a"}, {"--nproc_per_node=2", "b"}, {"-x", "A=1", "--", "c"}, {"-H", "h", "--", "d"}, {"--gpus", "0", "--", "e"}}},
+       {"--",     "a",  ":",  "--nproc_per_node=2",
+        "b",      ":",  "-x", "A=1",
+        "--",     "c",  ":",  "-H",
+        "h",      "--", "d",  ":",
+        "--gpus", "0",  "--", "e"},
+       {{"--", "a"},
+        {"--nproc_per_node=2", "b"},
+        {"-x", "A=1", "--", "c"},
+        {"-H", "h", "--", "d"},
+        {"--gpus", "0", "--", "e"}}},
       {"a worker's own ':' at the end", {"--", "sh", "-c", "x", ":"}, {{"--", "sh", "-c", "x", ":"}}},
-      {"a worker's ':' before its own argument", {"--", "sh", "-c", "x", ":", "y"}, {{"--", "sh", "-c", "x", ":", "y"}}},
+      {"a worker's ':' before its own argument",
+       {"--", "sh", "-c", "x", ":", "y"},
+       {{"--", "sh", "-c", "x", ":", "y"}}},
       {"a worker's ':' before a job flag stays the worker's",
        {"--", "a", ":", "--max-restarts", "3"},
        {{"--", "a", ":", "--max-restarts", "3"}}},
@@ -43,9 +54,32 @@ TEST_CASE("a ':' separates groups only before a group flag or '--'", "[colon_gro
 
 TEST_CASE("ParseJobLine sizes the node to every group and keeps each group's own", "[colon_groups]") {
   envmap::EnvMap env = {{"FROM_HERE", "yes"}};
-  Result<JobLine> line = ParseJobLine({"--max-restarts", "2", "-np", "1", "--role", "trainer", "-x", "LR=0.1", "--",
-                                       "python3", "train.py", ":", "--nproc-per-node", "3", "--role", "rollout",
-                                       "--env", "ompi", "-x", "FROM_HERE", "--gpus", "4,5", "--", "serve", "--port", "1"},
+  Result<JobLine> line = ParseJobLine({"--max-restarts",
+                                       "2",
+                                       "-np",
+                                       "1",
+                                       "--role",
+                                       "trainer",
+                                       "-x",
+                                       "LR=0.1",
+                                       "--",
+                                       "python3",
+                                       "train.py",
+                                       ":",
+                                       "--nproc-per-node",
+                                       "3",
+                                       "--role",
+                                       "rollout",
+                                       "--env",
+                                       "ompi",
+                                       "-x",
+                                       "FROM_HERE",
+                                       "--gpus",
+                                       "4,5",
+                                       "--",
+                                       "serve",
+                                       "--port",
+                                       "1"},
                                       env);
   REQUIRE(line.ok());
   CHECK(line->options.nproc == 4);
@@ -88,32 +122,45 @@ TEST_CASE("each mistake in the groups gets one line naming the group", "[colon_g
   } kCases[] = {
       {"no command after ':'", {"-np", "1", "--", "a", ":", "-np", "2"}, "group 2: no command after ':'"},
       {"an empty command after ':'", {"-np", "1", "--", "a", ":", "--"}, "group 2: no command after ':'"},
-      {"an empty group", {"-np", "1", "--", "a", ":", "-np", "0", "--", "b"},
+      {"an empty group",
+       {"-np", "1", "--", "a", ":", "-np", "0", "--", "b"},
        "group 2: --np: expected a positive number of processes, got '0'"},
-      {"a role named twice", {"--role", "a", "--", "x", ":", "--role", "a", "--", "y"},
+      {"a role named twice",
+       {"--role", "a", "--", "x", ":", "--role", "a", "--", "y"},
        "group 2 (a): role 'a' is named by group 1 too (give each group its own --role)"},
-      {"a job flag in a later group", {"--", "x", ":", "--role", "r", "--max-restarts", "3", "--", "y"},
+      {"a job flag in a later group",
+       {"--", "x", ":", "--role", "r", "--max-restarts", "3", "--", "y"},
        "group 2 (r): --max-restarts applies to the whole job; give it before the first ':'"},
-      {"hosts of a later group", {"--", "x", ":", "-H", "h1", "--", "y"},
+      {"hosts of a later group",
+       {"--", "x", ":", "-H", "h1", "--", "y"},
        "group 2 (group2): hosts of its own (-H, --hostfile) need a head launch with a node list before the first ':'"},
-      {"horovod in a later group", {"--", "x", ":", "--env", "horovod", "--", "y"},
+      {"horovod in a later group",
+       {"--", "x", ":", "--env", "horovod", "--", "y"},
        "group 2 (group2): --env horovod serves one store for the whole job; give it before the first ':'"},
-      {"a count that is not a number", {"--", "x", ":", "--nproc-per-node", "gpu", "--", "y"},
+      {"a count that is not a number",
+       {"--", "x", ":", "--nproc-per-node", "gpu", "--", "y"},
        "group 2 (group2): give its count as a number (--nproc-per-node N or -np N)"},
-      {"-x of a variable not set here", {"--", "x", ":", "-x", "NOT_SET_ANYWHERE", "--", "y"},
+      {"-x of a variable not set here",
+       {"--", "x", ":", "-x", "NOT_SET_ANYWHERE", "--", "y"},
        "group 2 (group2): -x NOT_SET_ANYWHERE: not set here, so there is no value to pass"},
-      {"a bad --gpus", {"--", "x", ":", "--gpus", "0,,1", "--", "y"},
+      {"a bad --gpus",
+       {"--", "x", ":", "--gpus", "0,,1", "--", "y"},
        "group 2: --gpus: expected GPU ids like 0,1 or GPU-UUID,... (at most 1024), got '0,,1'"},
-      {"an unknown flag in a group", {"--", "x", ":", "--role", "r", "--nosuch", "--", "y"},
+      {"an unknown flag in a group",
+       {"--", "x", ":", "--role", "r", "--nosuch", "--", "y"},
        "group 2: unknown flag '--nosuch'"},
-      {"--multi-prog beside groups", {"--multi-prog", "/etc/hostname", "--", "x", ":", "--", "y"},
+      {"--multi-prog beside groups",
+       {"--multi-prog", "/etc/hostname", "--", "x", ":", "--", "y"},
        "group 1: --multi-prog: the file names each rank's command; got 'x' as well"},
       {"a leading ':'", {":", "--", "y"}, "group 1: is empty (nothing between the ':'s)"},
-      {"--role-restarts of one group", {"--role-restarts", "a=1", "--", "x"},
+      {"--role-restarts of one group",
+       {"--role-restarts", "a=1", "--", "x"},
        "--role-restarts: the job runs one group; give several (':' between them) or --multi-prog"},
-      {"--role-restarts malformed", {"--role-restarts", "a", "--", "x", ":", "--", "y"},
+      {"--role-restarts malformed",
+       {"--role-restarts", "a", "--", "x", ":", "--", "y"},
        "group 1: --role-restarts: expected ROLE=N (N from 0 to 1000), got 'a'"},
-      {"--role-restarts twice", {"--role-restarts", "a=1", "--role-restarts", "a=2", "--", "x", ":", "--", "y"},
+      {"--role-restarts twice",
+       {"--role-restarts", "a=1", "--role-restarts", "a=2", "--", "x", ":", "--", "y"},
        "--role-restarts: role 'a' is given twice"},
   };
   for (const auto& c : kCases) {
@@ -127,16 +174,16 @@ TEST_CASE("each mistake in the groups gets one line naming the group", "[colon_g
 TEST_CASE("--multi-prog reads its file once, bounded, and takes no command", "[colon_groups]") {
   Result<JobLine> dir = ParseJobLine({"-np", "2", "--multi-prog", "/"}, {});
   REQUIRE_FALSE(dir.ok());
-  CHECK(dir.status().message() == "--multi-prog /: not a regular file");
+  CHECK(dir.status().message() == "multi-prog /: a directory, not a regular file");
   Result<JobLine> missing = ParseJobLine({"-np", "2", "--multi-prog", "/nonexistent/mp.conf"}, {});
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.status().message() == "--multi-prog /nonexistent/mp.conf: cannot open (No such file or directory)");
+  CHECK(missing.status().message() == "multi-prog /nonexistent/mp.conf: no such file");
   Result<JobLine> with_command = ParseJobLine({"-np", "2", "--multi-prog", "/dev/null", "--", "x"}, {});
   REQUIRE_FALSE(with_command.ok());
   CHECK(with_command.status().message() == "--multi-prog: the file names each rank's command; got 'x' as well");
-  Result<JobLine> empty = ParseJobLine({"-np", "2", "--multi-prog", "/dev/null"}, {});
-  REQUIRE_FALSE(empty.ok());  // a character device, not a file
-  CHECK(empty.status().message() == "--multi-prog /dev/null: not a regular file");
+  Result<JobLine> device = ParseJobLine({"-np", "2", "--multi-prog", "/dev/null"}, {});
+  REQUIRE_FALSE(device.ok());
+  CHECK(device.status().message().starts_with("multi-prog /dev/null: "));
 }
 
 }  // namespace
