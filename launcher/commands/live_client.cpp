@@ -401,8 +401,15 @@ int ShowStacks(const LivePlan& plan, const std::string& dir) {
 }  // namespace
 
 std::string StatusTable(const boost::json::array& rows, size_t width) {
+  // A ROLE column only when the job runs several programs (or a --role).
+  bool roles = false;
+  for (const boost::json::value& v : rows) {
+    const boost::json::value* role = v.as_object().if_contains("role");
+    roles = roles || (role != nullptr && role->is_string() && role->as_string() != "default");
+  }
   std::vector<std::vector<std::string>> cells = {
       {"NODE", "HOST", "RANK", "LOCAL", "PID", "STATE", "TIME", "CPU%", "RSS", "RESTARTS", "SILENT", "LAST LINE"}};
+  if (roles) cells[0].insert(cells[0].begin() + 3, "ROLE");
   for (const boost::json::value& v : rows) {
     const boost::json::object& r = v.as_object();
     long pid = static_cast<long>(Num(r, "pid"));
@@ -413,6 +420,7 @@ std::string StatusTable(const boost::json::array& rows, size_t width) {
                      Duration(Num(r, "run_time_s")), fmt::format("{:.1f}", Num(r, "cpu_pct")),
                      pid > 0 ? Size(Num(r, "rss_kib")) : "-", fmt::format("{}", static_cast<long>(Num(r, "restarts"))),
                      fmt::format("{:.0f}s", std::floor(Num(r, "silent_s"))), Str(r, "last_line")});
+    if (roles) cells.back().insert(cells.back().begin() + 3, Str(r, "role"));
   }
   std::vector<size_t> w(cells[0].size(), 0);
   for (const auto& row : cells)
@@ -421,7 +429,8 @@ std::string StatusTable(const boost::json::array& rows, size_t width) {
   for (const auto& row : cells) {
     std::string line;
     for (size_t i = 0; i + 1 < row.size(); ++i) {
-      bool right = i != 1 && i != 5;  // numbers right, host and state left
+      // Numbers right; host, role and state left.
+      bool right = i != 1 && (roles ? i != 3 && i != 6 : i != 5);
       line += right ? fmt::format("{:>{}}  ", row[i], w[i]) : fmt::format("{:<{}}  ", row[i], w[i]);
     }
     line += row.back();

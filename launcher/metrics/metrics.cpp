@@ -111,6 +111,9 @@ int WriteRankMetrics(const boost::json::array& rows, Exposition& out) {
       out.Add("dlaunch_rank_silent_seconds", *silent, {{"rank", r}});
     if (std::optional<double> restarts = Number(*row, "restarts"))
       out.Add("dlaunch_rank_restarts_total", *restarts, {{"rank", r}});
+    // Several programs: which group each rank runs, to join on `rank`.
+    if (const boost::json::value* role = row->if_contains("role"); role != nullptr && role->is_string())
+      out.Add("dlaunch_rank_info", 1, {{"rank", r}, {"role", std::string(role->as_string())}});
     if (Number(*row, "pid").value_or(0) != 0) ++running;
   }
   return running;

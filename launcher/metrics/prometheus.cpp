@@ -30,6 +30,8 @@ const std::vector<MetricDef>& MetricTable() {
        "seconds since a rank last wrote output (0 while the console holds its output back)"},
       {"dlaunch_rank_restarts_total", kCounter, "rank", kLauncher,
        "restarts of a rank: the job's restarts before this run plus its own"},
+      {"dlaunch_rank_info", kGauge, "rank,role", kLauncher,
+       "1 for each rank of this node, labelled with its role (ROLE_NAME: its group's with several programs)"},
       {"dlaunch_restarts_total", kCounter, "", kLauncher,
        "restarts of this node's worker group (--max-restarts), or the job's restart count in a rendezvous"},
       {"dlaunch_hangs_detected_total", kCounter, "", kLauncher,

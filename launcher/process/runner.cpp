@@ -256,7 +256,8 @@ boost::json::array Runner::RowsOf(bool read_proc) {
                 layout.restart_count + (w != nullptr ? w->restart : 0),
                 w,
                 group_.last_line(i),
-                w != nullptr && w->running && group_.held(i)};
+                w != nullptr && w->running && group_.held(i),
+                group_.slot(i).role};
     rows.push_back(rows_.Row(i, f, now, read_proc));
   }
   return rows;

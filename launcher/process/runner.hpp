@@ -49,7 +49,7 @@ class JobChannel {
 class WorkerRun {
  public:
   virtual ~WorkerRun() = default;
-  // This node's ranks now, one JSON object per local rank: rank, local_rank, node_rank, host, pid (0 when
+  // This node's ranks now, one JSON object per local rank: rank, local_rank, node_rank, host, role, pid (0 when
   // not running), state, run_time_s, cpu_pct, rss_kib, restarts, silent_s, last_line, and once it has
   // exited exit_code (the shell's: 128+N for signal N). Never blocks.
   virtual boost::json::array Rows() = 0;

@@ -72,6 +72,7 @@ boost::json::object WorkerRows::Row(size_t i, const RankFacts& facts, Clock::tim
       {"local_rank", facts.local_rank},
       {"node_rank", facts.node_rank},
       {"host", facts.host},
+      {"role", facts.role},
       {"pid", 0},
       {"state", "not started"},
       {"run_time_s", 0.0},

@@ -36,6 +36,7 @@ struct RankFacts {
   const WorkerRecord* worker = nullptr;  // null: not started
   const LastLine* last = nullptr;        // the stream that wrote last; null: none yet
   bool held = false;                     // the console holds its output back: not silent
+  std::string role = "default";          // ROLE_NAME: its group's, with several programs
 };
 
 class WorkerRows {

@@ -42,6 +42,13 @@ TEST_CASE("the status table: one row per rank, the last line cut to the width", 
         "   0  n1       0      0  4242  sleeping    1:15  97.0  2.0M         1      3s  epoch 3 loss 0.41\n"
         "   0  n1       1      1     -  exited (3)  0:02   0.0     -         1      0s  \n");
   CHECK(StatusTable(rows, 88).find("  epoch 3 l\n") != std::string::npos);  // 79 columns before it
+  // Several programs: each rank's role in a column of its own.
+  rows[0].as_object()["role"] = "trainer";
+  rows[1].as_object()["role"] = "rollout";
+  CHECK(StatusTable(rows, 0) ==
+        "NODE  HOST  RANK  ROLE     LOCAL   PID  STATE       TIME  CPU%   RSS  RESTARTS  SILENT  LAST LINE\n"
+        "   0  n1       0  trainer      0  4242  sleeping    1:15  97.0  2.0M         1      3s  epoch 3 loss 0.41\n"
+        "   0  n1       1  rollout      1     -  exited (3)  0:02   0.0     -         1      0s  \n");
 }
 
 TEST_CASE("job live: the client prefers the job-wide reply of a run id", "[job_live]") {

@@ -43,8 +43,8 @@ TEST_CASE("Rank states: every row state word maps into the fixed set", "[metrics
 TEST_CASE("Rank metrics come from the status rows: state, exit code, silence, restarts, running", "[metrics]") {
   Exposition e;
   int running = WriteRankMetrics(MetricsRows(R"j([
-      {"rank": 0, "pid": 41, "state": "sleeping", "silent_s": 2.5, "restarts": 1},
-      {"rank": 1, "pid": 0, "state": "exited (3)", "exit_code": 3, "silent_s": 0.0, "restarts": 1},
+      {"rank": 0, "pid": 41, "state": "sleeping", "silent_s": 2.5, "restarts": 1, "role": "trainer"},
+      {"rank": 1, "pid": 0, "state": "exited (3)", "exit_code": 3, "silent_s": 0.0, "restarts": 1, "role": "rollout"},
       {"rank": 2, "pid": 0, "state": "not started", "silent_s": 0.0, "restarts": 0},
       {"rank": "junk", "state": "running"}, 7])j"),
                                  e);
@@ -58,6 +58,9 @@ TEST_CASE("Rank metrics come from the status rows: state, exit code, silence, re
   CHECK(text.find("dlaunch_rank_exit_code{rank=\"0\"}") == std::string::npos);  // absent while it runs
   CHECK(text.find("dlaunch_rank_silent_seconds{rank=\"0\"} 2.5\n") != std::string::npos);
   CHECK(text.find("dlaunch_rank_restarts_total{rank=\"1\"} 1\n") != std::string::npos);
+  CHECK(text.find("dlaunch_rank_info{rank=\"0\",role=\"trainer\"} 1\n") != std::string::npos);
+  CHECK(text.find("dlaunch_rank_info{rank=\"1\",role=\"rollout\"} 1\n") != std::string::npos);
+  CHECK(text.find("dlaunch_rank_info{rank=\"2\"") == std::string::npos);  // a row without a role
   CHECK(text.find("junk") == std::string::npos);
 }
 

@@ -23,7 +23,7 @@ struct FakeProc {
 };
 
 RankFacts Facts(const WorkerRecord* w, const LastLine* last = nullptr, bool held = false) {
-  return RankFacts{3, 1, 2, "host-b", 4, w, last, held};
+  return RankFacts{3, 1, 2, "host-b", 4, w, last, held, "rollout"};
 }
 
 WorkerRecord RunningWorker(int pid) {
@@ -45,6 +45,7 @@ TEST_CASE("a rank not started yet", "[worker_rows]") {
   CHECK(r.at("local_rank") == 1);
   CHECK(r.at("node_rank") == 2);
   CHECK(r.at("host") == "host-b");
+  CHECK(r.at("role") == "rollout");
   CHECK(r.at("restarts") == 4);
   CHECK(r.at("pid") == 0);
   CHECK(r.at("state") == "not started");
