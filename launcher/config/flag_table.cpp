@@ -17,6 +17,7 @@
 #include "launcher/config/plan.hpp"
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/config/recovery_flags.hpp"
+#include "launcher/config/role_restarts.hpp"
 #include "launcher/config/straggler_flags.hpp"
 #include "launcher/core/text.hpp"
 
@@ -328,6 +329,7 @@ bool ForAgents(std::string_view name) {
                        "spares",
                        "max-no-progress-restarts",
                        "restart-backoff",
+                       "role-restarts",
                        "monitor-interval",
                        "start-method",
                        "role",
@@ -566,6 +568,13 @@ const std::vector<Flag>& Flags() {
        [](Options&, const std::string& v) { return ParseRestartBackoff(v).status(); },
        "wait MIN seconds before a restart, doubling up to MAX; reset after 10 minutes running",
        {.value = "MIN:MAX"}},
+      {"role-restarts",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return ParseRoleRestarts(v).status(); },
+       "when a worker of role ROLE fails, restart only that role's workers, at most N times; the other roles run on "
+       "(repeatable)",
+       {.value = "ROLE=N"}},
       {"spares",
        0,
        Arity::kValue,
