@@ -69,9 +69,10 @@ Result<const Flag*> FlagByPrefix(const std::string& name, const std::string& sho
 
 // torchrun reads no PET_ variable for logs-specs: argparse's plain action, not
 // its env one. The recovery flags are dlaunch's own, which torchrun never had,
-// and are read off Options::typed (recovery_flags.hpp).
+// and are read off Options::typed (recovery_flags.hpp, role_restarts.hpp).
 bool TakesPetDefault(std::string_view name) {
-  return name != "logs-specs" && name != "max-no-progress-restarts" && name != "restart-backoff";
+  return name != "logs-specs" && name != "max-no-progress-restarts" && name != "restart-backoff" &&
+         name != "role-restarts";
 }
 
 // PET_NPROC_PER_NODE and friends: torchrun takes each as the default of its flag.

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "launcher/config/command.hpp"
 #include "launcher/config/multi_prog.hpp"
 #include "launcher/config/program_flags.hpp"
+#include "launcher/config/role_restarts.hpp"
 
 namespace dlaunch::launcher {
 
@@ -142,9 +144,9 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   if (!first.ok()) return first.status();
   line.options = *first;
   if (line.options.help || line.options.version) return line;
-  Result<std::vector<std::pair<std::string, int>>> restarts = RoleRestarts(line.options);
+  Result<std::map<std::string, int>> restarts = RoleRestartsFor(line.options);
   if (!restarts.ok()) return restarts.status();
-  line.programs.restarts = std::move(*restarts);
+  line.programs.restarts.assign(restarts->begin(), restarts->end());
   Result<std::string> multi_prog = MultiProgFile(line.options);
   if (!multi_prog.ok()) return multi_prog.status();
   if (segments.size() == 1) {

@@ -18,6 +18,7 @@
 #include "launcher/config/rdzv_conf.hpp"
 #include "launcher/config/recovery_flags.hpp"
 #include "launcher/config/program_flags.hpp"
+#include "launcher/config/role_restarts.hpp"
 #include "launcher/config/straggler_flags.hpp"
 #include "launcher/core/text.hpp"
 
@@ -329,6 +330,7 @@ bool ForAgents(std::string_view name) {
                        "spares",
                        "max-no-progress-restarts",
                        "restart-backoff",
+                       "role-restarts",
                        "monitor-interval",
                        "start-method",
                        "role",
@@ -361,7 +363,6 @@ bool ForAgents(std::string_view name) {
                        "role-env",
                        "gpus",
                        "multi-prog",
-                       "role-restarts",
                        "bind-to",
                        "pin-gpu",
                        "metrics-addr",
@@ -570,6 +571,13 @@ const std::vector<Flag>& Flags() {
        [](Options&, const std::string& v) { return ParseRestartBackoff(v).status(); },
        "wait MIN seconds before a restart, doubling up to MAX; reset after 10 minutes running",
        {.value = "MIN:MAX"}},
+      {"role-restarts",
+       0,
+       Arity::kValue,
+       [](Options&, const std::string& v) { return ParseRoleRestarts(v).status(); },
+       "when a worker of role ROLE fails, restart only that role's workers, at most N times; the other roles run on "
+       "(repeatable)",
+       {.value = "ROLE=N"}},
       {"spares",
        0,
        Arity::kValue,
@@ -769,12 +777,6 @@ const std::vector<Flag>& Flags() {
        [](Options&, const std::string& v) { return CheckMultiProg(v); },
        "srun's --multi-prog file: RANKS PROGRAM ARGS per line (%t rank, %o offset); no command",
        {.value = "FILE", .kind = ValueKind::kFile, .others = "srun --multi-prog"}},
-      {"role-restarts",
-       0,
-       Arity::kValue,
-       [](Options&, const std::string& v) { return CheckRoleRestarts(v); },
-       "restart only ROLE's workers, at most N times, when one fails; the other roles run on (repeatable)",
-       {.value = "ROLE=N"}},
       {"gpus",
        0,
        Arity::kValue,

@@ -11,8 +11,6 @@ namespace {
 
 // More ids than any machine has GPUs; a longer list is a mistake, not a node.
 constexpr size_t kMaxGpuIds = 1024;
-// More restarts than a role could use in a week of short runs.
-constexpr int kMaxRoleRestarts = 1000;
 
 }  // namespace
 
@@ -30,16 +28,6 @@ Status CheckGpuList(const std::string& value) {
 
 Status CheckMultiProg(const std::string& value) {
   if (value.empty()) return Status::InvalidArgument("--multi-prog: expected a file, got an empty name");
-  return Status::Ok();
-}
-
-Status CheckRoleRestarts(const std::string& value) {
-  size_t eq = value.rfind('=');
-  std::optional<int> n = eq == std::string::npos ? std::nullopt : ParseInt(value.substr(eq + 1));
-  std::string role = eq == std::string::npos ? "" : value.substr(0, eq);
-  if (role.empty() || role.size() > 64 || Printable(role) != role || !n || *n < 0 || *n > kMaxRoleRestarts)
-    return Status::InvalidArgument(fmt::format("--role-restarts: expected ROLE=N (N from 0 to {}), got '{}'",
-                                               kMaxRoleRestarts, PrintablePrefix(value, 40)));
   return Status::Ok();
 }
 
@@ -77,20 +65,6 @@ Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env
     vars.emplace_back(x, it->second);
   }
   return vars;
-}
-
-Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o) {
-  std::vector<std::pair<std::string, int>> out;
-  for (const auto& [name, value] : o.typed) {
-    if (name != "role-restarts") continue;
-    if (Status s = CheckRoleRestarts(value); !s.ok()) return s;
-    size_t eq = value.rfind('=');
-    std::string role = value.substr(0, eq);
-    for (const auto& [seen, count] : out)
-      if (seen == role) return Status::InvalidArgument(fmt::format("--role-restarts: role '{}' is given twice", role));
-    out.emplace_back(role, *ParseInt(value.substr(eq + 1)));
-  }
-  return out;
 }
 
 }  // namespace dlaunch::launcher

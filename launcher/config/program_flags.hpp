@@ -1,4 +1,4 @@
-// --gpus, --multi-prog, --role-restarts and a group's -x: what several
+// --gpus, --multi-prog and a group's -x: what several
 // programs in one job say (colon_groups.hpp; launcher/groups/ runs them). The
 // flag table's setters only validate, with these functions; the readers take
 // the values from Options::typed.
@@ -19,8 +19,6 @@ struct Options;
 // at most 1,024, each printable without blanks or commas. Fails naming the flag.
 Status CheckGpuList(const std::string& value);
 Status CheckMultiProg(const std::string& value);
-// ROLE=N: a printable role name and N from 0 to 1,000.
-Status CheckRoleRestarts(const std::string& value);
 
 // The ids of the last --gpus typed; empty when none was.
 Result<std::vector<std::string>> GroupGpus(const Options& o);
@@ -30,8 +28,5 @@ Result<std::string> MultiProgFile(const Options& o);
 // -x NAME=VALUE as given, -x NAME with the launcher's value (`env`); a NAME
 // the launcher does not have fails, as mpirun's -x does not pass it silently.
 Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env);
-
-// --role-restarts ROLE=N, in the order typed.
-Result<std::vector<std::pair<std::string, int>>> RoleRestarts(const Options& o);
 
 }  // namespace dlaunch::launcher

@@ -76,7 +76,7 @@ class Runner : public WorkerRun {
   void OnHang(Clock::duration silent);
   void ReportHang(std::chrono::seconds silent, std::vector<RankStack> stacks);
   void SampleBeforeKill(const std::vector<int>& pids);
-  Supervisor& supervisor() { return group_.supervisor(); }
+  SupervisorSet& supervisor() { return group_.supervisor(); }
 
   const RunPlan& plan_;
   RunEnv& env_;

@@ -70,7 +70,7 @@ std::vector<std::string> FailureSummary(int exit_code, const WorkerReport* cause
 }
 
 NodeEnd GatherEnd(const WorkerGroup& group, const std::string& private_dir) {
-  const Supervisor& s = group.supervisor();
+  const SupervisorSet& s = group.supervisor();
   NodeEnd end;
   end.exit_code = s.exit_code();
   end.stop_signal = s.stop_signal();

@@ -36,7 +36,7 @@ WorkerGroup::WorkerGroup(const RunPlan& plan, std::string job_mark, ProcessContr
       now_(std::move(now)),
       last_output_(now_()),
       streams_(io, console, kWorkerReadSize, now_),
-      supervisor_(*this, plan.supervisor),
+      supervisor_(*this, NodeDomains(plan.supervisor, plan.programs, envmap::LocalSlots(plan.layout))),
       slots_(envmap::ProgramSlots(plan.layout, plan.programs)),
       tails_(slots_.size()),
       lasts_(slots_.size()) {}

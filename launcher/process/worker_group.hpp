@@ -23,6 +23,7 @@
 #include "launcher/process/run_plan.hpp"
 #include "launcher/process/streams.hpp"
 #include "launcher/process/supervisor.hpp"
+#include "launcher/process/supervisor_set.hpp"
 
 namespace dlaunch::launcher {
 
@@ -58,8 +59,8 @@ class WorkerGroup : private WorkerControl {
 
   // The policy, for the events that come from outside: signals, ticks, a
   // failure elsewhere, a sample taken. Call Changed() after these.
-  Supervisor& supervisor() { return supervisor_; }
-  const Supervisor& supervisor() const { return supervisor_; }
+  SupervisorSet& supervisor() { return supervisor_; }
+  const SupervisorSet& supervisor() const { return supervisor_; }
   void Changed() {
     if (hooks_.changed) hooks_.changed();
   }
@@ -114,7 +115,7 @@ class WorkerGroup : private WorkerControl {
   std::function<Clock::time_point()> now_;
   Clock::time_point last_output_;  // any rank's last bytes
   Streams streams_;                // every worker's, in one group (0)
-  Supervisor supervisor_;
+  SupervisorSet supervisor_;       // one Supervisor per domain (supervisor_set.hpp)
   std::vector<envmap::WorkerSlot> slots_;
   std::vector<TailBuffer> tails_;
   std::vector<std::array<LastLine, 2>> lasts_;  // per local rank: stdout's, stderr's

@@ -218,3 +218,43 @@ TEST_CASE("the node's end names the root cause with its error file, else its std
   REQUIRE(lines.size() == 4);
   CHECK(lines[2] == "  | KeyError: 'x' in step 7");
 }
+
+TEST_CASE("a role with restarts of its own restarts alone while the others run on", "[worker_group]") {
+  GroupBench b(3);
+  // Rank 0 the trainer, sharing the job's restarts (none); ranks 1-2 the rollout, with 1 of its own.
+  for (auto [role, restarts] : {std::pair<const char*, int>{"trainer", -1}, {"rollout", 1}}) {
+    envmap::ProgramGroup group;
+    group.role = role;
+    group.argv = {"python3", std::string(role) + ".py"};
+    group.exe = "/usr/bin/python3";
+    group.restarts = restarts;
+    b.plan.programs.groups.push_back(group);
+  }
+  b.plan.programs.group_of = {0, 1, 1};
+  WorkerGroup& g = b.Make();
+  REQUIRE(g.Start().ok());
+  REQUIRE(b.processes.spawns.size() == 3);
+  b.processes.Exit(102, {1, 0});
+  CHECK(b.processes.signals == std::vector<std::pair<int, int>>{{101, SIGTERM}});
+  b.processes.Exit(101, {0, SIGTERM});
+  REQUIRE(b.processes.spawns.size() == 5);  // the rollout's two, again
+  CHECK(g.worker(0)->pid == 100);
+  CHECK(g.worker(0)->running);
+  CHECK(g.worker(1)->pid == 103);
+  CHECK(g.worker(2)->pid == 104);
+  CHECK(g.worker(2)->restart == 1);
+  CHECK(b.processes.SignalsTo(100, SIGTERM) == 0);
+  CHECK(g.supervisor().state() == Supervisor::State::kRunning);
+  // Its last restart spent, the rollout's next failure ends the job with its code.
+  b.processes.Exit(103, {5, 0});
+  CHECK(b.processes.SignalsTo(100, SIGTERM) == 1);
+  CHECK(b.processes.SignalsTo(104, SIGTERM) == 1);
+  b.processes.DieOf(SIGTERM);
+  REQUIRE(g.supervisor().done());
+  CHECK(g.supervisor().exit_code() == 5);
+  REQUIRE(g.supervisor().root_cause() != nullptr);
+  CHECK(g.supervisor().root_cause()->local_rank == 1);
+  CHECK(b.processes.spawns.size() == 5);
+  RunReadyHandlers(b.io);
+  CHECK(g.Ended());
+}
