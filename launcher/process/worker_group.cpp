@@ -160,10 +160,22 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   return spec;
 }
 
+const envmap::ProgramGroup* WorkerGroup::RestartedAlone(int local_rank) const {
+  const envmap::ProgramTable& programs = plan_.programs;
+  if (programs.empty()) return nullptr;
+  int rank = slots_[static_cast<size_t>(local_rank)].rank;
+  const envmap::ProgramGroup& g = programs.groups[static_cast<size_t>(programs.group_of[static_cast<size_t>(rank)])];
+  return g.restarts >= 0 ? &g : nullptr;
+}
+
 Result<int> WorkerGroup::Start(int local_rank, int restart) {
   std::string dir;
   if (Status made = LogDir(local_rank, restart, &dir); !made.ok()) return made;
-  if (restart > restarts_seen_ && plan_.restarting) plan_.restarting(restart);  // before its first worker
+  // A role restarted alone keeps its own count; what lives as long as one
+  // generation of the job (the Horovod store) is the job's.
+  const envmap::ProgramGroup* alone = RestartedAlone(local_rank);
+  if (alone == nullptr && restart > restarts_seen_ && plan_.restarting)
+    plan_.restarting(restart);  // before its first worker
   Result<PipedChild> child = processes_.Spawn(Spec(local_rank, restart));
   if (!child.ok()) return child.status();
   Started(child->pid, local_rank, restart);
@@ -183,10 +195,16 @@ Result<int> WorkerGroup::Start(int local_rank, int restart) {
 
 void WorkerGroup::Started(int pid, int local_rank, int restart) {
   const envmap::WorkerSlot& slot = slots_[static_cast<size_t>(local_rank)];
-  if (restart > restarts_seen_) {
-    restarts_seen_ = restart;
-    last_output_ = now_();  // a new generation: its silence counts from its start
-    plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
+  const envmap::ProgramGroup* alone = RestartedAlone(local_rank);
+  int& seen = alone != nullptr ? role_restarts_seen_[alone->role] : restarts_seen_;
+  if (restart > seen) {
+    seen = restart;
+    if (alone != nullptr) {
+      plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", alone->restarts}, {"role", alone->role}});
+    } else {
+      last_output_ = now_();  // a new generation: its silence counts from its start
+      plan_.events->Emit("restart", {{"restart", restart}, {"max_restarts", plan_.supervisor.max_restarts}});
+    }
   }
   running_[pid] = Running{local_rank, restart, now_()};
   // The job's restart count, as TORCHELASTIC_RESTART_COUNT says it: in a

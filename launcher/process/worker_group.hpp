@@ -100,6 +100,8 @@ class WorkerGroup : private WorkerControl {
   Status AddStream(int fd, int local_rank, bool is_err, const std::string& dir);
   void Started(int pid, int local_rank, int restart);
   void Exited(int pid, const ExitStatus& status);
+  // The group of `local_rank` when it restarts alone (--role-restarts); null otherwise.
+  const envmap::ProgramGroup* RestartedAlone(int local_rank) const;
 
   // A worker that runs: for worker_exited.
   struct Running {
@@ -121,6 +123,7 @@ class WorkerGroup : private WorkerControl {
   std::vector<std::array<LastLine, 2>> lasts_;  // per local rank: stdout's, stderr's
   std::map<int, Running> running_;              // by pid
   int restarts_seen_ = 0;
+  std::map<std::string, int> role_restarts_seen_;  // a role restarted alone: its own count
 };
 
 }  // namespace dlaunch::launcher

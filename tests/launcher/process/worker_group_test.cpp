@@ -245,6 +245,11 @@ TEST_CASE("a role with restarts of its own restarts alone while the others run o
   CHECK(g.worker(2)->restart == 1);
   CHECK(b.processes.SignalsTo(100, SIGTERM) == 0);
   CHECK(g.supervisor().state() == Supervisor::State::kRunning);
+  // Once, with the role and its own bound; the events say which role's worker started.
+  std::string events = ReadFile(b.dir / "events.jsonl");
+  CHECK(events.find(R"("restart":1,"max_restarts":1,"role":"rollout")") != std::string::npos);
+  CHECK(events.find(R"("rank":2,"local_rank":2,"pid":104,"restart":1,"role":"rollout")") != std::string::npos);
+  CHECK(events.find(R"("rank":0,"local_rank":0,"pid":100,"restart":0,"role":"trainer")") != std::string::npos);
   // Its last restart spent, the rollout's next failure ends the job with its code.
   b.processes.Exit(103, {5, 0});
   CHECK(b.processes.SignalsTo(100, SIGTERM) == 1);
