@@ -60,6 +60,10 @@ struct ProgramPlan {
   std::string multi_prog_text;
   // --role-restarts ROLE=N, applied to the group of that role.
   std::vector<std::pair<std::string, int>> restarts;
+  // A head launch with hosts of each group's own: each node's count of each
+  // group, in node rank order (node_counts[node][group]). Empty: every node
+  // runs per_node.
+  std::vector<std::vector<int>> node_counts;
 
   bool empty() const { return groups.empty() && multi_prog_file.empty(); }
 };

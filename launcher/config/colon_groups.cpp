@@ -5,9 +5,12 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "launcher/config/command.hpp"
 #include "launcher/config/multi_prog.hpp"
+#include "launcher/config/plan.hpp"
+#include "launcher/config/programs_codec.hpp"
 #include "launcher/config/program_flags.hpp"
 #include "launcher/config/role_restarts.hpp"
 
@@ -71,7 +74,7 @@ Result<envmap::ProgramGroup> GroupOf(const Options& o, size_t index, const envma
 }
 
 // A later group may give only what is its own.
-Status OnlyGroupFlags(const Options& o, size_t index) {
+Status OnlyGroupFlags(const Options& o, size_t index, bool head) {
   for (const auto& [name, value] : o.typed) {
     if (IsGroupFlagName(name)) continue;
     return Status::InvalidArgument(fmt::format("{}: --{} applies to the whole job; give it before the first ':'",
@@ -81,7 +84,7 @@ Status OnlyGroupFlags(const Options& o, size_t index) {
     return Status::InvalidArgument(
         fmt::format("{}: --env horovod serves one store for the whole job; give it before the first ':'",
                     Label(index, RoleName(o, index))));
-  if (!o.host_list.empty() || !o.hostfile.empty())
+  if (!head && (!o.host_list.empty() || !o.hostfile.empty()))
     return Status::InvalidArgument(
         fmt::format("{}: hosts of its own (-H, --hostfile) need a head launch with a node list before the first ':'",
                     Label(index, RoleName(o, index))));
@@ -103,6 +106,58 @@ Result<Options> ParseGroup(const std::vector<std::string>& segment, size_t index
     return Status::InvalidArgument(
         fmt::format("group {}: no command{}", index + 1, index == 0 ? " before the first ':'" : " after ':'"));
   return o;
+}
+
+// A head launch: each group's hosts (its own -H or --hostfile, else the first
+// group's) and its count on each, as mpirun places app contexts; the job's
+// node list becomes every host named, in the order first named, each with the
+// sum of its groups' counts (what its agent runs).
+Status HeadNodes(const std::vector<Options>& parsed, JobLine& line) {
+  Options& job = line.options;
+  if (!job.include.empty() || !job.exclude.empty())
+    return Status::InvalidArgument("--include, --exclude: not with several groups; give each group its own hosts");
+  const size_t groups = parsed.size();
+  Result<std::vector<HostEntry>> base = NodeList(parsed[0]);
+  if (!base.ok())
+    return Status::InvalidArgument(
+        fmt::format("{}: {}", Label(0, line.programs.groups[0].role), base.status().message()));
+  std::vector<std::string> order;
+  std::map<std::string, size_t> at;
+  std::vector<std::vector<int>>& counts = line.programs.node_counts;
+  for (size_t g = 0; g < groups; ++g) {
+    const Options& o = parsed[g];
+    bool own = g == 0 || !o.host_list.empty() || !o.hostfile.empty();
+    Result<std::vector<HostEntry>> hosts = own ? NodeList(o) : base;
+    if (!hosts.ok())
+      return Status::InvalidArgument(
+          fmt::format("{}: {}", Label(g, line.programs.groups[g].role), hosts.status().message()));
+    for (const HostEntry& e : *hosts) {
+      int n = own ? WorkersOn(e, o.nproc_given, o.nproc) : line.programs.per_node[g];
+      auto [it, fresh] = at.emplace(e.host, order.size());
+      if (fresh) {
+        order.push_back(e.host);
+        counts.emplace_back(groups, 0);
+      }
+      counts[it->second][g] += n;
+    }
+  }
+  std::vector<std::string> list;
+  for (size_t i = 0; i < order.size(); ++i) {
+    int sum = 0;
+    for (int n : counts[i]) sum += n;
+    if (sum > kMaxWorkersPerNode)
+      return Status::InvalidArgument(fmt::format("host {}: the groups place {} workers there, over the limit of {}",
+                                                 order[i], sum, kMaxWorkersPerNode));
+    list.push_back(fmt::format("{}:{}", order[i], sum));
+  }
+  job.host_list = fmt::format("{}", fmt::join(list, ","));
+  job.hostfile.clear();
+  job.nodes.clear();
+  job.np = 0;
+  job.nproc = 1;
+  job.nproc_kind = NprocKind::kNumber;
+  job.nproc_given = false;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -150,6 +205,13 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   Result<std::string> multi_prog = MultiProgFile(line.options);
   if (!multi_prog.ok()) return multi_prog.status();
   if (segments.size() == 1) {
+    // An agent of a head launch: the groups come from its head, over stdin.
+    if (auto it = env.find(std::string(kProgramsVar)); it != env.end()) {
+      Result<envmap::ProgramPlan> programs = DecodePrograms(it->second);
+      if (!programs.ok()) return programs.status();
+      line.programs = std::move(*programs);
+      return line;
+    }
     if (!multi_prog->empty()) {
       Result<std::string> text = ReadMultiProgText(*multi_prog);
       if (!text.ok()) return text.status();
@@ -163,12 +225,18 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   }
   if (!multi_prog->empty())
     return Status::InvalidArgument("--multi-prog: the file gives the groups; not with ':' between groups as well");
+  // A node list without an endpoint: this dlaunch is the head, and each group
+  // may name hosts of its own.
+  const bool head =
+      (!first->nodes.empty() || !first->hostfile.empty() || !first->host_list.empty()) && first->rdzv_endpoint.empty();
+  std::vector<Options> parsed;
   int total = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     Result<Options> o = i == 0 ? first : ParseGroup(segments[i], i, env);
     if (!o.ok()) return o.status();
+    parsed.push_back(*o);
     if (i > 0) {
-      if (Status s = OnlyGroupFlags(*o, i); !s.ok()) return s;
+      if (Status s = OnlyGroupFlags(*o, i, head); !s.ok()) return s;
     }
     int per_node = 0;
     Result<envmap::ProgramGroup> g = GroupOf(*o, i, env, &per_node);
@@ -181,10 +249,14 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
     line.programs.groups.push_back(std::move(*g));
     line.programs.per_node.push_back(per_node);
     total += per_node;
-    if (total > kMaxWorkersPerNode)
+    if (!head && total > kMaxWorkersPerNode)
       return Status::InvalidArgument(fmt::format("{}: the groups make {} workers a node, over the limit of {}",
                                                  Label(i, line.programs.groups.back().role), total,
                                                  kMaxWorkersPerNode));
+  }
+  if (head) {
+    if (Status s = HeadNodes(parsed, line); !s.ok()) return s;
+    return line;
   }
   // Decide sizes the node to every group's workers; its dialects are the first
   // group's (later ones add their own), and its command the first group's.

@@ -1,4 +1,5 @@
 #include "launcher/config/plan.hpp"
+#include "launcher/config/programs_codec.hpp"
 
 #include <csignal>
 
@@ -127,7 +128,7 @@ envmap::EnvMap Inherited(const envmap::EnvMap& env, const Surroundings& s, bool 
   envmap::EnvMap inherited;
   for (const auto& [name, value] : env) {
     if ((envmap::IsLauncherPrivate(name) && !own_rank_variable(name)) || name == rendezvous::kTokenEnvVar ||
-        name.starts_with(kRoleEnvVarPrefix))
+        name.starts_with(kRoleEnvVarPrefix) || name == kProgramsVar)
       continue;
     if (hide_slurm_task && envmap::IsSlurmTaskVariable(name)) continue;
     inherited.emplace(name, value);

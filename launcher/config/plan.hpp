@@ -166,6 +166,9 @@ struct HeadPlan {
   std::string events;                          // --events FILE: the head's own events (job_started, job_finished)
   rendezvous::CoordinatorOptions coordinator;  // all but the run id and the token
   StragglerFlags straggler;                    // the head compares every node's ranks (its agents get the flags too)
+  // Several programs: the groups for every agent (programs_codec.hpp), sent
+  // as DLAUNCH_PROGRAMS with the -x values; empty: one program.
+  std::string programs;
 };
 
 // Mode::kSingleNode and kStatic: this node's workers, the layout from the flags.

@@ -6,6 +6,7 @@
 #include "launcher/core/spawn.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/config/multi_prog.hpp"
+#include "launcher/config/programs_codec.hpp"
 
 namespace dlaunch::launcher {
 
@@ -39,11 +40,17 @@ WorkerPlan* WorkersOf(Plan& plan) {
 
 Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
   if (programs.empty()) return plan;
+  if (auto* head = std::get_if<HeadPlan>(&plan.run)) {
+    if (!programs.restarts.empty())
+      return Status::InvalidArgument(
+          "--role-restarts: a role restarted alone runs on one node (its workers' new world cannot span nodes yet)");
+    if (!programs.multi_prog_file.empty())
+      return Status::InvalidArgument(
+          "--multi-prog: not from a head launch yet; under Slurm, one dlaunch a node reads it");
+    head->programs = EncodePrograms(programs);
+    return plan;
+  }
   WorkerPlan* w = WorkersOf(plan);
-  if (w == nullptr)
-    return Status::InvalidArgument(
-        "several groups: a head launch (a node list without --rdzv-endpoint) does not start them yet; start one "
-        "dlaunch a node with the same groups (srun --ntasks-per-node=1, or --rdzv-endpoint on each node)");
   const char* what = programs.multi_prog_file.empty() ? "several groups" : "--multi-prog";
   if (w->flavors.per_node)
     return Status::InvalidArgument(
@@ -85,6 +92,21 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
     Result<envmap::ProgramTable> parsed = ParseMultiProg(programs.multi_prog_text, programs.multi_prog_file, world);
     if (!parsed.ok()) return parsed.status();
     table = std::move(*parsed);
+  } else if (!programs.node_counts.empty()) {
+    // A head launch: each node's counts as the head placed them.
+    table.groups = programs.groups;
+    const auto& counts = programs.node_counts;
+    int own = 0;
+    if (counts.size() != layout.nodes.size())
+      return Status::InvalidArgument(
+          fmt::format("the groups name {} nodes, but the job has {}", counts.size(), layout.nodes.size()));
+    for (int n : counts[static_cast<size_t>(layout.node_rank)]) own += n;
+    if (own != layout.nodes[static_cast<size_t>(layout.node_rank)].nproc)
+      return Status::InvalidArgument(fmt::format("node {} runs {} workers, but its groups make {}", layout.node_rank,
+                                                 layout.nodes[static_cast<size_t>(layout.node_rank)].nproc, own));
+    for (const std::vector<int>& node : counts)
+      for (size_t g = 0; g < node.size(); ++g)
+        table.group_of.insert(table.group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
   } else {
     table.groups = programs.groups;
     int per_node = 0;

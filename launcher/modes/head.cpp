@@ -1,5 +1,6 @@
 #include "launcher/modes/head.hpp"
 
+#include "launcher/config/programs_codec.hpp"
 #include "launcher/modes/head_nodes.hpp"
 
 #include <signal.h>
@@ -68,6 +69,7 @@ AgentCommand AgentCommandFor(const HeadPlan& h, int node_rank, const std::string
   AgentCommand c;
   c.cwd = cwd;
   c.env = h.exports;
+  if (!h.programs.empty()) c.env.emplace_back(std::string(kProgramsVar), h.programs);
   if (!entry.only_slots.empty())
     c.env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(entry.only_slots, ",")));
   c.argv = {self,
