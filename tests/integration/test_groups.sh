@@ -148,6 +148,8 @@ for r in 0 1 2 3 4 5; do
 done
 run_dl 30 --explain --nproc-per-node 6 --multi-prog "$TMP/mp.conf"
 expect_rc 0 "(d) --explain --multi-prog"
+assert_file_matches "$OUT" "^groups: 3 programs, each rank runs the line of the --multi-prog file that names it$" \
+  "(d) --explain says the file numbers the ranks"
 assert_file_matches "$OUT" "^  $TMP/mp.conf:3 line3: ranks 1-2,4 \(3\): $TMP/w.sh $TMP/mp mid-%t-%o$" \
   "(d) --explain names line 3's ranks"
 
