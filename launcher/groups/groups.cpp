@@ -141,8 +141,12 @@ Status ResolvePrograms(envmap::ProgramTable& table) {
 }
 
 std::string ExplainPrograms(const envmap::ProgramTable& table) {
-  std::string out =
-      fmt::format("groups: {} programs, ranks numbered in group order on each node\n", table.groups.size());
+  // A --multi-prog file's lines (the groups that expand %t) give each rank its
+  // program wherever the line is; the colon syntax numbers the groups in turn.
+  bool from_file = !table.groups.empty() && table.groups[0].expand;
+  std::string out = fmt::format("groups: {} programs, {}\n", table.groups.size(),
+                                from_file ? "each rank runs the line of the --multi-prog file that names it"
+                                          : "ranks numbered in group order on each node");
   for (size_t g = 0; g < table.groups.size(); ++g) {
     const envmap::ProgramGroup& group = table.groups[g];
     std::vector<int> ranks;

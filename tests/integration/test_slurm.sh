@@ -12,7 +12,10 @@
 #   3. a failure: task 1's worker exits 3, srun exits 3, nothing is left;
 #   4. `srun -n1 dlaunch --explain` names the source;
 #   5. SIGUSR1 from scancel (every process of the step, or --batch) and from
-#      kill reaches each worker exactly once.
+#      kill reaches each worker exactly once;
+#   6. --multi-prog FILE (ranges, '*', %t, %o): one dlaunch for the node
+#      (`srun -n1 dlaunch --nproc-per-node 4`), and one a task (`srun -n4
+#      dlaunch`): each rank runs its own line.
 # It skips, with the reason, only when the packages are missing or the daemons
 # do not come up.
 # shellcheck source=tests/integration/lib.sh
@@ -264,6 +267,37 @@ OUT=$d/batch.out ERR=$d/batch.out RC=0
 check_counts "$d" "signals (b)"
 wait_for 5 no_marked_processes
 assert_no_leftovers "after the signal cases"
+
+# ---------------------------------------------------------------------------
+# 6. --multi-prog: one dlaunch for the node's four ranks, then one a task (each
+# runs the line of its own rank). Workers write what they see to DIR/RANK.
+cat >"$TMP/mp_w.sh" <<'EOF'
+#!/bin/sh
+echo "prog=$2 rank=$RANK size=$WORLD_SIZE role=$ROLE_NAME/$ROLE_RANK/$ROLE_WORLD_SIZE" >"$1/$RANK"
+EOF
+chmod +x "$TMP/mp_w.sh"
+# check_mp DIR WHAT: the four ranks of the file below.
+check_mp() {
+  local want=("low-0 rank=0 size=4 role=line2/0/2" "low-1 rank=1 size=4 role=line2/1/2"
+    "star-2-0 rank=2 size=4 role=line3/0/2" "star-3-1 rank=3 size=4 role=line3/1/2") r
+  for r in 0 1 2 3; do
+    [[ -f $1/$r ]] || fail_run "$2: rank $r wrote nothing"
+    assert_eq "$(cat "$1/$r")" "prog=${want[r]}" "$2: rank $r's line"
+  done
+}
+for how in node task; do
+  mkdir -p "$TMP/mp_$how"
+  printf '# RANKS PROGRAM ARGS\n0-1 %s %s low-%%t\n*   %s %s star-%%t-%%o\n' \
+    "$TMP/mp_w.sh" "$TMP/mp_$how" "$TMP/mp_w.sh" "$TMP/mp_$how" >"$TMP/mp_$how.conf"
+done
+run_srun 60 -N1 -n1 "$DLAUNCH" --nproc-per-node 4 --multi-prog "$TMP/mp_node.conf"
+expect_rc 0 "srun -N1 -n1 dlaunch --nproc-per-node 4 --multi-prog"
+check_mp "$TMP/mp_node" "multi-prog, one dlaunch"
+run_srun 90 -N1 -n4 --overcommit "$DLAUNCH" --multi-prog "$TMP/mp_task.conf"
+expect_rc 0 "srun -N1 -n4 dlaunch --multi-prog"
+check_mp "$TMP/mp_task" "multi-prog, one dlaunch a task"
+wait_for 5 no_marked_processes
+assert_no_leftovers "after the multi-prog jobs"
 
 stop_daemons
 pass
