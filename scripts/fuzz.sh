@@ -30,7 +30,7 @@ fi
 timeout_s=${FUZZ_TIMEOUT:-10}
 malloc_mb=${FUZZ_MALLOC_MB:-512}
 rss_mb=${FUZZ_RSS_MB:-2048}
-all=(codec hostfile hostlist cli tf_config job_spec multi_prog)
+all=(codec hostfile hostlist cli tf_config job_spec samples multi_prog programs)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 

@@ -100,6 +100,9 @@ Result<Options> ParseGroup(const std::vector<std::string>& segment, size_t index
     std::string message = o.status().message();
     if (message.starts_with("no command to run"))
       message = index == 0 ? "no command before the first ':'" : "no command after ':'";
+    // Before the first ':' a job flag's message stands as it is: the flag is the job's.
+    std::string_view flag = std::string_view(message).substr(0, message.find(':'));
+    if (index == 0 && flag.starts_with("--") && !IsGroupFlagName(flag.substr(2))) return o.status();
     return Status::InvalidArgument(fmt::format("group {}: {}", index + 1, message));
   }
   if (o->command.empty())

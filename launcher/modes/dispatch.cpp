@@ -20,7 +20,7 @@ int RunInMode(const Plan& plan, const envmap::EnvMap& env) {
   const WorkerPlan& w = *plan.workers();
   // With several programs each group's is found when the run knows its ranks
   // (RunPlanFor); --explain on a node of its own finds them here.
-  bool later = w.argv.empty() && (plan.explain || !w.programs.empty());
+  bool later = (w.argv.empty() && plan.explain) || !w.programs.empty();
   Result<std::string> exe = later ? Result<std::string>("") : ResolveCommand(w.argv.at(0));
   if (!exe.ok())
     return Fail(exe.status().code() == Code::kNotFound ? kExitNotFound : kExitNotExecutable, exe.status().message());

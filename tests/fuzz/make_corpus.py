@@ -129,3 +129,15 @@ write("multi_prog", [
     bytes([3]) + b"0-1 a\n1-99999999999999999999 b\n3-1 c\n* d\n* e\n",
     bytes([0]) + b"0 a 'unclosed\n0 \x00\n",
 ])
+
+# ---- programs: DLAUNCH_PROGRAMS, the groups a head sends its agents ----
+write("programs", [
+    '{"groups":[{"role":"trainer","line":"group 1","argv":["python3","-u","train.py"],"local_rank_arg_at":3,'
+    '"expand":false,"env":[["K","1"]],"ompi":false,"azure":false,"horovod":false,"gpus":["0","1"]},'
+    '{"role":"rollout","line":"group 2","argv":["serve","%t"],"local_rank_arg_at":2,"expand":true,"env":[],'
+    '"ompi":true,"azure":false,"horovod":false,"gpus":[]}],"per_node":[2,1],"node_counts":[[2,0],[0,1]],'
+    '"restarts":[["rollout",2]]}',
+    '{"groups":[{"role":"a","line":"","argv":["a"],"local_rank_arg_at":99999999999,"expand":1}],'
+    '"per_node":[-1],"node_counts":[[1,2]],"restarts":[[1,2]]}',
+    '{"groups":[[[[[[[["deep"]]]]]]]]}',
+])
