@@ -153,6 +153,8 @@ Status HeadNodes(const std::vector<Options>& parsed, JobLine& line) {
                                                  order[i], sum, kMaxWorkersPerNode));
     list.push_back(fmt::format("{}:{}", order[i], sum));
   }
+  // -x before the first ':' is the first group's (GroupOf took it), not every agent's.
+  job.exports.clear();
   job.host_list = fmt::format("{}", fmt::join(list, ","));
   job.hostfile.clear();
   job.nodes.clear();

@@ -11,7 +11,12 @@
 #      and nothing is left running;
 #   d. --multi-prog FILE (srun's format) with ranges, a list, '*', %t and %o;
 #   e. bad input: one line naming the group or FILE:LINE, a non-zero exit;
-#   f. (a) again in torchrun's form, the scripts under pyenv's Python (PYTHON_EXEC).
+#   f. (a) again in torchrun's form, the scripts under pyenv's Python (PYTHON_EXEC);
+#   g. --role-restarts rollout=2: a rollout worker fails twice, only the rollout
+#      restarts (a world of its own), the trainers keep their PIDs; with its
+#      restarts spent the job ends with the rollout's code;
+#   h. a head launch, each group on its own hosts (loopback addresses, started
+#      through a local shell): ranks, roles and nodes as placed.
 # Workers write what they see to files named by rank, so no output prefix is parsed.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -20,7 +25,7 @@ require_python
 
 unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE \
   PMIX_RANK SLURM_JOB_ID ONLY_A ONLY_B PET_NPROC_PER_NODE PET_NNODES
-mkdir -p "$TMP/mpi" "$TMP/dl" "$TMP/env" "$TMP/fail" "$TMP/mp" "$TMP/py"
+mkdir -p "$TMP/mpi" "$TMP/dl" "$TMP/env" "$TMP/fail" "$TMP/mp" "$TMP/py" "$TMP/rr" "$TMP/spent" "$TMP/head"
 
 # W DIR PROG: one line to DIR/<rank>, the rank from dlaunch's RANK or mpirun's
 # OMPI_COMM_WORLD_RANK: the program, then both launchers' variables.
@@ -205,6 +210,68 @@ else
       "${want_prog[r]}/$r/4/4/${want_role[r]}/$OTHER" "(f) rank $r: program/LOCAL_RANK/sizes/role/interpreter"
   done
 fi
+
+# --- g. A role restarted alone ----------------------------------------------------
+# Each start leaves a file named by role, rank, restart and pid. Rollout rank 1
+# fails at restarts 0 and 1; at restart 2 it succeeds and says the trainers may
+# finish (they wait for that, bounded): a trainer restarted with the rollout
+# would leave a second file.
+cat >"$TMP/rr.sh" <<EOF
+#!/bin/sh
+d=\$1
+echo "rank=\$RANK world=\$WORLD_SIZE port=\$MASTER_PORT local=\$LOCAL_RANK/\$LOCAL_WORLD_SIZE" \
+  >"\$d/\$ROLE_NAME.\$ROLE_RANK.\$TORCHELASTIC_RESTART_COUNT.\$\$"
+if [ "\$ROLE_NAME" = rollout ]; then
+  [ "\$ROLE_RANK" = 1 ] && [ "\$TORCHELASTIC_RESTART_COUNT" -lt \${FAILS:-2} ] && exit 3
+  [ "\$ROLE_RANK" = 1 ] && : >"\$d/done"
+  exit 0
+fi
+i=0
+while [ ! -e "\$d/done" ] && [ \$i -lt 1200 ]; do "$TMP/bin/sleep" 0.05; i=\$((i + 1)); done
+EOF
+chmod +x "$TMP/rr.sh"
+run_dl 90 --role-restarts rollout=2 -np 2 --role trainer -- "$TMP/rr.sh" "$TMP/rr" : \
+  -np 2 --role rollout -- "$TMP/rr.sh" "$TMP/rr"
+expect_rc 0 "(g) --role-restarts rollout=2, rollout rank 1 failing twice"
+trainers=$(ls "$TMP/rr" | grep -c '^trainer\.')
+assert_eq "$trainers" 2 "(g) trainer starts: each trainer once, its PID kept"
+for r in 0 1; do
+  assert_eq "$(ls "$TMP/rr" | grep -c "^rollout\.$r\.")" 3 "(g) rollout rank $r: started at restarts 0, 1 and 2"
+done
+assert_file_matches "$ERR" '^dlaunch: role rollout: restarting its 2 workers \(restart 2 of 2\); the other roles run on$' \
+  "(g) the rollout's restart is said"
+# The rollout's world: RANK = ROLE_RANK, WORLD_SIZE its size, a port of its own.
+rollout=$(cat "$TMP"/rr/rollout.1.2.*)
+trainer=$(cat "$TMP"/rr/trainer.0.0.*)
+assert_eq "$(echo "$rollout" | sed -E 's/ port=[0-9]+//')" "rank=1 world=2 local=3/4" "(g) rollout rank 1's world"
+assert_eq "$(echo "$trainer" | sed -E 's/ port=[0-9]+//')" "rank=0 world=2 local=0/4" "(g) trainer rank 0's world"
+[[ $(field <(echo "$rollout") port) != "$(field <(echo "$trainer") port)" ]] ||
+  fail_run "(g) the rollout's world shares the trainers' MASTER_PORT: $rollout / $trainer"
+assert_no_leftovers "(g) after the job"
+# Its restarts spent, the rollout's failure ends the job with its code, trainers and all.
+run_cmd 90 env FAILS=9 "$DLAUNCH" --role-restarts rollout=1 -np 2 --role trainer -- "$TMP/rr.sh" "$TMP/spent" : \
+  -np 2 --role rollout -- "$TMP/rr.sh" "$TMP/spent"
+expect_rc 3 "(g) the rollout failing past --role-restarts rollout=1"
+assert_file_matches "$ERR" '^dlaunch: root cause: rank 3 ' "(g) the rollout rank is the root cause"
+wait_for 10 no_marked_processes
+assert_no_leftovers "(g) after the spent restarts"
+
+# --- h. A head launch, each group on its own hosts ---------------------------------
+# 127.0.0.2 and 127.0.0.3 are this machine's: the head starts their agents
+# through a local shell, as it would through ssh.
+run_dl 90 -H 127.0.0.2:2 --role trainer -x ONLY_A=a -- "$TMP/w.sh" "$TMP/head" A : \
+  -H 127.0.0.3:1 --role rollout -- "$TMP/w.sh" "$TMP/head" B
+expect_rc 0 "(h) a head launch of two groups on hosts of their own"
+want_prog=(A A B)
+want_role=(trainer/0/2 trainer/1/2 rollout/0/1)
+want_local=(0 1 0)
+for r in 0 1 2; do
+  [[ -f $TMP/head/$r ]] || fail_run "(h) rank $r wrote nothing"
+  assert_eq "$(field "$TMP/head/$r" prog)/$(field "$TMP/head/$r" size)/$(field "$TMP/head/$r" role)/$(field "$TMP/head/$r" local)" \
+    "${want_prog[r]}/3/${want_role[r]}/${want_local[r]}" "(h) rank $r: program/WORLD_SIZE/role/LOCAL_RANK"
+done
+# -x before the first ':' is the trainer group's alone, on the other host too.
+assert_eq "$(field "$TMP/head/0" x)/$(field "$TMP/head/2" x)" "a/unset/unset/unset" "(h) the trainer's -x"
 assert_no_leftovers "at the end"
 
 pass

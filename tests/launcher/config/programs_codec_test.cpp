@@ -109,6 +109,7 @@ TEST_CASE("a head places each group on its hosts; its agents read the groups", "
   REQUIRE(head.ok());
   // The hosts in the order first named, each running the sum of its groups.
   CHECK(head->options.host_list == "n1:4,n2:3,n3:1");
+  CHECK(head->options.exports.empty());  // the trainer's -x, in its group
   CHECK_FALSE(head->options.nproc_given);
   const envmap::ProgramPlan& p = head->programs;
   // A group without hosts of its own runs its count on the first group's.
