@@ -14,6 +14,9 @@
 #      environment_variables (a YAML double-quoted string).
 #   2b. The same for a TensorFlow role's environment_variables (the ps role's
 #      only; the worker task must not get it).
+#   2c. Several programs, each group on its own host: the rollout group's -x
+#      value travels inside DLAUNCH_PROGRAMS over stdin; the trainer on the
+#      other host must not get it.
 #   3. --remote pdsh (when installed): pdsh forwards no stdin, so the values go
 #      inline; dlaunch says so in one line, and the workers still get them.
 #
@@ -140,6 +143,18 @@ cmp -s "$TMP/want" "$TMP/got.role.spec.1" || {
 }
 [[ ! -s $TMP/got.role.spec.0 ]] || fail "case role: the worker task got the ps role's value"
 log "case 2b (a TF role's environment_variables): the ps task got it intact, the worker none, and it showed in no process list"
+
+# ---------------------------------------------------------------------------
+# 2c. A group's own -x, the groups on hosts of their own (A the trainer, B the
+# rollout): the head sends the groups in DLAUNCH_PROGRAMS, over stdin.
+run_case groups -H "$ADDR_A:1" "${SSH_FLAGS[@]}" --role trainer -- "$TMP/secret_rank.sh" groups : \
+  -H "$ADDR_B:1" --role rollout -x DLTEST_SECRET -- "$TMP/secret_rank.sh" groups
+cmp -s "$TMP/want" "$TMP/got.groups.x.1" || {
+  od -c "$TMP/got.groups.x.1" | head -n 10 >&2
+  fail "case groups: the rollout's value differs from the one given (od -c above)"
+}
+[[ ! -s $TMP/got.groups.x.0 ]] || fail "case groups: the trainer got the rollout group's -x value"
+log "case 2c (a group's -x, groups on their own hosts): only that group got it, intact, in no process list"
 
 # ---------------------------------------------------------------------------
 # 3. pdsh: inline, and said so.
