@@ -64,6 +64,9 @@ struct ProgramPlan {
   // group, in node rank order (node_counts[node][group]). Empty: every node
   // runs per_node.
   std::vector<std::vector<int>> node_counts;
+  // --env tf: the groups are TensorFlow's tasks (chief, worker, ps,
+  // evaluator) and every worker gets TF_CONFIG, as with --roles.
+  bool tf = false;
 
   bool empty() const { return groups.empty() && multi_prog_file.empty(); }
 };

@@ -13,6 +13,7 @@
 #include "launcher/config/programs_codec.hpp"
 #include "launcher/config/program_flags.hpp"
 #include "launcher/config/role_restarts.hpp"
+#include "launcher/core/text.hpp"
 
 namespace dlaunch::launcher {
 
@@ -74,6 +75,16 @@ Result<envmap::ProgramGroup> GroupOf(const Options& o, size_t index, const envma
 }
 
 // A later group may give only what is its own.
+// --env tf, in any of the --env values typed.
+bool AsksTfConfig(const Options& o) {
+  for (const auto& [name, value] : o.typed) {
+    if (name != "env") continue;
+    for (const std::string& dialect : Split(value, ','))
+      if (dialect == "tf") return true;
+  }
+  return false;
+}
+
 Status OnlyGroupFlags(const Options& o, size_t index, bool head) {
   for (const auto& [name, value] : o.typed) {
     if (IsGroupFlagName(name)) continue;
@@ -83,6 +94,10 @@ Status OnlyGroupFlags(const Options& o, size_t index, bool head) {
   if (o.env_horovod)
     return Status::InvalidArgument(
         fmt::format("{}: --env horovod serves one store for the whole job; give it before the first ':'",
+                    Label(index, RoleName(o, index))));
+  if (AsksTfConfig(o))
+    return Status::InvalidArgument(
+        fmt::format("{}: --env tf describes the whole job's tasks; give it before the first ':'",
                     Label(index, RoleName(o, index))));
   if (!head && (!o.host_list.empty() || !o.hostfile.empty()))
     return Status::InvalidArgument(
@@ -209,7 +224,12 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   line.programs.restarts.assign(restarts->begin(), restarts->end());
   Result<std::string> multi_prog = MultiProgFile(line.options);
   if (!multi_prog.ok()) return multi_prog.status();
+  line.programs.tf = AsksTfConfig(line.options);
   if (segments.size() == 1) {
+    if (line.programs.tf && env.find(std::string(kProgramsVar)) == env.end())
+      return Status::InvalidArgument(
+          "--env tf: TF_CONFIG describes several groups (--role chief, worker, ps, evaluator between ':'s); with one "
+          "command give --roles");
     // An agent of a head launch: the groups come from its head, over stdin.
     if (auto it = env.find(std::string(kProgramsVar)); it != env.end()) {
       Result<envmap::ProgramPlan> programs = DecodePrograms(it->second);

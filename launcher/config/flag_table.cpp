@@ -161,10 +161,10 @@ Status SetEnvFlavor(Options& o, const std::string& v) {
       o.env_azure = true;
     else if (name == "horovod")
       o.env_horovod = true;
-    else if (name == "torch" || name == "pytorch") {
-    }  // always on
+    else if (name == "torch" || name == "pytorch" || name == "tf") {
+    }  // torch: always on; tf: TF_CONFIG from several groups (colon_groups.hpp reads it)
     else
-      return Bad("env", "a list of ompi, azure, horovod", v);
+      return Bad("env", "a list of ompi, azure, horovod, tf", v);
   }
   return Status::Ok();
 }
@@ -757,8 +757,8 @@ const std::vector<Flag>& Flags() {
        0,
        Arity::kValue,
        SetEnvFlavor,
-       "extra variable dialects: ompi, azure, horovod",
-       {.value = "DIALECTS", .choices = "ompi azure horovod"}},
+       "extra variable dialects: ompi, azure, horovod, tf (TF_CONFIG from groups named chief, worker, ps, evaluator)",
+       {.value = "DIALECTS", .choices = "ompi azure horovod tf"}},
       {"roles",
        0,
        Arity::kValue,

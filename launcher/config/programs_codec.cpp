@@ -120,7 +120,8 @@ std::string EncodePrograms(const envmap::ProgramPlan& programs) {
   return boost::json::serialize(boost::json::object{{"groups", std::move(groups)},
                                                     {"per_node", std::move(per_node)},
                                                     {"node_counts", std::move(nodes)},
-                                                    {"restarts", std::move(restarts)}});
+                                                    {"restarts", std::move(restarts)},
+                                                    {"tf", programs.tf}});
 }
 
 Result<envmap::ProgramPlan> DecodePrograms(std::string_view text) {
@@ -169,6 +170,9 @@ Result<envmap::ProgramPlan> DecodePrograms(std::string_view text) {
       return r.Bad("'restarts' holds something other than [ROLE, N] pairs");
     plan.restarts.emplace_back(std::string((*kv)[0].as_string()), static_cast<int>((*kv)[1].as_int64()));
   }
+  Result<bool> tf = r.Bool(*o, "tf");
+  if (!tf.ok()) return tf.status();
+  plan.tf = *tf;
   return plan;
 }
 

@@ -1,5 +1,7 @@
 #include "launcher/groups/groups.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,6 +32,43 @@ Status ApplyRestarts(const std::vector<std::pair<std::string, int>>& restarts, e
   return Status::Ok();
 }
 
+// --env tf: the groups as TensorFlow's tasks, for TF_CONFIG (the layout's
+// roles, envmap/tf_config.cpp): each group's count in the job, its ranks
+// together, and what --roles would check (task names, one chief, ps with
+// workers). `nnodes`: the job's nodes when every node runs per_node.
+Result<std::vector<envmap::RoleSpec>> TfRolesOf(const envmap::ProgramPlan& programs, int nnodes) {
+  if (!programs.restarts.empty())
+    return Status::InvalidArgument("--env tf: not with --role-restarts (TF_CONFIG names every task of one cluster)");
+  std::vector<int> group_of;  // in rank order, node by node
+  if (!programs.node_counts.empty()) {
+    for (const std::vector<int>& node : programs.node_counts)
+      for (size_t g = 0; g < node.size(); ++g)
+        group_of.insert(group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
+  } else {
+    for (int n = 0; n < nnodes; ++n)
+      for (size_t g = 0; g < programs.per_node.size(); ++g)
+        group_of.insert(group_of.end(), static_cast<size_t>(programs.per_node[g]), static_cast<int>(g));
+  }
+  if (!std::is_sorted(group_of.begin(), group_of.end()))
+    return Status::InvalidArgument(
+        "--env tf: each group's tasks must take consecutive ranks; give each group hosts of its own, in group order");
+  std::vector<envmap::RoleSpec> roles;
+  for (size_t g = 0; g < programs.groups.size(); ++g)
+    roles.push_back(
+        envmap::RoleSpec{programs.groups[g].role,
+                         static_cast<int>(std::count(group_of.begin(), group_of.end(), static_cast<int>(g))),
+                         {}});
+  envmap::JobLayout check;
+  check.nodes = {envmap::Node{"", "", static_cast<int>(group_of.size()), std::vector<int>(group_of.size(), 1)}};
+  check.roles = roles;
+  if (Status s = envmap::Validate(check); !s.ok()) {
+    std::string message = s.message();
+    if (message.starts_with("--roles: ")) message = "--env tf: the groups' roles: " + message.substr(9);
+    return Status::InvalidArgument(message);
+  }
+  return roles;
+}
+
 WorkerPlan* WorkersOf(Plan& plan) {
   if (auto* node = std::get_if<NodePlan>(&plan.run)) return &node->workers;
   if (auto* agent = std::get_if<AgentPlan>(&plan.run)) return &agent->workers;
@@ -47,6 +86,10 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
     if (!programs.multi_prog_file.empty())
       return Status::InvalidArgument(
           "--multi-prog: not from a head launch yet; under Slurm, one dlaunch a node reads it");
+    if (programs.tf) {
+      Result<std::vector<envmap::RoleSpec>> roles = TfRolesOf(programs, static_cast<int>(head->hosts.size()));
+      if (!roles.ok()) return roles.status();
+    }
     head->programs = EncodePrograms(programs);
     return plan;
   }
@@ -66,6 +109,16 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
   if (own_worlds && !one_node)
     return Status::InvalidArgument(
         "--role-restarts: a role restarted alone runs on one node (its workers' new world cannot span nodes yet)");
+  if (programs.tf) {
+    const auto* node = std::get_if<NodePlan>(&plan.run);
+    Result<std::vector<envmap::RoleSpec>> roles = TfRolesOf(programs, node != nullptr ? node->layout.nnodes : 1);
+    if (!roles.ok()) return roles.status();
+    if (std::holds_alternative<AgentPlan>(plan.run) && programs.node_counts.empty() && programs.groups.size() > 1)
+      return Status::InvalidArgument(
+          "--env tf: across nodes that meet at a rendezvous, each group's tasks need hosts of their own (start the "
+          "job from a head with -H per group)");
+    w->roles = std::move(*roles);  // TF_CONFIG and each task's port, as --roles gives them
+  }
   w->programs = programs;
   if (!programs.groups.empty()) {
     w->argv = programs.groups[0].argv;
