@@ -23,7 +23,7 @@
 #include "launcher/core/std_fds.hpp"
 #include "launcher/core/system.hpp"
 #include "launcher/config/colon_groups.hpp"
-#include "launcher/groups/groups.hpp"
+#include "launcher/config/groups.hpp"
 #include "launcher/modes/dispatch.hpp"
 #include "rendezvous/codec.hpp"
 

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "launcher/config/cli.hpp"
+#include "launcher/config/colon_groups.hpp"
+#include "launcher/config/groups.hpp"
 #include "launcher/config/hostfile.hpp"
 #include "launcher/config/subcommands.hpp"
 #include "launcher/core/text.hpp"
@@ -196,17 +198,51 @@ std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<st
       if (k == "MASTER_PORT") port = v;
     f.insert(f.end(), {"--launch-mode", "per-node", "--master-port", port});
   }
-  if (!s.roles.empty()) {
-    std::vector<std::string> roles;
-    for (const envmap::RoleSpec& r : s.roles) roles.push_back(fmt::format("{}:{}", r.name, r.count));
-    f.insert(f.end(), {"--roles", Join(roles, ",")});
-    for (const envmap::RoleSpec& r : s.roles)
-      for (const auto& [k, v] : r.env) f.insert(f.end(), {"--role-env", fmt::format("{}:{}={}", r.name, k, v)});
-  }
   return f;
 }
 
 }  // namespace
+
+// TensorFlow: each task type a group of its own (colon_groups.hpp), on
+// instances of its own, in the spec's order, with --env tf for TF_CONFIG: the
+// same groups as `dlaunch --env tf -H h1 --role chief -- CMD : -H h2,h3 --role
+// worker -- CMD`. A role's environment_variables are its group's -x, after the
+// job's, so they win; a head sends them to its agents over stdin.
+Result<std::vector<std::string>> TfGroupFlags(const JobSpec& s, const JobArgs& args, const std::string& command,
+                                              const envmap::EnvMap& env) {
+  std::vector<std::string> hosts;
+  if (args.node_flags.empty()) {
+    for (int i = 0; i < s.instances; ++i) hosts.push_back(LoopbackHost(i));
+  } else {
+    std::vector<std::string> list = args.node_flags;
+    list.insert(list.end(), {"--", "true"});
+    Result<Options> o = ParseCommandLine(list, env);
+    if (!o.ok()) return o.status();
+    Result<std::vector<HostEntry>> entries = NodeList(*o);
+    if (!entries.ok()) return entries.status();
+    for (const HostEntry& e : *entries) hosts.push_back(e.host);
+  }
+  if (static_cast<int>(hosts.size()) != s.instances)
+    return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
+                                               s.instances_at, s.instances, hosts.size()));
+  std::vector<std::string> f;
+  size_t next = 0;
+  for (size_t r = 0; r < s.roles.size(); ++r) {
+    const envmap::RoleSpec& role = s.roles[r];
+    std::vector<std::string> mine;
+    for (int i = 0; i < role.count; ++i) mine.push_back(hosts[next++] + ":1");
+    if (r > 0) f.push_back(":");
+    f.insert(f.end(), {"-H", Join(mine, ","), "--nproc-per-node", "1", "--role", role.name});
+    if (r == 0) {
+      f.insert(f.end(), {"--env", "tf"});
+      f.insert(f.end(), args.extra.begin(), args.extra.end());
+    }
+    for (const auto& [k, v] : s.env) f.insert(f.end(), {"-x", k + "=" + v});
+    for (const auto& [k, v] : role.env) f.insert(f.end(), {"-x", k + "=" + v});
+    f.insert(f.end(), {"--", "/bin/sh", "-c", command});
+  }
+  return f;
+}
 
 Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts) {
   Result<JobArgs> split = SplitJobArgs(args);
@@ -226,6 +262,7 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
   Result<std::optional<std::string>> horovod = HorovodrunWorkers(s, job.file);
   if (!horovod.ok()) return horovod.status();
   bool mpi_command = s.CommandLaunchesMpi() && !*horovod;
+  const bool tf_groups = s.kind == JobKind::kTensorFlow && !s.roles.empty();
   std::string command = s.command;
   if (*horovod) {
     // horovodrun's place: every instance runs its workers, and node rank 0 serves the store.
@@ -245,16 +282,23 @@ Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap e
     Result<std::string> wrapped = MpiOnNodeZero(s, split->node_flags, per_instance, env, f);
     if (!wrapped.ok()) return wrapped.status();
     command = *wrapped;
+  } else if (tf_groups) {
+    Result<std::vector<std::string>> groups = TfGroupFlags(s, *split, command, env);
+    if (!groups.ok()) return groups.status();
+    f = std::move(*groups);
   } else {
     f = FlagsPerInstance(s, split->node_flags, per_instance);
   }
-  f.insert(f.end(), split->extra.begin(), split->extra.end());
-  f.insert(f.end(), {"--", "/bin/sh", "-c", command});
+  if (!tf_groups) {  // the groups hold their commands already
+    f.insert(f.end(), split->extra.begin(), split->extra.end());
+    f.insert(f.end(), {"--", "/bin/sh", "-c", command});
+  }
   if (mpi_command && command != s.command) f.push_back(s.command);  // $0 of the wrapper on node 0
 
-  Result<Options> flags = ParseCommandLine(f, env);
-  if (!flags.ok()) return flags.status();
-  Result<Plan> plan = Decide(*flags, envmap::Detected{}, facts, env);
+  Result<JobLine> line = ParseJobLine(f, env);
+  if (!line.ok()) return line.status();
+  Result<Plan> plan = Decide(line->options, envmap::Detected{}, facts, env);
+  if (plan.ok()) plan = WithPrograms(std::move(*plan), line->programs);
   if (!plan.ok()) return plan.status();
   job.plan = std::move(*plan);
   if (!mpi_command || node_list) {

@@ -80,7 +80,7 @@ struct WorkerPlan {
   StragglerFlags straggler;  // --straggler-*: naming the rank the others wait for
   std::string role;
   std::vector<envmap::RoleSpec> roles;
-  // Several programs (launcher/groups/groups.hpp WithPrograms): empty, or the
+  // Several programs (groups.hpp WithPrograms): empty, or the
   // groups and their commands; argv is then the first group's, for --explain.
   envmap::ProgramPlan programs;
   std::optional<envmap::ProcessView> process_view;

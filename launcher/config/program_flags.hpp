@@ -1,5 +1,5 @@
 // --gpus, --multi-prog and a group's -x: what several
-// programs in one job say (colon_groups.hpp; launcher/groups/ runs them). The
+// programs in one job say (colon_groups.hpp; groups.hpp puts them in the plan). The
 // flag table's setters only validate, with these functions; the readers take
 // the values from Options::typed.
 #pragma once

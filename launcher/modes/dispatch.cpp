@@ -4,7 +4,8 @@
 
 #include "launcher/core/exit.hpp"
 #include "launcher/core/system.hpp"
-#include "launcher/groups/groups.hpp"
+#include "launcher/config/groups.hpp"
+#include "launcher/modes/programs_glue.hpp"
 #include "launcher/modes/head.hpp"
 #include "launcher/modes/local.hpp"
 #include "launcher/modes/mpi_bootstrap.hpp"

@@ -22,7 +22,7 @@ namespace dlaunch::launcher {
 // `live` (must outlive the call) serves each generation's run while it runs;
 // when this node hosts the coordinator, `view` serves the whole job meanwhile,
 // and `metrics` reads that coordinator's counters. `programs`: several
-// programs (launcher/groups/groups.hpp), numbered again each generation.
+// programs (launcher/config/groups.hpp), numbered again each generation.
 int RunMultiNode(const RendezvousPlan& rendezvous, const RunPlan& plan, RunEnv& env, EventLoop& loop, Console& console,
                  RunLiveSource& live, SwitchLiveSource& view, LauncherMetrics& metrics, NodeStraggler& straggler,
                  const StragglerFlags& straggler_flags, const envmap::ProgramPlan& programs);

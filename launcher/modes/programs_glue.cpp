@@ -1,8 +1,23 @@
 #include "launcher/modes/programs_glue.hpp"
 
-#include "launcher/groups/groups.hpp"
+#include <fmt/format.h>
+
+#include "launcher/config/groups.hpp"
+#include "launcher/core/spawn.hpp"
 
 namespace dlaunch::launcher {
+
+Status ResolvePrograms(envmap::ProgramTable& table) {
+  for (envmap::ProgramGroup& g : table.groups) {
+    Result<std::string> exe = ResolveCommand(g.argv.at(0));
+    if (!exe.ok()) {
+      std::string message = fmt::format("{} ({}): {}", g.line, g.role, exe.status().message());
+      return exe.status().code() == Code::kNotFound ? Status::NotFound(message) : Status::InvalidArgument(message);
+    }
+    g.exe = std::move(*exe);
+  }
+  return Status::Ok();
+}
 
 Status PreparePrograms(const envmap::ProgramPlan& programs, RunPlan& plan, std::vector<PortReservation>& holds) {
   if (programs.empty()) return Status::Ok();

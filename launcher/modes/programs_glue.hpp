@@ -1,4 +1,4 @@
-// Several programs in one node's run (launcher/groups/groups.hpp): what the
+// Several programs in one node's run (launcher/config/groups.hpp): what the
 // modes do once the layout is known, before the workers start.
 #pragma once
 
@@ -10,6 +10,10 @@
 #include "launcher/process/run_plan.hpp"
 
 namespace dlaunch::launcher {
+
+// Finds each group's program (envmap::ProgramGroup::exe) as ResolveCommand
+// does; fails with its status (kNotFound: exit 127), naming the group.
+Status ResolvePrograms(envmap::ProgramTable& table);
 
 // Fills plan.programs for plan.layout: the table (TableFor), each group's
 // program found (ResolvePrograms), and for each role restarted alone a free

@@ -160,7 +160,7 @@ TEST_CASE("every bad input names the flag and the value", "[cli]") {
       {{"--local-ranks-filter", "0,a", "t.py"}, "--local-ranks-filter: expected local ranks like '0,2', got '0,a'"},
       {{"--signals-to-handle", "SIGNOPE", "t.py"},
        "--signals-to-handle: expected signal names like 'SIGTERM,SIGINT', got 'SIGNOPE'"},
-      {{"--env", "mpich", "t.py"}, "--env: expected a list of ompi, azure, horovod, got 'mpich'"},
+      {{"--env", "mpich", "t.py"}, "--env: expected a list of ompi, azure, horovod, tf, got 'mpich'"},
       {{"--roles", "chief:0", "t.py"},
        "--roles: expected ROLE:COUNT pairs like 'chief:1,worker:2,ps:1', got 'chief:0'"},
       {{"--role-env", "ps:MAGIC=1", "t.py"}, "--role-env: role 'ps' is not in --roles (give --roles first)"},

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "launcher/config/programs_codec.hpp"
 #include "tests/temp_dir.hpp"
 
 namespace dlaunch::launcher {
@@ -83,6 +84,37 @@ TEST_CASE("DecideJob: with a node list, the instances are its nodes in order", "
   Result<JobPlan> short_list = DecideSpec(dir, kTorch, {"-H", "n1,n2,n3"});
   REQUIRE_FALSE(short_list.ok());
   CHECK(short_list.status().message().find("the spec has 2 instance(s) but the node list has 3 node(s)") !=
+        std::string::npos);
+}
+
+TEST_CASE("DecideJob: TensorFlow's tasks are groups, each type on instances of its own", "[job_plan]") {
+  TempDir dir("job-plan");
+  constexpr const char* kTf =
+      "command: python tf.py\nenvironment_variables:\n  MAGIC: job\ndistributed:\n  tensorflow:\n"
+      "    worker:\n      count: 2\n    parameter_server:\n      count: 1\n      environment_variables:\n"
+      "        MAGIC: newnumber\n";
+  JobPlan job = MustDecideSpec(dir, kTf, {"-H", "n1,n2,n3", "--events", "e.jsonl"});
+  // What a user would type for the same job: one group a task type, --env tf.
+  CHECK(
+      fmt::format("{}", fmt::join(job.flags, " ")) ==
+      "-H n1:1,n2:1 --nproc-per-node 1 --role worker --env tf --events e.jsonl -x MAGIC=job -- /bin/sh -c python tf.py"
+      " : -H n3:1 --nproc-per-node 1 --role ps -x MAGIC=job -x MAGIC=newnumber -- /bin/sh -c python tf.py");
+  REQUIRE(job.plan.mode() == Mode::kHead);
+  const HeadPlan& head = std::get<HeadPlan>(job.plan.run);
+  REQUIRE(head.hosts.size() == 3);
+  CHECK(head.hosts[2].host == "n3");
+  CHECK(head.events == "e.jsonl");
+  // The agents get the groups: workers on n1 and n2, the ps on n3, TF_CONFIG on.
+  Result<envmap::ProgramPlan> sent = DecodePrograms(head.programs);
+  REQUIRE(sent.ok());
+  CHECK(sent->tf);
+  CHECK(sent->node_counts == std::vector<std::vector<int>>{{1, 0}, {1, 0}, {0, 1}});
+  REQUIRE(sent->groups.size() == 2);
+  CHECK(sent->groups[1].role == "ps");
+  CHECK(sent->groups[1].env == envmap::EnvVars{{"MAGIC", "job"}, {"MAGIC", "newnumber"}});
+  Result<JobPlan> short_list = DecideSpec(dir, kTf, {"-H", "n1,n2"});
+  REQUIRE_FALSE(short_list.ok());
+  CHECK(short_list.status().message().find("the spec has 3 instance(s) but the node list has 2 node(s)") !=
         std::string::npos);
 }
 

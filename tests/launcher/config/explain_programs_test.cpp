@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/config/multi_prog.hpp"
-#include "launcher/groups/groups.hpp"
+#include "launcher/config/groups.hpp"
 
 namespace dlaunch::launcher {
 namespace {

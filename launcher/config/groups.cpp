@@ -1,11 +1,10 @@
-#include "launcher/groups/groups.hpp"
+#include "launcher/config/groups.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "launcher/core/spawn.hpp"
 #include "launcher/core/text.hpp"
 #include "launcher/config/multi_prog.hpp"
 #include "launcher/config/programs_codec.hpp"
@@ -179,18 +178,6 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
   if (Status s = ApplyRestarts(programs.restarts, table); !s.ok()) return s;
   if (Status s = envmap::ValidatePrograms(table, world); !s.ok()) return s;
   return table;
-}
-
-Status ResolvePrograms(envmap::ProgramTable& table) {
-  for (envmap::ProgramGroup& g : table.groups) {
-    Result<std::string> exe = ResolveCommand(g.argv.at(0));
-    if (!exe.ok()) {
-      std::string message = fmt::format("{} ({}): {}", g.line, g.role, exe.status().message());
-      return exe.status().code() == Code::kNotFound ? Status::NotFound(message) : Status::InvalidArgument(message);
-    }
-    g.exe = std::move(*exe);
-  }
-  return Status::Ok();
 }
 
 std::string ExplainPrograms(const envmap::ProgramTable& table) {

@@ -3,9 +3,9 @@
 //   dlaunch -np 1 --role trainer -- python train.py : -np 3 --role rollout -- python serve.py
 //   dlaunch --nproc-per-node 4 --multi-prog job.conf
 //
-// The command line is config/'s (colon_groups.hpp: ParseJobLine). Here
+// The command line is read by colon_groups.hpp (ParseJobLine). Here
 // WithPrograms puts the groups into the Plan, and TableFor numbers their ranks
-// once the layout is known.
+// once the layout is known; modes/programs_glue.hpp finds each group's program.
 #pragma once
 
 #include <string>
@@ -28,10 +28,6 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs);
 // turn, or the --multi-prog file's lines over the world size, with
 // --role-restarts applied. Fails naming the group, the node or FILE:LINE.
 Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const envmap::JobLayout& layout);
-
-// Finds each group's program (envmap::ProgramGroup::exe) as ResolveCommand
-// does; fails with its status (kNotFound: exit 127), naming the group.
-Status ResolvePrograms(envmap::ProgramTable& table);
 
 // --explain's lines for the groups: each group's role, ranks and command, and
 // for a role restarted alone its world.
