@@ -137,6 +137,13 @@ TEST_CASE("each mistake in the groups gets one line naming the group", "[colon_g
       {"horovod in a later group",
        {"--", "x", ":", "--env", "horovod", "--", "y"},
        "group 2 (group2): --env horovod serves one store for the whole job; give it before the first ':'"},
+      {"tf in a later group",
+       {"--", "x", ":", "--env", "tf", "--", "y"},
+       "group 2 (group2): --env tf describes the whole job's tasks; give it before the first ':'"},
+      {"tf for one command",
+       {"--env", "tf", "--", "x"},
+       "--env tf: TF_CONFIG describes several groups (--role chief, worker, ps, evaluator between ':'s); with one "
+       "command give --roles"},
       {"a count that is not a number",
        {"--", "x", ":", "--nproc-per-node", "gpu", "--", "y"},
        "group 2 (group2): give its count as a number (--nproc-per-node N or -np N)"},
