@@ -1,5 +1,6 @@
 #include "launcher/modes/head.hpp"
 
+#include "launcher/config/groups.hpp"
 #include "launcher/config/programs_codec.hpp"
 #include "launcher/modes/head_nodes.hpp"
 
@@ -147,6 +148,20 @@ int ExplainHead(const HeadPlan& plan) {
     std::vector<std::string> shown;
     for (const std::string& a : argv) shown.push_back(ShellQuote(a));
     out += fmt::format("  {} LINE\n  LINE: {}\n", fmt::join(shown, " "), line);
+  }
+  // Several programs: the ranks each group takes on the nodes above.
+  if (!plan.programs.empty()) {
+    Result<envmap::ProgramPlan> programs = DecodePrograms(plan.programs);
+    envmap::JobLayout layout;
+    for (size_t i = 0; programs.ok() && i < programs->node_counts.size(); ++i) {
+      int n = 0;
+      for (int c : programs->node_counts[i]) n += c;
+      layout.nodes.push_back(envmap::Node{hosts[i].host, hosts[i].host, n, {}});
+    }
+    Result<envmap::ProgramTable> table =
+        programs.ok() ? TableFor(*programs, layout) : Result<envmap::ProgramTable>(programs.status());
+    out += table.ok() ? ExplainPrograms(*table) : fmt::format("groups: {}\n", table.status().message());
+    out += "  (each agent gets the groups in DLAUNCH_PROGRAMS, over stdin with the -x values)\n";
   }
   WriteAll(STDOUT_FILENO, out);
   return 0;

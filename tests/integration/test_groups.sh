@@ -275,6 +275,10 @@ for r in 0 1 2; do
   assert_eq "$(field "$TMP/head/$r" prog)/$(field "$TMP/head/$r" size)/$(field "$TMP/head/$r" role)/$(field "$TMP/head/$r" local)" \
     "${want_prog[r]}/3/${want_role[r]}/${want_local[r]}" "(h) rank $r: program/WORLD_SIZE/role/LOCAL_RANK"
 done
+run_dl 30 --explain -H 127.0.0.2:2 --role trainer -- "$TMP/w.sh" "$TMP/head" A : \
+  -H 127.0.0.3:1 --role rollout -- "$TMP/w.sh" "$TMP/head" B
+expect_rc 0 "(h) --explain of the head launch"
+assert_file_matches "$OUT" '^  group 2 rollout: ranks 2 \(1\): ' "(h) --explain shows where each group's ranks are"
 # -x before the first ':' is the trainer group's alone, on the other host too.
 assert_eq "$(field "$TMP/head/0" x)/$(field "$TMP/head/2" x)" "a/unset/unset/unset" "(h) the trainer's -x"
 assert_no_leftovers "at the end"
