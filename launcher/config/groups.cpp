@@ -177,6 +177,7 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
   }
   if (Status s = ApplyRestarts(programs.restarts, table); !s.ok()) return s;
   if (Status s = envmap::ValidatePrograms(table, world); !s.ok()) return s;
+  table.index = envmap::IndexRanks(table);
   return table;
 }
 
@@ -187,11 +188,13 @@ std::string ExplainPrograms(const envmap::ProgramTable& table) {
   std::string out = fmt::format("groups: {} programs, {}\n", table.groups.size(),
                                 from_file ? "each rank runs the line of the --multi-prog file that names it"
                                           : "ranks numbered in group order on each node");
+  // Each group's ranks in one pass: a file of a line a rank has as many groups as ranks.
+  std::vector<std::vector<int>> ranks_of(table.groups.size());
+  for (size_t r = 0; r < table.group_of.size(); ++r)
+    ranks_of[static_cast<size_t>(table.group_of[r])].push_back(static_cast<int>(r));
   for (size_t g = 0; g < table.groups.size(); ++g) {
     const envmap::ProgramGroup& group = table.groups[g];
-    std::vector<int> ranks;
-    for (size_t r = 0; r < table.group_of.size(); ++r)
-      if (table.group_of[r] == static_cast<int>(g)) ranks.push_back(static_cast<int>(r));
+    const std::vector<int>& ranks = ranks_of[g];
     // A multi-prog line as written: its "%%" is one '%' there.
     std::vector<std::string> argv = group.argv;
     for (std::string& arg : argv) {
