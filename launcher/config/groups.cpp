@@ -1,6 +1,7 @@
 #include "launcher/config/groups.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -156,6 +157,14 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
     if (own != layout.nodes[static_cast<size_t>(layout.node_rank)].nproc)
       return Status::InvalidArgument(fmt::format("node {} runs {} workers, but its groups make {}", layout.node_rank,
                                                  layout.nodes[static_cast<size_t>(layout.node_rank)].nproc, own));
+    // Counted before the table is made: rows from a head that disagree with
+    // this job could ask for billions of ranks.
+    std::int64_t all = 0;
+    for (const std::vector<int>& node : counts)
+      for (int n : node) all += n;
+    if (all != world)
+      return Status::InvalidArgument(
+          fmt::format("the groups have {} worker processes in all but the job has {}", all, world));
     for (const std::vector<int>& node : counts)
       for (size_t g = 0; g < node.size(); ++g)
         table.group_of.insert(table.group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
