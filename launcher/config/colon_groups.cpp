@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 
 #include <fmt/format.h>
@@ -161,7 +162,8 @@ Status HeadNodes(const std::vector<Options>& parsed, JobLine& line) {
   }
   std::vector<std::string> list;
   for (size_t i = 0; i < order.size(); ++i) {
-    int sum = 0;
+    // Each group's count on a host is at most the limit, but the groups are many.
+    std::int64_t sum = 0;
     for (int n : counts[i]) sum += n;
     if (sum > kMaxWorkersPerNode)
       return Status::InvalidArgument(fmt::format("host {}: the groups place {} workers there, over the limit of {}",

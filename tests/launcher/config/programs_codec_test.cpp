@@ -4,6 +4,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "launcher/config/colon_groups.hpp"
 
@@ -134,6 +135,15 @@ TEST_CASE("a head refuses hosts it cannot place", "[programs_codec]") {
   Result<JobLine> over = ParseJobLine({"-H", "n1:60000", "--", "a", ":", "-H", "n1:60000", "--", "b"}, {});
   REQUIRE_FALSE(over.ok());
   CHECK(over.status().message().starts_with("host n1: the groups place 120000 workers there, over the limit of"));
+  // Enough groups on one host that their sum passes 2^31: still refused, not wrapped.
+  std::vector<std::string> many;
+  for (int g = 0; g < 32769; ++g) {
+    if (g > 0) many.push_back(":");
+    many.insert(many.end(), {"-H", "n1:65536", "--role", fmt::format("r{}", g), "--", "a"});
+  }
+  Result<JobLine> wrapped = ParseJobLine(many, {});
+  REQUIRE_FALSE(wrapped.ok());
+  CHECK(wrapped.status().message().starts_with("host n1: the groups place 2147549184 workers there"));
   // Without a head (an endpoint given), a group's own hosts mean nothing.
   Result<JobLine> agent = ParseJobLine(
       {"--rdzv-endpoint", "h:1", "--nnodes", "2", "-H", "n1,n2", "--", "a", ":", "-H", "n3", "--", "b"}, {});
