@@ -16,7 +16,8 @@
 #      restarts (a world of its own), the trainers keep their PIDs; with its
 #      restarts spent the job ends with the rollout's code;
 #   h. a head launch, each group on its own hosts (loopback addresses, started
-#      through a local shell): ranks, roles and nodes as placed.
+#      through a local shell): ranks, roles and nodes as placed;
+#   i. dlaunch SIGKILLed while a role's restarted worker runs: no worker left.
 # Workers write what they see to files named by rank, so no output prefix is parsed.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -260,6 +261,34 @@ expect_rc 3 "(g) the rollout failing past --role-restarts rollout=1"
 assert_file_matches "$ERR" '^dlaunch: root cause: rank 3 ' "(g) the rollout rank is the root cause"
 wait_for 10 no_marked_processes
 assert_no_leftovers "(g) after the spent restarts"
+
+# --- i. dlaunch killed while a role restarts alone ---------------------------------
+# The rollout fails once; its restarted worker says so and waits, as the trainer
+# does. SIGKILL of dlaunch then: the watchdog ends both generations' processes,
+# the restarted one included.
+mkdir -p "$TMP/killed"
+cat >"$TMP/rk.sh" <<EOF
+#!/bin/sh
+d=\$1
+[ "\$ROLE_NAME" = rollout ] && [ "\$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3
+: >"\$d/\$ROLE_NAME.\$TORCHELASTIC_RESTART_COUNT"
+exec "$TMP/bin/sleep" 60
+EOF
+chmod +x "$TMP/rk.sh"
+start_dl killed 90 --role-restarts rollout=2 -np 1 --role trainer -- "$TMP/rk.sh" "$TMP/killed" : \
+  -np 1 --role rollout -- "$TMP/rk.sh" "$TMP/killed"
+wait_for 30 test -e "$TMP/killed/rollout.1" -a -e "$TMP/killed/trainer.0" || {
+  wait_dl killed
+  fail_run "(i) the rollout's restarted worker did not start"
+}
+kill -KILL "$(dl_pid killed)"
+wait_dl killed
+if ! wait_for 10 no_marked_processes; then
+  # shellcheck disable=SC2046
+  describe_pids $(marked_pids) >&2
+  fail "(i) workers outlived a SIGKILLed dlaunch (lines above)"
+fi
+log "(i) dlaunch SIGKILLed during a role's restart: no worker of either generation left"
 
 # --- h. A head launch, each group on its own hosts ---------------------------------
 # 127.0.0.2 and 127.0.0.3 are this machine's: the head starts their agents
