@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -288,6 +289,12 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   // Decide sizes the node to every group's workers; its dialects are the first
   // group's (later ones add their own), and its command the first group's.
   Options& o = line.options;
+  // Each group's count was checked against the job's limit alone; their sum
+  // on every node must fit too (WORLD_SIZE is an int downstream).
+  if (std::int64_t world = std::int64_t{total} * o.max_nodes; world > std::numeric_limits<std::int32_t>::max())
+    return Status::InvalidArgument(
+        fmt::format("the groups make {} workers a node, and {} nodes of them {}, over the limit of {} in a job", total,
+                    o.max_nodes, world, std::numeric_limits<std::int32_t>::max()));
   o.nproc = total;
   o.nproc_kind = NprocKind::kNumber;
   o.nproc_given = true;
