@@ -119,6 +119,25 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
           "job from a head with -H per group)");
     w->roles = std::move(*roles);  // TF_CONFIG and each task's port, as --roles gives them
   }
+  // An agent of a head launch knows its row of the head's counts before it
+  // joins: a row that disagrees is refused now, not once the others have met
+  // it and started their workers.
+  if (const auto* agent = std::get_if<AgentPlan>(&plan.run); agent != nullptr && !programs.node_counts.empty()) {
+    const RendezvousPlan& r = agent->rendezvous;
+    const auto nodes = static_cast<int>(programs.node_counts.size());
+    if (nodes != r.min_nodes || nodes != r.max_nodes)
+      return Status::InvalidArgument(fmt::format("the groups name {} nodes, but the job has {}", nodes,
+                                                 r.min_nodes == r.max_nodes
+                                                     ? fmt::format("{}", r.max_nodes)
+                                                     : fmt::format("{}:{}", r.min_nodes, r.max_nodes)));
+    if (r.requested_node_rank >= 0 && r.requested_node_rank < nodes) {
+      std::int64_t own = 0;
+      for (int n : programs.node_counts[static_cast<size_t>(r.requested_node_rank)]) own += n;
+      if (own != w->nproc)
+        return Status::InvalidArgument(
+            fmt::format("node {} runs {} workers, but its groups make {}", r.requested_node_rank, w->nproc, own));
+    }
+  }
   w->programs = programs;
   if (!programs.groups.empty()) {
     w->argv = programs.groups[0].argv;
