@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -167,6 +168,14 @@ int ExplainHead(const HeadPlan& plan) {
   return 0;
 }
 
+bool SendsUserValues(const HeadPlan& plan) {
+  if (!plan.exports.empty()) return true;
+  if (plan.programs.empty()) return false;
+  Result<envmap::ProgramPlan> programs = DecodePrograms(plan.programs);
+  return !programs.ok() || std::any_of(programs->groups.begin(), programs->groups.end(),
+                                       [](const envmap::ProgramGroup& g) { return !g.env.empty(); });
+}
+
 namespace {
 
 // Says what the -x flags cannot pass on as asked: a name not set here, and
@@ -177,7 +186,7 @@ void WarnAboutExports(const HeadPlan& plan) {
   bool through_pdsh = false;
   for (const HostEntry& h : plan.hosts)
     through_pdsh = through_pdsh || RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
-  if (through_pdsh && !plan.exports.empty())
+  if (through_pdsh && SendsUserValues(plan))
     WriteAll(STDERR_FILENO,
              "dlaunch: --remote pdsh: pdsh forwards no stdin, so the -x values go on the command line, "
              "where every user on the nodes can read them (--remote ssh keeps them off it)\n");
