@@ -162,7 +162,12 @@ int ExplainHead(const HeadPlan& plan) {
     Result<envmap::ProgramTable> table =
         programs.ok() ? TableFor(*programs, layout) : Result<envmap::ProgramTable>(programs.status());
     out += table.ok() ? ExplainPrograms(*table) : fmt::format("groups: {}\n", table.status().message());
-    out += "  (each agent gets the groups in DLAUNCH_PROGRAMS, over stdin with the -x values)\n";
+    bool through_pdsh = std::any_of(hosts.begin(), hosts.end(), [&](const HostEntry& h) {
+      return RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
+    });
+    out += through_pdsh
+               ? "  (each agent gets the groups in DLAUNCH_PROGRAMS, on its command line: pdsh forwards no stdin)\n"
+               : "  (each agent gets the groups in DLAUNCH_PROGRAMS, over stdin with the -x values)\n";
   }
   WriteAll(STDOUT_FILENO, out);
   return 0;

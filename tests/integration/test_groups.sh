@@ -308,6 +308,11 @@ run_dl 30 --explain -H 127.0.0.2:2 --role trainer -- "$TMP/w.sh" "$TMP/head" A :
   -H 127.0.0.3:1 --role rollout -- "$TMP/w.sh" "$TMP/head" B
 expect_rc 0 "(h) --explain of the head launch"
 assert_file_matches "$OUT" '^  group 2 rollout: ranks 2 \(1\): ' "(h) --explain shows where each group's ranks are"
+# Through pdsh, which forwards no stdin, the groups go on the agents' command lines.
+run_dl 30 --explain -H n1.invalid:1 --remote pdsh --role trainer -- true : -H n2.invalid:1 --role rollout -- true
+expect_rc 0 "(h) --explain of a head launch through pdsh"
+assert_file_matches "$OUT" 'DLAUNCH_PROGRAMS, on its command line: pdsh forwards no stdin' \
+  "(h) --explain says where the groups go through pdsh"
 # -x before the first ':' is the trainer group's alone, on the other host too.
 assert_eq "$(field "$TMP/head/0" x)/$(field "$TMP/head/2" x)" "a/unset/unset/unset" "(h) the trainer's -x"
 assert_no_leftovers "at the end"
