@@ -91,6 +91,11 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
       if (!roles.ok()) return roles.status();
     }
     head->programs = EncodePrograms(programs);
+    // What every agent would refuse (too many groups, too large a document),
+    // the head refuses now, in one line, before it starts any.
+    if (Result<envmap::ProgramPlan> read = DecodePrograms(head->programs); !read.ok())
+      return Status::InvalidArgument(
+          fmt::format("several groups: the agents could not take them: {}", read.status().message()));
     return plan;
   }
   WorkerPlan* w = WorkersOf(plan);

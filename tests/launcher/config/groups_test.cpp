@@ -138,6 +138,14 @@ TEST_CASE("WithPrograms: what each mode accepts, in one line each", "[groups]") 
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.status().message() == c.message);
   }
+  // More groups than an agent takes: the head refuses, before it starts any agent.
+  std::vector<std::string> many = {"-H", "n1", "--role", "g0", "--", "true"};
+  for (int g = 1; g <= 1024; ++g) many.insert(many.end(), {":", "--role", fmt::format("g{}", g), "--", "true"});
+  Result<Plan> head = GroupsPlan(many);
+  REQUIRE_FALSE(head.ok());
+  CHECK(head.status().message() ==
+        "several groups: the agents could not take them: DLAUNCH_PROGRAMS: the groups: 'groups' is not a list of 1 to "
+        "1024 groups");
 }
 
 TEST_CASE("WithPrograms: --env tf makes the groups TensorFlow's tasks", "[groups]") {
