@@ -40,7 +40,31 @@ void Set(EnvVars& env, const std::string& name, const std::string& value) {
   env.emplace_back(name, value);
 }
 
+// The table's index, or one made now when the table has none.
+const RankIndex& IndexOf(const ProgramTable& table, RankIndex& made) {
+  if (table.index.role_rank.size() == table.group_of.size() && table.index.group_size.size() == table.groups.size())
+    return table.index;
+  made = IndexRanks(table);
+  return made;
+}
+
 }  // namespace
+
+RankIndex IndexRanks(const ProgramTable& table) {
+  RankIndex ix;
+  const size_t n = table.group_of.size();
+  ix.role_rank.resize(n);
+  ix.world_rank.resize(n);
+  ix.group_size.assign(table.groups.size(), 0);
+  for (size_t rank = 0; rank < n; ++rank) {
+    auto g = static_cast<size_t>(table.group_of[rank]);
+    ix.role_rank[rank] = ix.group_size[g]++;
+    // A group restarted alone is a world of its own, numbered as its group;
+    // the others share one world, numbered in rank order.
+    ix.world_rank[rank] = table.groups[g].restarts >= 0 ? ix.role_rank[rank] : ix.shared_world++;
+  }
+  return ix;
+}
 
 std::vector<int> ConsecutiveRanks(const std::vector<int>& counts) {
   std::vector<int> group_of;
@@ -83,13 +107,12 @@ Status ValidatePrograms(const ProgramTable& table, int world_size) {
 }
 
 RankRole RoleOf(const ProgramTable& table, int rank) {
+  RankIndex made;
+  const RankIndex& ix = IndexOf(table, made);
   RankRole r;
   r.group = table.group_of[static_cast<size_t>(rank)];
-  for (size_t i = 0; i < table.group_of.size(); ++i) {
-    if (table.group_of[i] != r.group) continue;
-    if (static_cast<int>(i) < rank) ++r.role_rank;
-    ++r.role_world_size;
-  }
+  r.role_rank = ix.role_rank[static_cast<size_t>(rank)];
+  r.role_world_size = ix.group_size[static_cast<size_t>(r.group)];
   return r;
 }
 
@@ -106,21 +129,25 @@ std::vector<std::string> ArgvOf(const ProgramTable& table, int rank) {
 std::vector<WorkerSlot> ProgramSlots(const JobLayout& layout, const ProgramTable& table) {
   std::vector<WorkerSlot> slots = LocalSlots(layout);
   if (table.empty()) return slots;
+  RankIndex made;
+  const RankIndex& ix = IndexOf(table, made);
   for (WorkerSlot& slot : slots) {
-    RankRole r = RoleOf(table, slot.rank);
-    slot.role = table.groups[static_cast<size_t>(r.group)].role;
-    slot.role_rank = r.role_rank;
-    slot.role_world_size = r.role_world_size;
+    auto rank = static_cast<size_t>(slot.rank);
+    auto g = static_cast<size_t>(table.group_of[rank]);
+    slot.role = table.groups[g].role;
+    slot.role_rank = ix.role_rank[rank];
+    slot.role_world_size = ix.group_size[g];
   }
   return slots;
 }
 
-int PlaceOnNode(const std::vector<WorkerSlot>& slots, const ProgramTable& table, const WorkerSlot& slot) {
-  const int group = table.group_of[static_cast<size_t>(slot.rank)];
-  int place = 0;
-  for (const WorkerSlot& other : slots)
-    if (other.rank < slot.rank && table.group_of[static_cast<size_t>(other.rank)] == group) ++place;
-  return place;
+std::vector<int> PlacesOnNode(const std::vector<WorkerSlot>& slots, const ProgramTable& table) {
+  // Slots come in rank order: each group's workers here counted as they come.
+  std::vector<int> seen(table.groups.size(), 0), places;
+  places.reserve(slots.size());
+  for (const WorkerSlot& slot : slots)
+    places.push_back(seen[static_cast<size_t>(table.group_of[static_cast<size_t>(slot.rank)])]++);
+  return places;
 }
 
 bool HasOwnWorlds(const ProgramTable& table) {
@@ -130,24 +157,19 @@ bool HasOwnWorlds(const ProgramTable& table) {
 }
 
 WorldView WorldOf(const JobLayout& layout, const WorkerSlot& slot, const ProgramTable& table) {
-  RankRole r = RoleOf(table, slot.rank);
-  const ProgramGroup& group = table.groups[static_cast<size_t>(r.group)];
+  RankIndex made;
+  const RankIndex& ix = IndexOf(table, made);
+  const auto group_index = static_cast<size_t>(table.group_of[static_cast<size_t>(slot.rank)]);
+  const ProgramGroup& group = table.groups[group_index];
   WorldView view{layout, slot};
   view.slot.role = group.role;
-  view.slot.role_rank = r.role_rank;
-  view.slot.role_world_size = r.role_world_size;
+  view.slot.role_rank = ix.role_rank[static_cast<size_t>(slot.rank)];
+  view.slot.role_world_size = ix.group_size[group_index];
   if (!HasOwnWorlds(table)) return view;
   // This rank's world: its group alone when the group restarts alone, else every
   // group that does not.
-  auto same_world = [&](int g) {
-    return group.restarts >= 0 ? g == r.group : table.groups[static_cast<size_t>(g)].restarts < 0;
-  };
-  int world_rank = 0, world_size = 0;
-  for (size_t i = 0; i < table.group_of.size(); ++i) {
-    if (!same_world(table.group_of[i])) continue;
-    if (static_cast<int>(i) < slot.rank) ++world_rank;
-    ++world_size;
-  }
+  const int world_rank = ix.world_rank[static_cast<size_t>(slot.rank)];
+  const int world_size = group.restarts >= 0 ? view.slot.role_world_size : ix.shared_world;
   Node node = layout.nodes[static_cast<size_t>(layout.node_rank)];
   node.nproc = world_size;
   node.task_ports.clear();

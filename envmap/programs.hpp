@@ -41,12 +41,28 @@ struct ProgramGroup {
   std::string line;    // where it was written, for messages: "group 2", "FILE:3"
 };
 
+// What RoleOf and WorldOf count for every rank, in one pass over group_of.
+struct RankIndex {
+  std::vector<int> role_rank;   // each rank's place among its group's ranks
+  std::vector<int> world_rank;  // each rank's place in its world (WorldOf)
+  std::vector<int> group_size;  // each group's ranks in the job
+  int shared_world = 0;         // the ranks of the groups without restarts of their own
+};
+
 struct ProgramTable {
   std::vector<ProgramGroup> groups;
   std::vector<int> group_of;  // the group of each global rank; size: the world size
+  // IndexRanks(*this), once group_of and each group's restarts are final
+  // (TableFor does it): RoleOf and WorldOf then answer a rank at once. Left
+  // empty, each call counts over the whole world, and a node's workers
+  // together cost O(workers * world).
+  RankIndex index;
 
   bool empty() const { return groups.empty(); }
 };
+
+// The index of a table whose group_of and restarts are final. O(world).
+RankIndex IndexRanks(const ProgramTable& table);
 
 // The groups as a plan holds them, before the layout (and so the world size)
 // is known: a rendezvous learns it only when the nodes have met.
@@ -97,9 +113,9 @@ std::vector<std::string> ArgvOf(const ProgramTable& table, int rank);
 // role_world_size) its group's when `table` is not empty.
 std::vector<WorkerSlot> ProgramSlots(const JobLayout& layout, const ProgramTable& table);
 
-// The place of `slot` among the workers of its group on this node (0 for the
-// group's first there): which of the group's --gpus it takes.
-int PlaceOnNode(const std::vector<WorkerSlot>& slots, const ProgramTable& table, const WorkerSlot& slot);
+// The place of each of `slots` among the workers of its group on this node (0
+// for the group's first there): which of the group's --gpus it takes.
+std::vector<int> PlacesOnNode(const std::vector<WorkerSlot>& slots, const ProgramTable& table);
 
 // Whether any group is a world of its own (restarts >= 0).
 bool HasOwnWorlds(const ProgramTable& table);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -161,7 +163,8 @@ Status HeadNodes(const std::vector<Options>& parsed, JobLine& line) {
   }
   std::vector<std::string> list;
   for (size_t i = 0; i < order.size(); ++i) {
-    int sum = 0;
+    // Each group's count on a host is at most the limit, but the groups are many.
+    std::int64_t sum = 0;
     for (int n : counts[i]) sum += n;
     if (sum > kMaxWorkersPerNode)
       return Status::InvalidArgument(fmt::format("host {}: the groups place {} workers there, over the limit of {}",
@@ -286,6 +289,12 @@ Result<JobLine> ParseJobLine(const std::vector<std::string>& args, const envmap:
   // Decide sizes the node to every group's workers; its dialects are the first
   // group's (later ones add their own), and its command the first group's.
   Options& o = line.options;
+  // Each group's count was checked against the job's limit alone; their sum
+  // on every node must fit too (WORLD_SIZE is an int downstream).
+  if (std::int64_t world = std::int64_t{total} * o.max_nodes; world > std::numeric_limits<std::int32_t>::max())
+    return Status::InvalidArgument(
+        fmt::format("the groups make {} workers a node, and {} nodes of them {}, over the limit of {} in a job", total,
+                    o.max_nodes, world, std::numeric_limits<std::int32_t>::max()));
   o.nproc = total;
   o.nproc_kind = NprocKind::kNumber;
   o.nproc_given = true;

@@ -1,6 +1,7 @@
 #include "launcher/config/groups.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -90,6 +91,11 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
       if (!roles.ok()) return roles.status();
     }
     head->programs = EncodePrograms(programs);
+    // What every agent would refuse (too many groups, too large a document),
+    // the head refuses now, in one line, before it starts any.
+    if (Result<envmap::ProgramPlan> read = DecodePrograms(head->programs); !read.ok())
+      return Status::InvalidArgument(
+          fmt::format("several groups: the agents could not take them: {}", read.status().message()));
     return plan;
   }
   WorkerPlan* w = WorkersOf(plan);
@@ -117,6 +123,25 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
           "--env tf: across nodes that meet at a rendezvous, each group's tasks need hosts of their own (start the "
           "job from a head with -H per group)");
     w->roles = std::move(*roles);  // TF_CONFIG and each task's port, as --roles gives them
+  }
+  // An agent of a head launch knows its row of the head's counts before it
+  // joins: a row that disagrees is refused now, not once the others have met
+  // it and started their workers.
+  if (const auto* agent = std::get_if<AgentPlan>(&plan.run); agent != nullptr && !programs.node_counts.empty()) {
+    const RendezvousPlan& r = agent->rendezvous;
+    const auto nodes = static_cast<int>(programs.node_counts.size());
+    if (nodes != r.min_nodes || nodes != r.max_nodes)
+      return Status::InvalidArgument(fmt::format("the groups name {} nodes, but the job has {}", nodes,
+                                                 r.min_nodes == r.max_nodes
+                                                     ? fmt::format("{}", r.max_nodes)
+                                                     : fmt::format("{}:{}", r.min_nodes, r.max_nodes)));
+    if (r.requested_node_rank >= 0 && r.requested_node_rank < nodes) {
+      std::int64_t own = 0;
+      for (int n : programs.node_counts[static_cast<size_t>(r.requested_node_rank)]) own += n;
+      if (own != w->nproc)
+        return Status::InvalidArgument(
+            fmt::format("node {} runs {} workers, but its groups make {}", r.requested_node_rank, w->nproc, own));
+    }
   }
   w->programs = programs;
   if (!programs.groups.empty()) {
@@ -156,6 +181,14 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
     if (own != layout.nodes[static_cast<size_t>(layout.node_rank)].nproc)
       return Status::InvalidArgument(fmt::format("node {} runs {} workers, but its groups make {}", layout.node_rank,
                                                  layout.nodes[static_cast<size_t>(layout.node_rank)].nproc, own));
+    // Counted before the table is made: rows from a head that disagree with
+    // this job could ask for billions of ranks.
+    std::int64_t all = 0;
+    for (const std::vector<int>& node : counts)
+      for (int n : node) all += n;
+    if (all != world)
+      return Status::InvalidArgument(
+          fmt::format("the groups have {} worker processes in all but the job has {}", all, world));
     for (const std::vector<int>& node : counts)
       for (size_t g = 0; g < node.size(); ++g)
         table.group_of.insert(table.group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
@@ -177,6 +210,7 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
   }
   if (Status s = ApplyRestarts(programs.restarts, table); !s.ok()) return s;
   if (Status s = envmap::ValidatePrograms(table, world); !s.ok()) return s;
+  table.index = envmap::IndexRanks(table);
   return table;
 }
 
@@ -187,11 +221,13 @@ std::string ExplainPrograms(const envmap::ProgramTable& table) {
   std::string out = fmt::format("groups: {} programs, {}\n", table.groups.size(),
                                 from_file ? "each rank runs the line of the --multi-prog file that names it"
                                           : "ranks numbered in group order on each node");
+  // Each group's ranks in one pass: a file of a line a rank has as many groups as ranks.
+  std::vector<std::vector<int>> ranks_of(table.groups.size());
+  for (size_t r = 0; r < table.group_of.size(); ++r)
+    ranks_of[static_cast<size_t>(table.group_of[r])].push_back(static_cast<int>(r));
   for (size_t g = 0; g < table.groups.size(); ++g) {
     const envmap::ProgramGroup& group = table.groups[g];
-    std::vector<int> ranks;
-    for (size_t r = 0; r < table.group_of.size(); ++r)
-      if (table.group_of[r] == static_cast<int>(g)) ranks.push_back(static_cast<int>(r));
+    const std::vector<int>& ranks = ranks_of[g];
     // A multi-prog line as written: its "%%" is one '%' there.
     std::vector<std::string> argv = group.argv;
     for (std::string& arg : argv) {

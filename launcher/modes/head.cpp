@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -161,10 +162,23 @@ int ExplainHead(const HeadPlan& plan) {
     Result<envmap::ProgramTable> table =
         programs.ok() ? TableFor(*programs, layout) : Result<envmap::ProgramTable>(programs.status());
     out += table.ok() ? ExplainPrograms(*table) : fmt::format("groups: {}\n", table.status().message());
-    out += "  (each agent gets the groups in DLAUNCH_PROGRAMS, over stdin with the -x values)\n";
+    bool through_pdsh = std::any_of(hosts.begin(), hosts.end(), [&](const HostEntry& h) {
+      return RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
+    });
+    out += through_pdsh
+               ? "  (each agent gets the groups in DLAUNCH_PROGRAMS, on its command line: pdsh forwards no stdin)\n"
+               : "  (each agent gets the groups in DLAUNCH_PROGRAMS, over stdin with the -x values)\n";
   }
   WriteAll(STDOUT_FILENO, out);
   return 0;
+}
+
+bool SendsUserValues(const HeadPlan& plan) {
+  if (!plan.exports.empty()) return true;
+  if (plan.programs.empty()) return false;
+  Result<envmap::ProgramPlan> programs = DecodePrograms(plan.programs);
+  return !programs.ok() || std::any_of(programs->groups.begin(), programs->groups.end(),
+                                       [](const envmap::ProgramGroup& g) { return !g.env.empty(); });
 }
 
 namespace {
@@ -177,7 +191,7 @@ void WarnAboutExports(const HeadPlan& plan) {
   bool through_pdsh = false;
   for (const HostEntry& h : plan.hosts)
     through_pdsh = through_pdsh || RemoteFor(plan, h.host).kind == RemoteKind::kPdsh;
-  if (through_pdsh && !plan.exports.empty())
+  if (through_pdsh && SendsUserValues(plan))
     WriteAll(STDERR_FILENO,
              "dlaunch: --remote pdsh: pdsh forwards no stdin, so the -x values go on the command line, "
              "where every user on the nodes can read them (--remote ssh keeps them off it)\n");

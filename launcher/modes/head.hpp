@@ -24,6 +24,11 @@ namespace dlaunch::launcher {
 AgentCommand AgentCommandFor(const HeadPlan& plan, int node_rank, const std::string& self, const std::string& endpoint,
                              const std::string& run_id, const std::string& cwd);
 
+// Whether the agents get values of the user's that pdsh, which forwards no
+// stdin, must put on their command lines: -x values, or a group's own -x
+// values (inside DLAUNCH_PROGRAMS).
+bool SendsUserValues(const HeadPlan& plan);
+
 // --explain for a head-node launch: the nodes, their ranks and worker counts, and
 // the command each would run (the token and the coordinator's port left as
 // placeholders). Returns the exit code after printing.

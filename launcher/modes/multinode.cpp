@@ -93,10 +93,10 @@ class NodeMode {
         target_(std::move(target)),
         aopts_(WithSilence(std::move(aopts))),
         task_holds_(std::move(task_holds)),
+        programs_(programs),
         store_hold_(std::move(store_hold)),
         live_(live),
         straggler_(straggler),
-        programs_(programs),
         hang_([this](const std::string& line) { console_.Say(line); }, plan.events,
               [this] { return Result<std::string>(base_.work_dir); }) {
     // The host's socket shows the whole job: every node, asked through the coordinator.

@@ -139,6 +139,8 @@ class Supervisor {
   // Every worker of the current generation, by local rank.
   const std::vector<WorkerRecord>& workers() const { return workers_; }
   int stop_signal() const { return stop_signal_; }
+  // A worker could not start (its code 127 or 1): no restart follows.
+  bool start_failed() const { return start_failed_; }
 
  private:
   Status StartAll(Clock::time_point now);

@@ -153,14 +153,17 @@ void SupervisorSet::OnSampled(Clock::time_point now) {
 // After each event: the first domain that fails for good ends the job. Checked
 // after every event, so it is the first in time. A failure with no restart left
 // aborts the others at once, as one Supervisor stops every worker at the first
-// failure; a failure the policy may still restart from (a no-progress verdict)
-// counts once its workers have exited and the domain is done.
+// failure (or a start that failed, mid-restart too); a failure the policy may
+// still restart from (a no-progress verdict) counts once its workers have
+// exited and the domain is done.
 void SupervisorSet::Settle(Clock::time_point now) {
   if (failed_ >= 0 || from_outside_) return;
   for (size_t d = 0; d < supervisors_.size(); ++d) {
     const Supervisor& s = *supervisors_[d];
-    bool last = s.state() == State::kStopping && s.root_cause() != nullptr &&
-                s.restart_count() >= domains_[d].options.max_restarts;
+    // A restart whose program could not start is as final: nothing restarts it.
+    bool last =
+        s.state() == State::kStopping &&
+        (s.start_failed() || (s.root_cause() != nullptr && s.restart_count() >= domains_[d].options.max_restarts));
     if (!last && !(s.done() && s.exit_code() != 0)) continue;
     failed_ = static_cast<int>(d);
     bool others = std::any_of(supervisors_.begin(), supervisors_.end(),

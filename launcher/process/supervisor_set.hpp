@@ -8,11 +8,12 @@
 // The rules between domains:
 //   - a domain restarts alone, as its Supervisor decides; the others run on
 //     untouched (no signal, no start);
-//   - a domain that fails for good (a failure with no restart left, at once,
-//     as one Supervisor stops every worker at the first failure; a domain that
-//     ends failed otherwise, such as a no-progress verdict or a start that
-//     failed) aborts every other with its code (Supervisor::Abort), and its
-//     exit code and root cause are the set's;
+//   - a domain that fails for good (a failure with no restart left, or a
+//     worker that could not start, first or mid-restart, at once, as one
+//     Supervisor stops every worker at the first failure; a domain that ends
+//     failed otherwise, such as a no-progress verdict, once it is done) aborts
+//     every other with its code (Supervisor::Abort), and its exit code and
+//     root cause are the set's;
 //   - a domain whose workers all exit 0 is done; the set is done when every
 //     domain is, with 0 when every domain ended with 0 (mpirun's rule);
 //   - a stop signal, Abort and Forward reach every domain.

@@ -38,6 +38,7 @@ WorkerGroup::WorkerGroup(const RunPlan& plan, std::string job_mark, ProcessContr
       streams_(io, console, kWorkerReadSize, now_),
       supervisor_(*this, NodeDomains(plan.supervisor, plan.programs, envmap::LocalSlots(plan.layout))),
       slots_(envmap::ProgramSlots(plan.layout, plan.programs)),
+      gpu_places_(plan.programs.empty() ? std::vector<int>{} : envmap::PlacesOnNode(slots_, plan.programs)),
       tails_(slots_.size()),
       lasts_(slots_.size()) {}
 
@@ -140,7 +141,7 @@ SpawnSpec WorkerGroup::Spec(int local_rank, int restart) const {
   // A group's own --gpus: its workers on this node take them in turn.
   if (group != nullptr && !group->gpus.empty())
     env["CUDA_VISIBLE_DEVICES"] =
-        group->gpus[static_cast<size_t>(envmap::PlaceOnNode(slots_, programs, slot)) % group->gpus.size()];
+        group->gpus[static_cast<size_t>(gpu_places_[static_cast<size_t>(local_rank)]) % group->gpus.size()];
   else if (plan_.pin_gpu && !plan_.gpus.empty() && !flavors.virtual_local_rank)
     env["CUDA_VISIBLE_DEVICES"] =
         plan_.gpus[static_cast<size_t>(envmap::ShapeOf(layout, slot).local_rank) % plan_.gpus.size()];

@@ -119,6 +119,7 @@ class WorkerGroup : private WorkerControl {
   Streams streams_;                // every worker's, in one group (0)
   SupervisorSet supervisor_;       // one Supervisor per domain (supervisor_set.hpp)
   std::vector<envmap::WorkerSlot> slots_;
+  std::vector<int> gpu_places_;  // several programs: each local rank's place in its group here
   std::vector<TailBuffer> tails_;
   std::vector<std::array<LastLine, 2>> lasts_;  // per local rank: stdout's, stderr's
   std::map<int, Running> running_;              // by pid

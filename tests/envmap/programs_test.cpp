@@ -184,5 +184,53 @@ TEST_CASE("ProgramEnv across nodes keeps the job's numbering", "[envmap][program
   CHECK(EnvOf(env, "WORLD_SIZE") == "6");
 }
 
+TEST_CASE("IndexRanks answers what counting over the world answers", "[envmap][programs]") {
+  // Groups interleaved (a multi-prog file's "0,2 a"), one restarted alone.
+  ProgramTable t;
+  t.groups = {MakeGroup("a", {"a"}), MakeGroup("b", {"b"}), MakeGroup("c", {"c"})};
+  t.group_of = {0, 1, 0, 1, 2, 2, 1};
+  t.groups[2].restarts = 1;
+  JobLayout layout = SoloNode(7);
+  std::vector<WorkerSlot> slots = LocalSlots(layout);
+  ProgramTable indexed = t;
+  indexed.index = IndexRanks(indexed);
+  CHECK(indexed.index.role_rank == std::vector<int>{0, 0, 1, 1, 0, 1, 2});
+  CHECK(indexed.index.world_rank == std::vector<int>{0, 1, 2, 3, 0, 1, 4});
+  CHECK(indexed.index.group_size == std::vector<int>{2, 3, 2});
+  CHECK(indexed.index.shared_world == 5);
+  for (const WorkerSlot& slot : slots) {
+    INFO("rank " << slot.rank);
+    RankRole a = RoleOf(t, slot.rank), b = RoleOf(indexed, slot.rank);
+    CHECK(a.role_rank == b.role_rank);
+    CHECK(a.role_world_size == b.role_world_size);
+    CHECK(ProgramEnv(layout, slot, t, {}, {}) == ProgramEnv(layout, slot, indexed, {}, {}));
+  }
+  CHECK(PlacesOnNode(slots, t) == std::vector<int>{0, 0, 1, 1, 0, 1, 2});
+}
+
+// A node of 8,192 workers in two groups: every worker's slot, argv, GPU place
+// and environment. Indexed, the node costs O(workers); counting over the world
+// for each worker cost O(workers * world), seconds for a large node.
+TEST_CASE("a node of 8192 workers in groups is set up in one pass over the world", "[envmap][programs]") {
+  constexpr int kWorkers = 8192;
+  ProgramTable t;
+  t.groups = {MakeGroup("trainer", {"train", "%t"}), MakeGroup("rollout", {"serve", "%o"})};
+  t.groups[0].expand = t.groups[1].expand = true;
+  t.group_of = ConsecutiveRanks({kWorkers / 2, kWorkers / 2});
+  t.index = IndexRanks(t);
+  JobLayout layout = SoloNode(kWorkers);
+  std::vector<WorkerSlot> slots = ProgramSlots(layout, t);
+  std::vector<int> places = PlacesOnNode(slots, t);
+  size_t bytes = 0;
+  for (const WorkerSlot& slot : slots) {
+    for (const std::string& arg : ArgvOf(t, slot.rank)) bytes += arg.size();
+    bytes += ProgramEnv(layout, slot, t, {}, {}).size();
+  }
+  CHECK(bytes > 0);
+  CHECK(places.back() == kWorkers / 2 - 1);
+  CHECK(slots.back().role_rank == kWorkers / 2 - 1);
+  CHECK(ArgvOf(t, kWorkers - 1) == std::vector<std::string>{"serve", std::to_string(kWorkers / 2 - 1)});
+}
+
 }  // namespace
 }  // namespace dlaunch::envmap

@@ -16,7 +16,8 @@
 #      restarts (a world of its own), the trainers keep their PIDs; with its
 #      restarts spent the job ends with the rollout's code;
 #   h. a head launch, each group on its own hosts (loopback addresses, started
-#      through a local shell): ranks, roles and nodes as placed.
+#      through a local shell): ranks, roles and nodes as placed;
+#   i. dlaunch SIGKILLed while a role's restarted worker runs: no worker left.
 # Workers write what they see to files named by rank, so no output prefix is parsed.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -261,6 +262,34 @@ assert_file_matches "$ERR" '^dlaunch: root cause: rank 3 ' "(g) the rollout rank
 wait_for 10 no_marked_processes
 assert_no_leftovers "(g) after the spent restarts"
 
+# --- i. dlaunch killed while a role restarts alone ---------------------------------
+# The rollout fails once; its restarted worker says so and waits, as the trainer
+# does. SIGKILL of dlaunch then: the watchdog ends both generations' processes,
+# the restarted one included.
+mkdir -p "$TMP/killed"
+cat >"$TMP/rk.sh" <<EOF
+#!/bin/sh
+d=\$1
+[ "\$ROLE_NAME" = rollout ] && [ "\$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 3
+: >"\$d/\$ROLE_NAME.\$TORCHELASTIC_RESTART_COUNT"
+exec "$TMP/bin/sleep" 60
+EOF
+chmod +x "$TMP/rk.sh"
+start_dl killed 90 --role-restarts rollout=2 -np 1 --role trainer -- "$TMP/rk.sh" "$TMP/killed" : \
+  -np 1 --role rollout -- "$TMP/rk.sh" "$TMP/killed"
+wait_for 30 test -e "$TMP/killed/rollout.1" -a -e "$TMP/killed/trainer.0" || {
+  wait_dl killed
+  fail_run "(i) the rollout's restarted worker did not start"
+}
+kill -KILL "$(dl_pid killed)"
+wait_dl killed
+if ! wait_for 10 no_marked_processes; then
+  # shellcheck disable=SC2046
+  describe_pids $(marked_pids) >&2
+  fail "(i) workers outlived a SIGKILLed dlaunch (lines above)"
+fi
+log "(i) dlaunch SIGKILLed during a role's restart: no worker of either generation left"
+
 # --- h. A head launch, each group on its own hosts ---------------------------------
 # 127.0.0.2 and 127.0.0.3 are this machine's: the head starts their agents
 # through a local shell, as it would through ssh.
@@ -279,6 +308,11 @@ run_dl 30 --explain -H 127.0.0.2:2 --role trainer -- "$TMP/w.sh" "$TMP/head" A :
   -H 127.0.0.3:1 --role rollout -- "$TMP/w.sh" "$TMP/head" B
 expect_rc 0 "(h) --explain of the head launch"
 assert_file_matches "$OUT" '^  group 2 rollout: ranks 2 \(1\): ' "(h) --explain shows where each group's ranks are"
+# Through pdsh, which forwards no stdin, the groups go on the agents' command lines.
+run_dl 30 --explain -H n1.invalid:1 --remote pdsh --role trainer -- true : -H n2.invalid:1 --role rollout -- true
+expect_rc 0 "(h) --explain of a head launch through pdsh"
+assert_file_matches "$OUT" 'DLAUNCH_PROGRAMS, on its command line: pdsh forwards no stdin' \
+  "(h) --explain says where the groups go through pdsh"
 # -x before the first ':' is the trainer group's alone, on the other host too.
 assert_eq "$(field "$TMP/head/0" x)/$(field "$TMP/head/2" x)" "a/unset/unset/unset" "(h) the trainer's -x"
 assert_no_leftovers "at the end"

@@ -169,6 +169,12 @@ TEST_CASE("each mistake in the groups gets one line naming the group", "[colon_g
       {"--role-restarts twice",
        {"--role-restarts", "a=1", "--role-restarts", "a=2", "--", "x", ":", "--", "y"},
        "--role-restarts: role 'a' is given twice ('a=1', 'a=2')"},
+      // Each group's count fits the job on its own; their sum on every node does not.
+      {"groups whose sum over the nodes passes 2^31",
+       {"--nnodes", "40000", "--node-rank", "0", "--master-addr", "127.0.0.1", "-np", "1", "--", "a", ":", "-np",
+        "65535", "--", "b"},
+       "the groups make 65536 workers a node, and 40000 nodes of them 2621440000, over the limit of 2147483647 in a "
+       "job"},
   };
   for (const auto& c : kCases) {
     INFO(c.what);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "launcher/config/colon_groups.hpp"
 #include "launcher/config/programs_codec.hpp"
@@ -69,6 +70,18 @@ TEST_CASE("TableFor: a head's counts per node, and --role-restarts by role", "[g
   CHECK(t->groups[0].restarts == -1);
   CHECK(TableFor(p, Nodes({2, 2}, 1)).status().message() == "node 1 runs 2 workers, but its groups make 1");
   CHECK(TableFor(p, Nodes({3}, 0)).status().message() == "the groups name 2 nodes, but the job has 1");
+  // Another node's row that disagrees, however large, is refused before any table is made.
+  envmap::ProgramPlan huge = p;
+  huge.restarts.clear();
+  huge.node_counts = {{2, 0}, {1 << 20, 1 << 20}};
+  for (int g = 2; g < 1024; ++g) {
+    huge.groups.push_back(huge.groups[0]);
+    huge.groups.back().role = fmt::format("r{}", g);
+    huge.node_counts[0].push_back(0);
+    huge.node_counts[1].push_back(1 << 20);
+  }
+  CHECK(TableFor(huge, Nodes({2, 1}, 0)).status().message() ==
+        "the groups have 1073741826 worker processes in all but the job has 3");
   p.restarts = {{"nobody", 1}};
   CHECK(TableFor(p, Nodes({2, 1}, 0)).status().message() ==
         "--role-restarts: no group has role 'nobody' (the roles are r0, r1)");
@@ -125,6 +138,14 @@ TEST_CASE("WithPrograms: what each mode accepts, in one line each", "[groups]") 
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.status().message() == c.message);
   }
+  // More groups than an agent takes: the head refuses, before it starts any agent.
+  std::vector<std::string> many = {"-H", "n1", "--role", "g0", "--", "true"};
+  for (int g = 1; g <= 1024; ++g) many.insert(many.end(), {":", "--role", fmt::format("g{}", g), "--", "true"});
+  Result<Plan> head = GroupsPlan(many);
+  REQUIRE_FALSE(head.ok());
+  CHECK(head.status().message() ==
+        "several groups: the agents could not take them: DLAUNCH_PROGRAMS: the groups: 'groups' is not a list of 1 to "
+        "1024 groups");
 }
 
 TEST_CASE("WithPrograms: --env tf makes the groups TensorFlow's tasks", "[groups]") {

@@ -4,8 +4,11 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "launcher/config/colon_groups.hpp"
+#include "launcher/config/groups.hpp"
+#include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -121,6 +124,27 @@ TEST_CASE("a head places each group on its hosts; its agents read the groups", "
   CHECK(agent->programs.node_counts == p.node_counts);
   CHECK(agent->programs.groups[1].argv == std::vector<std::string>{"serve"});
   CHECK(agent->programs.groups[0].env == envmap::EnvVars{{"K", "1"}});
+  // An agent whose own count or node count disagrees with the head's rows is
+  // refused before it joins the others.
+  auto agent_plan = [&](std::vector<std::string> args) -> Result<Plan> {
+    Result<JobLine> line = ParseJobLine(args, agent_env);
+    if (!line.ok()) return line.status();
+    Result<Plan> plan = Decide(line->options, envmap::Detected{}, MachineFacts{"here", 4, {}, "fresh"}, {});
+    if (!plan.ok()) return plan;
+    return WithPrograms(std::move(*plan), line->programs);
+  };
+  std::vector<std::string> join = {"--rdzv-endpoint", "127.0.0.1:29400", "--nnodes", "3", "--node-rank", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = join;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  CHECK(agent_plan(with({"--nproc-per-node", "3", "--", "train"})).ok());
+  CHECK(agent_plan(with({"--nproc-per-node", "4", "--", "train"})).status().message() ==
+        "node 1 runs 4 workers, but its groups make 3");
+  join[3] = "2";
+  CHECK(agent_plan(with({"--nproc-per-node", "3", "--", "train"})).status().message() ==
+        "the groups name 3 nodes, but the job has 2");
   agent_env[std::string(kProgramsVar)] = "junk";
   Result<JobLine> bad = ParseJobLine({"--nproc-per-node", "4", "--", "train"}, agent_env);
   REQUIRE_FALSE(bad.ok());
@@ -134,6 +158,15 @@ TEST_CASE("a head refuses hosts it cannot place", "[programs_codec]") {
   Result<JobLine> over = ParseJobLine({"-H", "n1:60000", "--", "a", ":", "-H", "n1:60000", "--", "b"}, {});
   REQUIRE_FALSE(over.ok());
   CHECK(over.status().message().starts_with("host n1: the groups place 120000 workers there, over the limit of"));
+  // Enough groups on one host that their sum passes 2^31: still refused, not wrapped.
+  std::vector<std::string> many;
+  for (int g = 0; g < 32769; ++g) {
+    if (g > 0) many.push_back(":");
+    many.insert(many.end(), {"-H", "n1:65536", "--role", fmt::format("r{}", g), "--", "a"});
+  }
+  Result<JobLine> wrapped = ParseJobLine(many, {});
+  REQUIRE_FALSE(wrapped.ok());
+  CHECK(wrapped.status().message().starts_with("host n1: the groups place 2147549184 workers there"));
   // Without a head (an endpoint given), a group's own hosts mean nothing.
   Result<JobLine> agent = ParseJobLine(
       {"--rdzv-endpoint", "h:1", "--nnodes", "2", "-H", "n1,n2", "--", "a", ":", "-H", "n3", "--", "b"}, {});

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/config/cli.hpp"
+#include "launcher/config/colon_groups.hpp"
+#include "launcher/config/groups.hpp"
 #include "launcher/config/plan.hpp"
 
 namespace dlaunch::launcher {
@@ -114,6 +116,28 @@ TEST_CASE("--role-env values go to the agents over stdin, not on their command l
   }
   CHECK(std::find(c.argv.begin(), c.argv.end(), "worker:1,ps:1") != c.argv.end());  // --roles stays
   CHECK(c.argv.back() == "t");
+}
+
+TEST_CASE("a group's own -x values count as values pdsh would show", "[head]") {
+  // The head of `dlaunch ARGS`, groups and all, as main decides it.
+  auto head = [](std::vector<std::string> args) {
+    Result<JobLine> line = ParseJobLine(args, {});
+    REQUIRE(line.ok());
+    Result<Plan> plan = Decide(line->options, envmap::Detected{}, MachineFacts{}, {});
+    if (plan.ok()) plan = WithPrograms(std::move(*plan), line->programs);
+    INFO((plan.ok() ? "" : plan.status().message()));
+    REQUIRE(plan.ok());
+    return std::get<HeadPlan>(plan->run);
+  };
+  CHECK(SendsUserValues(head({"-H", "a,b", "-x", "K=v", "--", "t"})));
+  CHECK_FALSE(SendsUserValues(head({"-H", "a,b", "--", "t"})));
+  // -x before the first ':' is the first group's: in DLAUNCH_PROGRAMS, not the head's exports.
+  HeadPlan groups = head({"-H", "a", "--role", "t", "-x", "K=v", "--", "t", ":", "-H", "b", "--role", "r", "--", "r"});
+  CHECK(groups.exports.empty());
+  CHECK(SendsUserValues(groups));
+  CHECK(SendsUserValues(
+      head({"-H", "a", "--role", "t", "--", "t", ":", "-H", "b", "--role", "r", "-x", "S=1", "--", "r"})));
+  CHECK_FALSE(SendsUserValues(head({"-H", "a", "--role", "t", "--", "t", ":", "-H", "b", "--role", "r", "--", "r"})));
 }
 
 TEST_CASE("--nproc-per-node beats the list's slots; picked slots become CUDA_VISIBLE_DEVICES", "[head]") {

@@ -332,6 +332,39 @@ TEST_CASE("a start that fails stops what started and starts nothing more", "[sup
   CHECK(s.exit_code() == 127);
 }
 
+TEST_CASE("a role whose program cannot start again, mid-restart, stops the job with 127", "[supervisor_set]") {
+  FakeNode n;
+  SupervisorSet s(n, {Main({0}), Role("rollout", {1, 2}, 3)});
+  REQUIRE(s.Start(t0).ok());
+  n.fail_start_of = 2;  // its program is gone by the restart
+  Exit(n, s, 1, {1, 0}, t0 + 1s);
+  Exit(n, s, 2, {0, SIGTERM}, t0 + 1s);
+  CHECK(n.starts.back() == std::pair<int, int>{2, 1});
+  // The restarted worker that did start stops, and so does the main domain.
+  CHECK(n.SignalsTo({0}) == std::vector<std::pair<int, int>>{{100, SIGTERM}});
+  CHECK(n.SignalsTo({1}).size() == 1);
+  Exit(n, s, 1, {0, SIGTERM}, t0 + 2s);
+  Exit(n, s, 0, {0, SIGTERM}, t0 + 2s);
+  REQUIRE(s.done());
+  CHECK(s.exit_code() == 127);
+  CHECK(n.StartsOf(2) == 2);  // no third try
+}
+
+TEST_CASE("a stop signal during a role's restart backoff ends the wait and starts nothing", "[supervisor_set]") {
+  FakeNode n;
+  SupervisorSet s(n, {Main({0}), Role("rollout", {1}, 2, 10s)});
+  REQUIRE(s.Start(t0).ok());
+  Exit(n, s, 1, {1, 0}, t0 + 1s);
+  REQUIRE(s.deadline() == t0 + 11s);
+  s.OnStopSignal(SIGTERM, t0 + 2s);
+  CHECK(n.SignalsTo({0}) == std::vector<std::pair<int, int>>{{100, SIGTERM}});
+  Exit(n, s, 0, {0, SIGTERM}, t0 + 3s);
+  REQUIRE(s.done());
+  s.OnTick(t0 + 11s);
+  CHECK(n.StartsOf(1) == 1);
+  CHECK(s.exit_code() == 128 + SIGTERM);
+}
+
 TEST_CASE("a role's no-progress verdict is its own, and names the role", "[supervisor_set]") {
   FakeNode n;
   SupervisorOptions o = Opts(1, 5);
