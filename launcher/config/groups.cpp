@@ -83,9 +83,9 @@ Result<Plan> WithPrograms(Plan plan, const envmap::ProgramPlan& programs) {
     if (!programs.restarts.empty())
       return Status::InvalidArgument(
           "--role-restarts: a role restarted alone runs on one node (its workers' new world cannot span nodes yet)");
-    if (!programs.multi_prog_file.empty())
-      return Status::InvalidArgument(
-          "--multi-prog: not from a head launch yet; under Slurm, one dlaunch a node reads it");
+    // As srun's steps do, each agent reads the file at the same path on its node
+    // (--multi-prog goes to it as typed); the head has checked it can be read.
+    if (!programs.multi_prog_file.empty()) return plan;
     if (programs.tf) {
       Result<std::vector<envmap::RoleSpec>> roles = TfRolesOf(programs, static_cast<int>(head->hosts.size()));
       if (!roles.ok()) return roles.status();

@@ -315,6 +315,22 @@ assert_file_matches "$OUT" 'DLAUNCH_PROGRAMS, on its command line: pdsh forwards
   "(h) --explain says where the groups go through pdsh"
 # -x before the first ':' is the trainer group's alone, on the other host too.
 assert_eq "$(field "$TMP/head/0" x)/$(field "$TMP/head/2" x)" "a/unset/unset/unset" "(h) the trainer's -x"
+# A --multi-prog file from a head: each agent reads it at the same path, as
+# srun's steps do, and starts the ranks that fall on its node.
+mkdir -p "$TMP/headmp"
+cat >"$TMP/headmp.conf" <<EOF
+0,3 $TMP/w.sh $TMP/headmp A
+*   $TMP/w.sh $TMP/headmp B
+EOF
+run_dl 90 -H 127.0.0.2:2,127.0.0.3:2 --multi-prog "$TMP/headmp.conf"
+expect_rc 0 "(h) a head launch of a --multi-prog file"
+want_prog=(A B B A)
+want_role=(line1/0/2 line2/0/2 line2/1/2 line1/1/2)
+for r in 0 1 2 3; do
+  [[ -f $TMP/headmp/$r ]] || fail_run "(h) multi-prog rank $r wrote nothing"
+  assert_eq "$(field "$TMP/headmp/$r" prog)/$(field "$TMP/headmp/$r" role)/$(field "$TMP/headmp/$r" local)" \
+    "${want_prog[r]}/${want_role[r]}/$((r % 2))" "(h) multi-prog rank $r: program/role/LOCAL_RANK"
+done
 assert_no_leftovers "at the end"
 
 pass

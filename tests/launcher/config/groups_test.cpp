@@ -2,6 +2,8 @@
 // ranks are numbered once its layout is known (TableFor).
 #include "launcher/config/groups.hpp"
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 
 #include "launcher/config/colon_groups.hpp"
 #include "launcher/config/programs_codec.hpp"
+#include "tests/temp_dir.hpp"
 
 namespace dlaunch::launcher {
 namespace {
@@ -128,9 +131,6 @@ TEST_CASE("WithPrograms: what each mode accepts, in one line each", "[groups]") 
         "--", "b"},
        "--env tf: across nodes that meet at a rendezvous, each group's tasks need hosts of their own (start the job "
        "from a head with -H per group)"},
-      {"a multi-prog file from a head",
-       {"-H", "n1,n2", "-np", "2", "--multi-prog", "/etc/hostname"},
-       "--multi-prog: not from a head launch yet; under Slurm, one dlaunch a node reads it"},
   };
   for (const auto& c : kCases) {
     INFO(c.what);
@@ -146,6 +146,17 @@ TEST_CASE("WithPrograms: what each mode accepts, in one line each", "[groups]") 
   CHECK(head.status().message() ==
         "several groups: the agents could not take them: DLAUNCH_PROGRAMS: the groups: 'groups' is not a list of 1 to "
         "1024 groups");
+}
+
+TEST_CASE("WithPrograms: from a head, each agent reads the --multi-prog file itself", "[groups]") {
+  testing::TempDir dir("groups");
+  std::ofstream(dir / "mp.conf") << "0 a\n* b\n";
+  Result<Plan> plan = GroupsPlan({"-H", "n1:2,n2:2", "--multi-prog", dir / "mp.conf"});
+  REQUIRE(plan.ok());
+  const HeadPlan& head = std::get<HeadPlan>(plan->run);
+  CHECK(head.programs.empty());  // nothing over stdin: the path goes to each agent as typed, as srun's does
+  CHECK(std::find(head.agent_flags.begin(), head.agent_flags.end(), "--multi-prog") != head.agent_flags.end());
+  CHECK(head.workers == std::vector<std::string>{"2", "2"});
 }
 
 TEST_CASE("WithPrograms: --env tf makes the groups TensorFlow's tasks", "[groups]") {
