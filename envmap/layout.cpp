@@ -106,6 +106,11 @@ const std::string* Find(const EnvVars& vars, const std::string& name) {
   return nullptr;
 }
 
+void Override(EnvVars& vars, const std::string& name, const std::string& value) {
+  std::erase_if(vars, [&](const auto& kv) { return kv.first == name; });
+  vars.emplace_back(name, value);
+}
+
 Result<std::vector<Node>> PartialTable(int nnodes, int node_rank, const Node& own, int rank_offset, int world_size) {
   int before = node_rank, after = nnodes - node_rank - 1;
   int rest = world_size - rank_offset - own.nproc;

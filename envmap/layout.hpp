@@ -20,6 +20,9 @@ using EnvMap = std::map<std::string, std::string>;
 
 // Returns the value of `name` in `vars`, or nullptr when it is not there.
 const std::string* Find(const EnvVars& vars, const std::string& name);
+// Sets `name` to `value` in `vars`, after removing any earlier entry of that
+// name: each name once, and a later layer overrides an earlier one.
+void Override(EnvVars& vars, const std::string& name, const std::string& value);
 
 struct Node {
   std::string host;             // a name for people and for HOROVOD_HOSTNAME

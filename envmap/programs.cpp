@@ -30,16 +30,6 @@ std::string Expand(const std::string& arg, int rank, int offset) {
   return out;
 }
 
-void Set(EnvVars& env, const std::string& name, const std::string& value) {
-  for (auto& [k, v] : env) {
-    if (k == name) {
-      v = value;
-      return;
-    }
-  }
-  env.emplace_back(name, value);
-}
-
 // The table's index, or one made now when the table has none.
 const RankIndex& IndexOf(const ProgramTable& table, RankIndex& made) {
   if (table.index.role_rank.size() == table.group_of.size() && table.index.group_size.size() == table.groups.size())
@@ -198,10 +188,10 @@ EnvVars ProgramEnv(const JobLayout& layout, const WorkerSlot& slot, const Progra
     // The machine's count, as mpirun's OMPI_COMM_WORLD_LOCAL_RANK: every group on
     // the node, so LOCAL_RANK picks a GPU no other group's worker picks.
     LocalShape shape = ShapeOf(layout, slot);
-    Set(env, "LOCAL_RANK", std::to_string(shape.local_rank));
-    Set(env, "LOCAL_WORLD_SIZE", std::to_string(shape.local_world_size));
+    Override(env, "LOCAL_RANK", std::to_string(shape.local_rank));
+    Override(env, "LOCAL_WORLD_SIZE", std::to_string(shape.local_world_size));
   }
-  for (const auto& [name, value] : group.env) Set(env, name, value);
+  for (const auto& [name, value] : group.env) Override(env, name, value);
   return env;
 }
 

@@ -10,13 +10,6 @@ namespace dlaunch::envmap {
 
 namespace {
 
-// Appends name=value after removing any earlier entry of the same name, so that the
-// result holds each name once and a later layer overrides an earlier one.
-void Override(EnvVars& env, const std::string& name, const std::string& value) {
-  std::erase_if(env, [&](const auto& kv) { return kv.first == name; });
-  env.emplace_back(name, value);
-}
-
 void Append(EnvVars& env, EnvVars more) {
   for (auto& kv : more) env.push_back(std::move(kv));
 }

@@ -63,7 +63,7 @@ Result<envmap::ProgramGroup> GroupOf(const Options& o, size_t index, const envma
     return Status::InvalidArgument(fmt::format("{}: give its count as a number (--nproc-per-node N or -np N)", label));
   *per_node = o.nproc_given ? o.nproc : 1;
   g.argv = WorkerArgv(o, env);
-  g.local_rank_arg_at = o.after_dashdash || o.no_python ? g.argv.size() : g.argv.size() - o.command.size() + 1;
+  g.local_rank_arg_at = LocalRankArgAt(o, g.argv);
   Result<envmap::EnvVars> exports = GroupExports(o, env);
   if (!exports.ok()) return Status::InvalidArgument(fmt::format("{}: {}", label, exports.status().message()));
   g.env = std::move(*exports);
@@ -76,7 +76,6 @@ Result<envmap::ProgramGroup> GroupOf(const Options& o, size_t index, const envma
   return g;
 }
 
-// A later group may give only what is its own.
 // --env tf, in any of the --env values typed.
 bool AsksTfConfig(const Options& o) {
   for (const auto& [name, value] : o.typed) {
@@ -87,6 +86,7 @@ bool AsksTfConfig(const Options& o) {
   return false;
 }
 
+// A later group may give only what is its own.
 Status OnlyGroupFlags(const Options& o, size_t index, bool head) {
   for (const auto& [name, value] : o.typed) {
     if (IsGroupFlagName(name)) continue;

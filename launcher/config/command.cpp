@@ -22,4 +22,8 @@ std::vector<std::string> WorkerArgv(const Options& o, const envmap::EnvMap& env)
   return argv;
 }
 
+size_t LocalRankArgAt(const Options& o, const std::vector<std::string>& argv) {
+  return o.after_dashdash || o.no_python ? argv.size() : argv.size() - o.command.size() + 1;
+}
+
 }  // namespace dlaunch::launcher

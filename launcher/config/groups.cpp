@@ -32,6 +32,17 @@ Status ApplyRestarts(const std::vector<std::pair<std::string, int>>& restarts, e
   return Status::Ok();
 }
 
+// The group of each rank when node n runs rows[n][g] workers of each group g
+// in turn, node by node.
+std::vector<int> RanksNodeByNode(const std::vector<std::vector<int>>& rows) {
+  std::vector<int> group_of;
+  for (const std::vector<int>& row : rows) {
+    std::vector<int> node = envmap::ConsecutiveRanks(row);
+    group_of.insert(group_of.end(), node.begin(), node.end());
+  }
+  return group_of;
+}
+
 // --env tf: the groups as TensorFlow's tasks, for TF_CONFIG (the layout's
 // roles, envmap/tf_config.cpp): each group's count in the job, its ranks
 // together, and what --roles would check (task names, one chief, ps with
@@ -39,16 +50,9 @@ Status ApplyRestarts(const std::vector<std::pair<std::string, int>>& restarts, e
 Result<std::vector<envmap::RoleSpec>> TfRolesOf(const envmap::ProgramPlan& programs, int nnodes) {
   if (!programs.restarts.empty())
     return Status::InvalidArgument("--env tf: not with --role-restarts (TF_CONFIG names every task of one cluster)");
-  std::vector<int> group_of;  // in rank order, node by node
-  if (!programs.node_counts.empty()) {
-    for (const std::vector<int>& node : programs.node_counts)
-      for (size_t g = 0; g < node.size(); ++g)
-        group_of.insert(group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
-  } else {
-    for (int n = 0; n < nnodes; ++n)
-      for (size_t g = 0; g < programs.per_node.size(); ++g)
-        group_of.insert(group_of.end(), static_cast<size_t>(programs.per_node[g]), static_cast<int>(g));
-  }
+  const std::vector<int> group_of = RanksNodeByNode(
+      programs.node_counts.empty() ? std::vector<std::vector<int>>(static_cast<size_t>(nnodes), programs.per_node)
+                                   : programs.node_counts);
   if (!std::is_sorted(group_of.begin(), group_of.end()))
     return Status::InvalidArgument(
         "--env tf: each group's tasks must take consecutive ranks; give each group hosts of its own, in group order");
@@ -189,9 +193,7 @@ Result<envmap::ProgramTable> TableFor(const envmap::ProgramPlan& programs, const
     if (all != world)
       return Status::InvalidArgument(
           fmt::format("the groups have {} worker processes in all but the job has {}", all, world));
-    for (const std::vector<int>& node : counts)
-      for (size_t g = 0; g < node.size(); ++g)
-        table.group_of.insert(table.group_of.end(), static_cast<size_t>(node[g]), static_cast<int>(g));
+    table.group_of = RanksNodeByNode(counts);
   } else {
     table.groups = programs.groups;
     int per_node = 0;

@@ -8,6 +8,7 @@
 #include "launcher/config/coordinator_options.hpp"
 #include "launcher/config/log_prefix.hpp"
 #include "launcher/config/plan.hpp"
+#include "launcher/config/program_flags.hpp"
 #include "launcher/config/straggler_flags.hpp"
 
 namespace dlaunch::launcher {
@@ -70,14 +71,10 @@ Result<HeadPlan> HeadPlanFor(const Options& o, const envmap::EnvMap& env, std::v
   for (const HostEntry& e : hosts) h.workers.push_back(WorkersArg(e, o));
   h.hosts = std::move(hosts);
   for (const std::string& x : o.exports) {
-    size_t eq = x.find('=');
-    if (eq != std::string::npos) {
-      h.exports.emplace_back(x.substr(0, eq), x.substr(eq + 1));
-    } else if (auto it = env.find(x); it != env.end()) {
-      h.exports.emplace_back(x, it->second);
-    } else {
+    if (std::optional<std::pair<std::string, std::string>> value = ExportValue(x, env))
+      h.exports.push_back(std::move(*value));
+    else
       h.exports_unset.push_back(x);
-    }
   }
   h.remote = o.remote;
   h.ssh_port = o.ssh_port;

@@ -82,13 +82,10 @@ Result<JobArgs> SplitJobArgs(const std::vector<std::string>& args) {
   return out;
 }
 
-// An MPI command across listed nodes runs once, on node 0, as on the platform:
-// a head launch of node 0 alone. The nodes and their slots travel in
-// DLAUNCH_JOB_HOSTS ("h1 slots=2,h2 slots=2"; a host name has no comma) and
-// become a hostfile there, named by AZUREML_MPI_HOSTFILE and removed when the
-// command ends. Sets the flags and returns the command that wraps the spec's.
-Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance,
-                                  const envmap::EnvMap& env, std::vector<std::string>& f) {
+// The nodes of the list given after the spec (-H, --hostfile), one for each
+// of its instances; a list of another length is refused, naming the count's place.
+Result<std::vector<HostEntry>> InstanceHosts(const JobSpec& s, const std::vector<std::string>& node_flags,
+                                             const envmap::EnvMap& env) {
   std::vector<std::string> list = node_flags;
   list.insert(list.end(), {"--", "true"});
   Result<Options> o = ParseCommandLine(list, env);
@@ -98,6 +95,18 @@ Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::strin
   if (static_cast<int>(hosts->size()) != s.instances)
     return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
                                                s.instances_at, s.instances, hosts->size()));
+  return hosts;
+}
+
+// An MPI command across listed nodes runs once, on node 0, as on the platform:
+// a head launch of node 0 alone. The nodes and their slots travel in
+// DLAUNCH_JOB_HOSTS ("h1 slots=2,h2 slots=2"; a host name has no comma) and
+// become a hostfile there, named by AZUREML_MPI_HOSTFILE and removed when the
+// command ends. Sets the flags and returns the command that wraps the spec's.
+Result<std::string> MpiOnNodeZero(const JobSpec& s, const std::vector<std::string>& node_flags, int per_instance,
+                                  const envmap::EnvMap& env, std::vector<std::string>& f) {
+  Result<std::vector<HostEntry>> hosts = InstanceHosts(s, node_flags, env);
+  if (!hosts.ok()) return hosts.status();
   std::vector<std::string> slots;
   for (const HostEntry& h : *hosts) slots.push_back(fmt::format("{} slots={}", h.host, per_instance));
   const std::string& node0 = hosts->front().host;
@@ -201,8 +210,6 @@ std::vector<std::string> FlagsPerInstance(const JobSpec& s, const std::vector<st
   return f;
 }
 
-}  // namespace
-
 // TensorFlow: each task type a group of its own (colon_groups.hpp), on
 // instances of its own, in the spec's order, with --env tf for TF_CONFIG: the
 // same groups as `dlaunch --env tf -H h1 --role chief -- CMD : -H h2,h3 --role
@@ -214,17 +221,10 @@ Result<std::vector<std::string>> TfGroupFlags(const JobSpec& s, const JobArgs& a
   if (args.node_flags.empty()) {
     for (int i = 0; i < s.instances; ++i) hosts.push_back(LoopbackHost(i));
   } else {
-    std::vector<std::string> list = args.node_flags;
-    list.insert(list.end(), {"--", "true"});
-    Result<Options> o = ParseCommandLine(list, env);
-    if (!o.ok()) return o.status();
-    Result<std::vector<HostEntry>> entries = NodeList(*o);
+    Result<std::vector<HostEntry>> entries = InstanceHosts(s, args.node_flags, env);
     if (!entries.ok()) return entries.status();
     for (const HostEntry& e : *entries) hosts.push_back(e.host);
   }
-  if (static_cast<int>(hosts.size()) != s.instances)
-    return Status::InvalidArgument(fmt::format("{}: the spec has {} instance(s) but the node list has {} node(s)",
-                                               s.instances_at, s.instances, hosts.size()));
   std::vector<std::string> f;
   size_t next = 0;
   for (size_t r = 0; r < s.roles.size(); ++r) {
@@ -243,6 +243,8 @@ Result<std::vector<std::string>> TfGroupFlags(const JobSpec& s, const JobArgs& a
   }
   return f;
 }
+
+}  // namespace
 
 Result<JobPlan> DecideJob(const std::vector<std::string>& args, envmap::EnvMap env, const MachineFacts& facts) {
   Result<JobArgs> split = SplitJobArgs(args);

@@ -203,7 +203,7 @@ Result<WorkerPlan> DecideWorkers(const Options& o, const Surroundings& s, int n,
   w.process_view = shape.process_view;
   w.flavors.per_node = per_node;
   if (!o.command.empty()) w.argv = WorkerArgv(o, env);
-  w.local_rank_arg_at = o.after_dashdash || o.no_python ? w.argv.size() : w.argv.size() - o.command.size() + 1;
+  w.local_rank_arg_at = LocalRankArgAt(o, w.argv);
   // TF roles: the tasks take global ranks in the order the roles are listed, and
   // nodes take ranks in node-rank order, so each node runs its share (the
   // command line checked that the shares are whole).

@@ -51,18 +51,19 @@ Result<std::string> MultiProgFile(const Options& o) {
   return file;
 }
 
+std::optional<std::pair<std::string, std::string>> ExportValue(const std::string& x, const envmap::EnvMap& env) {
+  if (size_t eq = x.find('='); eq != std::string::npos) return std::pair{x.substr(0, eq), x.substr(eq + 1)};
+  auto it = env.find(x);
+  if (it == env.end()) return std::nullopt;
+  return std::pair{x, it->second};
+}
+
 Result<envmap::EnvVars> GroupExports(const Options& o, const envmap::EnvMap& env) {
   envmap::EnvVars vars;
   for (const std::string& x : o.exports) {
-    size_t eq = x.find('=');
-    if (eq != std::string::npos) {
-      vars.emplace_back(x.substr(0, eq), x.substr(eq + 1));
-      continue;
-    }
-    auto it = env.find(x);
-    if (it == env.end())
-      return Status::InvalidArgument(fmt::format("-x {}: not set here, so there is no value to pass", x));
-    vars.emplace_back(x, it->second);
+    std::optional<std::pair<std::string, std::string>> value = ExportValue(x, env);
+    if (!value) return Status::InvalidArgument(fmt::format("-x {}: not set here, so there is no value to pass", x));
+    vars.push_back(std::move(*value));
   }
   return vars;
 }

@@ -4,6 +4,7 @@
 // the values from Options::typed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,10 @@ Status CheckMultiProg(const std::string& value);
 Result<std::vector<std::string>> GroupGpus(const Options& o);
 // The file of the last --multi-prog typed; empty when none was.
 Result<std::string> MultiProgFile(const Options& o);
+
+// One -x value: NAME=VALUE as given, NAME with the launcher's value in `env`;
+// nullopt for a NAME the launcher does not have.
+std::optional<std::pair<std::string, std::string>> ExportValue(const std::string& x, const envmap::EnvMap& env);
 
 // -x NAME=VALUE as given, -x NAME with the launcher's value (`env`); a NAME
 // the launcher does not have fails, as mpirun's -x does not pass it silently.
