@@ -92,17 +92,17 @@ std::string ProgressFiles::Prepare(int generation, int local_rank) {
   if (!r.path.empty()) unlink(r.path.c_str());  // the last generation's; gone already is fine
   r.generation = generation;
   r.path = PathOf(generation, local_rank);
-  // Whatever is at the path (a worker of this generation's earlier start may
-  // have left a link or a FIFO) goes; the file is made anew, empty.
-  unlink(r.path.c_str());
-  Result<int> fd = OpenToWrite(r.path, /*fresh=*/true, 0600);
-  if (!fd.ok()) {
+  // Nothing is made: the worker creates the file when it first writes, and
+  // most never do. A file made here would be an inode created and removed for
+  // every worker of every job (bench/profile/agent.md). Whatever an earlier
+  // start of this generation left at the path (a file, a link, a FIFO) goes.
+  if (unlink(r.path.c_str()) != 0 && errno != ENOENT) {
     if (warn_)
-      warn_(fmt::format("{}; local rank {} runs without {}", fd.status().message(), local_rank, kProgressFileVar));
+      warn_(fmt::format("progress file {}: cannot clear ({}); local rank {} runs without {}", r.path,
+                        std::strerror(errno), local_rank, kProgressFileVar));
     r.path.clear();
     return {};
   }
-  close(*fd);
   return r.path;
 }
 

@@ -68,11 +68,13 @@ class ProgressFiles {
   ProgressFiles(std::string dir, int nproc, std::function<void(const std::string&)> warn);
 
   // Local rank `local_rank` of generation `generation` (the job's restart
-  // count) starts: makes its file, empty (a fresh path for each generation,
-  // so an old generation's value never counts again), forgets its value and
-  // removes the file of its previous generation. Returns the path for
-  // DLAUNCH_PROGRESS_FILE, or "" (said once through `warn`) when it cannot be
-  // made: that worker then runs without the variable.
+  // count) starts: clears its path (a fresh path for each generation, so an
+  // old generation's value never counts again), forgets its value and removes
+  // the file of its previous generation. The file is not made: the worker
+  // creates it when it first writes, and a missing file reads as nothing
+  // written. Returns the path for DLAUNCH_PROGRESS_FILE, or "" (said once
+  // through `warn`) when what is at the path cannot be removed (a directory a
+  // worker made there): that worker then runs without the variable.
   std::string Prepare(int generation, int local_rank);
 
   // Reads every prepared file. Per local rank: the largest number it has
@@ -89,7 +91,7 @@ class ProgressFiles {
 
  private:
   struct Rank {
-    std::string path;  // empty: not prepared (or it could not be made)
+    std::string path;  // empty: not prepared (or it could not be cleared)
     int generation = -1;
     bool warned = false;
   };

@@ -20,12 +20,12 @@ if err:
     extra["error_file_dir_writable"] = os.path.isdir(d) and os.access(d, os.W_OK)
 pf = env.get("DLAUNCH_PROGRESS_FILE")
 if pf:
-    import stat
-    try:
-        st = os.lstat(pf)
-        extra["progress_file"] = "empty file" if stat.S_ISREG(st.st_mode) and st.st_size == 0 else "not an empty file"
-    except OSError as e:
-        extra["progress_file"] = str(e)
+    # Nothing there until the worker writes it, in a directory it may write.
+    if os.path.lexists(pf):
+        extra["progress_file"] = "something is there"
+    else:
+        d = os.path.dirname(pf) or "."
+        extra["progress_file"] = "free to write" if os.path.isdir(d) and os.access(d, os.W_OK) else "directory not writable"
 hf = env.get("AZUREML_MPI_HOSTFILE")
 if hf:
     try:
@@ -111,9 +111,9 @@ progress_files = [e.get("DLAUNCH_PROGRESS_FILE") for e in envs]
 if len(set(progress_files)) != len(progress_files) or not all(progress_files):
     bad(f"DLAUNCH_PROGRESS_FILE must be a distinct path per rank, got {progress_files}")
 for x in dumps:
-    if x["env"].get("DLAUNCH_PROGRESS_FILE") and x["extra"].get("progress_file") != "empty file":
+    if x["env"].get("DLAUNCH_PROGRESS_FILE") and x["extra"].get("progress_file") != "free to write":
         bad(f"rank {x['env'].get('RANK')}: DLAUNCH_PROGRESS_FILE {x['env']['DLAUNCH_PROGRESS_FILE']!r}: "
-            f"expected an empty file there, got {x['extra'].get('progress_file')!r}")
+            f"expected nothing there, in a directory the worker may write, got {x['extra'].get('progress_file')!r}")
 for x in dumps:
     if x["extra"].get("error_file_dir_writable") is False:
         bad(f"rank {x['env'].get('RANK')}: the directory of TORCHELASTIC_ERROR_FILE "

@@ -138,11 +138,8 @@ TEST_CASE("progress files: per rank, the largest value of this generation", "[pr
   std::string p1 = f.files.Prepare(0, 1);
   CHECK(p0 == dir / "progress-0-0");
   CHECK(p1 == dir / "progress-0-1");
-  struct stat st {};
-  REQUIRE(lstat(p0.c_str(), &st) == 0);
-  CHECK(S_ISREG(st.st_mode));
-  CHECK(st.st_size == 0);
-  CHECK((st.st_mode & 0777) == 0600);
+  // Nothing is made until the worker writes: a missing file is no value, no warning.
+  CHECK(access(p0.c_str(), F_OK) != 0);
   CHECK(f.files.Read() == std::vector<std::int64_t>{-1, -1});
   Put(p0, "5");
   CHECK(f.files.Read() == std::vector<std::int64_t>{5, -1});
@@ -177,29 +174,34 @@ TEST_CASE("progress files: one warning per rank and generation", "[progress]") {
 
   // A worker swaps its file for a FIFO: a warning, not a hang.
   std::string q0 = f.files.Prepare(1, 0);
-  REQUIRE(unlink(q0.c_str()) == 0);
   REQUIRE(mkfifo(q0.c_str(), 0600) == 0);
   f.files.Read();
   f.files.Read();
   REQUIRE(f.said.size() == 3);
   CHECK(f.said[2] == "progress file " + q0 + ": ignored (a FIFO, not a regular file)");
 
-  // Preparing the same generation again makes a regular file of the FIFO.
+  // Preparing the same generation again clears the FIFO away.
   CHECK(f.files.Prepare(1, 0) == q0);
   struct stat st {};
-  REQUIRE(lstat(q0.c_str(), &st) == 0);
-  CHECK(S_ISREG(st.st_mode));
+  CHECK(lstat(q0.c_str(), &st) != 0);
+  CHECK(f.files.Read() == std::vector<std::int64_t>{-1, -1});
+  REQUIRE(f.said.size() == 3);
 }
 
-TEST_CASE("progress files: a file that cannot be made leaves the worker without one", "[progress]") {
+TEST_CASE("progress files: a path that cannot be cleared leaves the worker without one", "[progress]") {
   TempDir dir("progress");
   std::vector<std::string> said;
-  ProgressFiles files(dir / "missing", 1, [&](const std::string& l) { said.push_back(l); });
+  ProgressFiles files(dir.path, 1, [&](const std::string& l) { said.push_back(l); });
+  // A worker of this generation's earlier start left a directory at its path.
+  std::string path = files.PathOf(0, 0);
+  REQUIRE(mkdir(path.c_str(), 0700) == 0);
+  REQUIRE(mkdir((path + "/in").c_str(), 0700) == 0);
   CHECK(files.Prepare(0, 0).empty());
   REQUIRE(said.size() == 1);
-  CHECK(said[0].find(dir / "missing/progress-0-0") != std::string::npos);
+  CHECK(said[0].find("progress file " + path + ": cannot clear (") == 0);
   CHECK(said[0].find("local rank 0 runs without DLAUNCH_PROGRESS_FILE") != std::string::npos);
   CHECK(files.Read() == std::vector<std::int64_t>{-1});
+  CHECK(said.size() == 1);
   CHECK(files.Prepare(0, 5).empty());  // no such local rank
 }
 
