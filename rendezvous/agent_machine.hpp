@@ -56,7 +56,7 @@ struct AgentMachineOptions {
   std::string endpoint;  // "head:29400", for messages
   std::string token;     // "" = no authentication
   // Where `token` came from when the user gave none ("its user's loopback token
-  // (/tmp/dlaunch-0/rdzv-token)"): named when the coordinator's proof fails, as
+  // (/dev/shm/dlaunch-0/rdzv-token)"): named when the coordinator's proof fails, as
   // the job's token is then likely another one. "" when the user gave it.
   std::string token_from;
   // What this node joins with. An empty `addrs` is filled with the address this

@@ -12,7 +12,7 @@ std::string LiveUsage(const std::string& command) {
          "       dlaunch stacks [RUN_ID] [--dir DIR]\n"
          "Shows this user's jobs running on this machine (no RUN_ID), one job's ranks, or\n"
          "every rank's stack now. DIR: where jobs listen (default $XDG_RUNTIME_DIR/dlaunch,\n"
-         "else /tmp/dlaunch-UID).\n\n" +
+         "else /dev/shm/dlaunch-UID, else /tmp/dlaunch-UID).\n\n" +
          ExampleLine(command);
 }
 

@@ -4,11 +4,14 @@
 #include <stdlib.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <optional>
+
+#include <linux/magic.h>
 
 #include <fmt/format.h>
 
@@ -107,38 +110,59 @@ Result<std::string> MakeFreshIn(const WalkedDir& parent) {
   return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(EEXIST)));
 }
 
-// TMPDIR when it passes TrustedDir's rule, held open, else /tmp; `note` says
-// why a TMPDIR that is set was not used.
-Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
+// TMPDIR when it passes TrustedDir's rule, held open, else `fallback`, else
+// /tmp; `note` says why a TMPDIR that is set was not used.
+Result<WalkedDir> OpenTempParent(const std::string& tmpdir, const std::string& fallback, std::string& note) {
   if (!tmpdir.empty()) {
     // After `sudo -E` TMPDIR may be another user's directory: nothing of
-    // root's goes there, and the job goes on in /tmp.
+    // root's goes there, and the job goes on without it.
     Result<WalkedDir> parent =
         tmpdir.starts_with('/')
             ? OpenTrusted(tmpdir)
             : Result<WalkedDir>(Status::InvalidArgument(fmt::format("{}: not used (not an absolute path)", tmpdir)));
     if (parent.ok()) return parent;
-    note = fmt::format("TMPDIR {}; using /tmp", parent.status().message());
+    note = fmt::format("TMPDIR {}", parent.status().message());
+  }
+  if (fallback != "/tmp") {
+    Result<WalkedDir> chosen = OpenTrusted(fallback);
+    if (chosen.ok()) {
+      if (!note.empty()) note += fmt::format("; using {}", chosen->path());
+      return chosen;
+    }
   }
   Result<WalkedDir> tmp = OpenTrusted("/tmp");
   if (!tmp.ok()) return Status::Io(note.empty() ? tmp.status().message() : note + " (" + tmp.status().message() + ")");
+  if (!note.empty()) note += "; using /tmp";
   return tmp;
 }
 
 }  // namespace
 
-Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
+const std::string& DefaultTempParent() {
+  static const std::string parent = [] {
+    // Nothing in a tmpfs reaches a disk: making and removing a file there
+    // costs no inode bitmap or journal work, which on a journal-less ext4
+    // /tmp was a tenth of an agent's time (bench/profile/agent.md). Only
+    // one that no other user can replace entries in (the trust rule, as /tmp).
+    struct statfs fs {};
+    if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) return std::string("/tmp");
+    return OpenTrusted("/dev/shm").ok() ? std::string("/dev/shm") : std::string("/tmp");
+  }();
+  return parent;
+}
+
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir, const std::string& fallback) {
   std::string note;
-  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, fallback, note);
   if (!parent.ok()) return parent.status();
   Result<std::string> made = MakeFreshIn(*parent);
   if (made.ok()) return PrivateDir{*made, note};
   if (!note.empty() || parent->path() == "/tmp") return made.status();
-  // A trusted TMPDIR where nothing can be made (full, read-only): /tmp, as
-  // Python's tempfile goes on to the next candidate.
-  note = fmt::format("TMPDIR {}; using /tmp", made.status().message());
-  Result<WalkedDir> tmp = OpenTempParent("", note);
-  if (!tmp.ok()) return tmp.status();
+  // A trusted TMPDIR or /dev/shm where nothing can be made (full, read-only):
+  // /tmp, as Python's tempfile goes on to the next candidate.
+  note = fmt::format("{}{}; using /tmp", parent->path() == fallback ? "" : "TMPDIR ", made.status().message());
+  Result<WalkedDir> tmp = OpenTrusted("/tmp");
+  if (!tmp.ok()) return Status::Io(note + " (" + tmp.status().message() + ")");
   made = MakeFreshIn(*tmp);
   if (!made.ok()) return made.status();
   return PrivateDir{*made, note};
@@ -146,7 +170,7 @@ Result<PrivateDir> MakePrivateDir(const std::string& tmpdir) {
 
 Result<PrivateDir> TrustedTempDir(const std::string& tmpdir) {
   std::string note;
-  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, "/tmp", note);
   if (!parent.ok()) return parent.status();
   return PrivateDir{parent->path(), note};
 }

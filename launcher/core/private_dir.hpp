@@ -17,21 +17,30 @@
 
 namespace dlaunch::launcher {
 
+// Where dlaunch's own small files go when TMPDIR does not say: /dev/shm when
+// it is a tmpfs that passes TrustedDir's rule (owned by root, sticky), else
+// /tmp. Such files (error files, stack dumps, progress files, the live view's
+// sockets) are made and removed by every job, and a tmpfs does that without
+// touching a disk. Judged once per process.
+const std::string& DefaultTempParent();
+
 // A fresh directory of this user's, mode 0700, with an unpredictable name,
 // made in a directory that no other user can replace it in (TrustedDir's
 // rule): `path` is TMPDIR/dlaunch-XXXXXX when `tmpdir` is an absolute path
-// that passes, else /tmp/dlaunch-XXXXXX, as Python's tempfile (torchrun) falls
-// back. Workers write files in it by name (TORCHELASTIC_ERROR_FILE, the stack
-// hook's dumps): the check holds because the parent is trusted, not because it
-// was checked just before. `note` is empty, or one line for the user saying why
-// a TMPDIR that is set was not used ("TMPDIR /x: refused (owned by uid 65534,
-// not 0); using /tmp"): a TMPDIR that fails never fails the job. Fails (Io)
-// naming /tmp and the cause when /tmp fails too.
+// that passes, else `fallback`/dlaunch-XXXXXX, else /tmp/dlaunch-XXXXXX, as
+// Python's tempfile (torchrun) goes on to the next candidate. `fallback` is
+// DefaultTempParent() for dlaunch's own files and /tmp for what may grow
+// (logs). Workers write files in it by name (TORCHELASTIC_ERROR_FILE, the
+// stack hook's dumps): the check holds because the parent is trusted, not
+// because it was checked just before. `note` is empty, or one line for the
+// user saying why a TMPDIR that is set was not used ("TMPDIR /x: refused
+// (owned by uid 65534, not 0); using /dev/shm"): a TMPDIR that fails never
+// fails the job. Fails (Io) naming /tmp and the cause when /tmp fails too.
 struct PrivateDir {
   std::string path;
   std::string note;
 };
-Result<PrivateDir> MakePrivateDir(const std::string& tmpdir);
+Result<PrivateDir> MakePrivateDir(const std::string& tmpdir, const std::string& fallback = DefaultTempParent());
 
 // Where a temporary file of this user's may go by MakePrivateDir's rule: the
 // real path of `tmpdir` when it is absolute and passes TrustedDir's rule, else

@@ -18,6 +18,7 @@
 #include <boost/json/serialize.hpp>
 #include <fmt/format.h>
 
+#include "launcher/core/private_dir.hpp"
 #include "launcher/stacks/stacks.hpp"
 
 namespace dlaunch::launcher {
@@ -42,7 +43,7 @@ std::string LiveDir(const envmap::EnvMap& env, uid_t uid) {
   if (xdg != env.end() && xdg->second.starts_with('/') && OwnDirectory(xdg->second, uid) &&
       access(xdg->second.c_str(), W_OK | X_OK) == 0)
     return xdg->second + "/dlaunch";
-  return fmt::format("/tmp/dlaunch-{}", uid);
+  return fmt::format("{}/dlaunch-{}", DefaultTempParent(), uid);
 }
 
 Status OpenLiveDir(const std::string& dir, uid_t uid) {

@@ -4,7 +4,8 @@
 //
 // Where: LiveDir(): $XDG_RUNTIME_DIR/dlaunch when that variable names a usable
 // directory (absolute, a directory of this user's, not a symlink), else
-// /tmp/dlaunch-UID. OpenLiveDir creates it 0700 and refuses one that exists but
+// /dev/shm/dlaunch-UID, else /tmp/dlaunch-UID (DefaultTempParent: each job
+// binds a socket there, which on a tmpfs touches no disk). OpenLiveDir creates it 0700 and refuses one that exists but
 // is a symlink, not this user's, or open to group or others. Each dlaunch
 // listens on DIR/RUNID.PID.sock (mode 0600; several dlaunch of one run id on one
 // machine, as loopback multi-node agents are, get one each), removed when it ends.

@@ -46,15 +46,16 @@ namespace dlaunch::launcher {
 namespace {
 
 // Where a job's files go. `run` holds what the user reads (logs, stacks-N.txt):
-// --log-dir/RUN_ID, else a fresh directory under $TMPDIR (or /tmp). `private_dir`
+// --log-dir/RUN_ID, else a fresh directory under $TMPDIR (else /tmp when it
+// will hold logs, /dev/shm when it will not: DefaultTempParent). `private_dir`
 // holds what dlaunch reads back or runs (the stack hook's dumps, the error
 // files, Azure's hostfile; the hook itself, where this user's own directory
 // cannot hold it): a directory it has just made (0700), and it goes when the
 // job ends. A fresh run directory that will hold no logs is one already: it is
 // the private directory too (one mkdir and one rmdir fewer an agent, of the
 // few inodes an agent makes: bench/profile/agent.md), and when a hang's stacks
-// keep it, everything but them is removed. With logs it has a private one
-// inside; under --log-dir the private one is fresh, elsewhere. A shared
+// keep it, everything but them is removed. With logs, or under --log-dir, the
+// private one is fresh, elsewhere. A shared
 // --log-dir (a 1777 scratch directory) then gives another user nothing to
 // plant: RUN_ID and the attempt directories below it are made 0700 or accepted
 // only as ours (private_dir.hpp).
@@ -85,10 +86,11 @@ struct RunDirs {
   }
 };
 
-// A fresh private directory under TMPDIR (else /tmp, saying why once).
-Result<std::string> NewPrivateDir() {
+// A fresh private directory under TMPDIR, else under `fallback` (saying why
+// once when TMPDIR is set and not used).
+Result<std::string> NewPrivateDir(const std::string& fallback = DefaultTempParent()) {
   const char* tmpdir = std::getenv("TMPDIR");
-  Result<PrivateDir> made = MakePrivateDir(tmpdir != nullptr ? tmpdir : "");
+  Result<PrivateDir> made = MakePrivateDir(tmpdir != nullptr ? tmpdir : "", fallback);
   if (!made.ok()) return made.status();
   SayTmpdirNote(made->note);
   return made->path;
@@ -112,21 +114,26 @@ Result<std::string> RunDirUnderLogDir(const WorkerPlan& w, bool make) {
 Result<RunDirs> MakeRunDirs(const WorkerPlan& w) {
   RunDirs d;
   if (w.log_dir.empty()) {
-    Result<std::string> run = NewPrivateDir();
+    // Logs may grow: on /tmp's disk, not in memory (DefaultTempParent).
+    Result<std::string> run = w.write_logs ? NewPrivateDir("/tmp") : NewPrivateDir();
     if (!run.ok()) return run.status();
     d.run = *run;
     d.run_is_fresh = true;
     d.private_is_run = !w.write_logs;
-    d.private_dir = d.private_is_run ? d.run : d.run + "/private";
-    if (d.private_is_run) return d;
-    if (Status s = EnsureOwnDir(d.private_dir); !s.ok()) return s;
-    return d;
+    if (d.private_is_run) {
+      d.private_dir = d.run;
+      return d;
+    }
+  } else {
+    Result<std::string> run = RunDirUnderLogDir(w, true);
+    if (!run.ok()) return run.status();
+    d.run = *run;
   }
-  Result<std::string> run = RunDirUnderLogDir(w, true);
-  if (!run.ok()) return run.status();
-  d.run = *run;
   Result<std::string> private_dir = NewPrivateDir();
-  if (!private_dir.ok()) return private_dir.status();
+  if (!private_dir.ok()) {
+    if (d.run_is_fresh) fs::remove_all(d.run);
+    return private_dir.status();
+  }
   d.private_dir = *private_dir;
   return d;
 }

@@ -4,12 +4,13 @@
 // loopback, agents and a stand-alone coordinator use this user's loopback token,
 // which only this user (and root) can read.
 //
-// Where: DIR/rdzv-token, DIR being /tmp/dlaunch-UID, created and checked by the
+// Where: DIR/rdzv-token, DIR being /dev/shm/dlaunch-UID (/tmp/dlaunch-UID where
+// /dev/shm is not a trusted tmpfs: DefaultTempParent), created and checked by the
 // live view's code (OpenLiveDir: mode 0700, refused when a symlink, another
 // user's, or open to group or others). Not $XDG_RUNTIME_DIR: the agents of one
 // job may be started from sessions with different environments (cron, ssh, a
-// service, a test), and all of them must find the same file; /tmp/dlaunch-UID is
-// one per user and machine. Across a private /tmp (containers, systemd's
+// service, a test), and all of them must find the same file; DIR is one per
+// user and machine. Across a private /dev/shm or /tmp (containers, systemd's
 // PrivateTmp) give a token.
 //
 // One token per user, not per job: a stand-alone coordinator serves many run ids,
@@ -38,7 +39,7 @@ namespace dlaunch::launcher {
 
 inline constexpr const char* kLoopbackTokenFile = "rdzv-token";
 
-// The directory of `uid`'s loopback token: /tmp/dlaunch-UID.
+// The directory of `uid`'s loopback token: /dev/shm/dlaunch-UID (or /tmp/dlaunch-UID).
 std::string LoopbackTokenDir(uid_t uid);
 
 // `uid`'s loopback token (64 hex digits) from DIR/rdzv-token, creating `dir`

@@ -327,6 +327,19 @@ hardened_problems() {
 # Commands run by lib_cleanup after the marked processes are killed (e.g.
 # removing network namespaces), in the order given.
 LIB_AT_EXIT=()
+# Where dlaunch keeps its own small files when TMPDIR does not say (its
+# DefaultTempParent): /dev/shm when it is a tmpfs that root owns (or we do) with
+# the sticky bit if everyone may write it, else /tmp.
+default_temp_parent() {
+  local mode
+  mode=$(stat -c %a /dev/shm 2>/dev/null)
+  if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && $(stat -c %u /dev/shm) =~ ^(0|$(id -u))$ ]] &&
+    { ((8#$mode & 2 == 0)) || ((8#$mode & 01000)); }; then
+    echo /dev/shm
+  else
+    echo /tmp
+  fi
+}
 at_exit() { LIB_AT_EXIT+=("$1"); }
 
 declare -A BG_PID=() BG_T0=() BG_SECS=()

@@ -234,7 +234,8 @@ dump_run azure --env azure --env ompi
 check azure "$TMP/azure"
 
 # 5. The run directory (error files) is made under $TMPDIR, as Python's tempfile
-#    does, and removed at the end; an unusable $TMPDIR falls back to /tmp.
+#    does, and removed at the end; an unusable $TMPDIR falls back to /dev/shm
+#    (a tmpfs: nothing of it reaches a disk), else /tmp.
 mkdir -p "$TMP/tmpdir"
 # shellcheck disable=SC2016  # expanded by the worker's shell
 TMPDIR=$TMP/tmpdir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
@@ -244,7 +245,8 @@ assert_eq "$(find "$TMP/tmpdir" -mindepth 1 | wc -l)" "0" "what is left under \$
 # shellcheck disable=SC2016
 TMPDIR=$TMP/no-such-dir run_dl 30 -- sh -c 'echo "error file: $TORCHELASTIC_ERROR_FILE"'
 expect_rc 0 "TMPDIR naming no directory"
-assert_file_matches "$OUT" "^error file: /tmp/dlaunch-[A-Za-z0-9]{6}/error-0-0.json$" "the run directory under /tmp"
+assert_file_matches "$OUT" "^error file: $(default_temp_parent)/dlaunch-[A-Za-z0-9]{6}/error-0-0.json$" \
+  "the run directory under $(default_temp_parent)"
 
 # --virtual-local-rank (torchrun 2.x): LOCAL_RANK=0 everywhere, and each worker
 # sees only its own entry of the launcher's CUDA_VISIBLE_DEVICES.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 18, item 9: a loopback rendezvous without a token trusted every local
 # user. Every local user reaches loopback, so with no token given dlaunch uses
-# its user's loopback token (/tmp/dlaunch-UID/rdzv-token, 0600 in a 0700
+# its user's loopback token (/dev/shm/dlaunch-UID/rdzv-token, 0600 in a 0700
 # directory), and text and numbers from peers are handled as hostile.
 #   1. root's 2-node loopback job, no token: `nobody` (setpriv) tries to join
 #      it as node 1 with tests/integration/rdzv_peer.py (no token) and with a
@@ -30,7 +30,10 @@ chmod 711 "$TMP"
 cp "$SRC/tests/integration/rdzv_peer.py" "$TMP/bin/peer.py"
 cp "$DLAUNCH" "$TMP/bin/dlaunch-copy"
 chmod 755 "$TMP/bin" "$TMP/bin/peer.py" "$TMP/bin/dlaunch-copy"
-TOKEN_FILE=/tmp/dlaunch-0/rdzv-token
+# The user's own directory: /dev/shm/dlaunch-0, or /tmp/dlaunch-0 without a usable /dev/shm.
+UDIR=$(default_temp_parent)/dlaunch-0
+export UDIR
+TOKEN_FILE=$UDIR/rdzv-token
 
 # node NAME RANK PORT ID [ARGS...]: a rendezvous node of a 2-node job on 127.0.0.1:PORT.
 node() {
@@ -118,18 +121,18 @@ le "$lines" 20 || fail_run "2: $lines lines on node 0's console (expected a hand
 
 # ---------------------------------------------------------------------------
 # 3. The token's directory and file, as another user might leave them. Each in a
-#    mount namespace of its own, with a tmpfs over /tmp/dlaunch-0, so that the
+#    mount namespace of its own, with a tmpfs over $UDIR, so that the
 #    real one is never touched.
 if unshare -m true 2>/dev/null; then
   # The mount point must exist; dlaunch would create it just so.
-  [[ -d /tmp/dlaunch-0 ]] || mkdir -m 700 /tmp/dlaunch-0 2>/dev/null || [[ -d /tmp/dlaunch-0 ]] ||
-    fail "3: cannot create /tmp/dlaunch-0"
+  [[ -d $UDIR ]] || mkdir -m 700 "$UDIR" 2>/dev/null || [[ -d $UDIR ]] ||
+    fail "3: cannot create $UDIR"
   cat >"$TMP/ns.sh" <<'EOF'
 #!/bin/sh
-# ns.sh SETUP DLAUNCH ARGS...: SETUP (a shell snippet) on a fresh tmpfs at /tmp/dlaunch-0, then dlaunch.
+# ns.sh SETUP DLAUNCH ARGS...: SETUP (a shell snippet) on a fresh tmpfs at $UDIR, then dlaunch.
 setup=$1
 shift
-mount -t tmpfs -o mode=0700 tmpfs /tmp/dlaunch-0 || exit 99
+mount -t tmpfs -o mode=0700 tmpfs "$UDIR" || exit 99
 sh -c "$setup" || exit 98
 exec "$@"
 EOF
@@ -142,9 +145,9 @@ EOF
       --rdzv-endpoint "127.0.0.1:$(free_port)" --rdzv-id lt3 "$@" -- echo RAN
   }
   planted=$(printf '%064d' 0)
-  ns_run 2 "chmod 777 /tmp/dlaunch-0"
+  ns_run 2 "chmod 777 $UDIR"
   expect_rc 2 "3: a token directory open to others"
-  grep -Eq "^dlaunch: rendezvous 127\.0\.0\.1:[0-9]+: no token given, and this user's loopback token cannot be used \(/tmp/dlaunch-0: refused \(mode 0777 lets other users in; 0700 expected\)\); set DLAUNCH_RDZV_TOKEN or --rdzv-token-file$" "$ERR" ||
+  grep -Eq "^dlaunch: rendezvous 127\.0\.0\.1:[0-9]+: no token given, and this user's loopback token cannot be used \($UDIR: refused \(mode 0777 lets other users in; 0700 expected\)\); set DLAUNCH_RDZV_TOKEN or --rdzv-token-file$" "$ERR" ||
     fail_run "3: expected one line refusing the directory"
   ns_run 2 "echo $planted >$TOKEN_FILE && chmod 600 $TOKEN_FILE && chown nobody $TOKEN_FILE"
   expect_rc 2 "3: a token file of another user's"

@@ -135,7 +135,7 @@ log "no token: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent without the token should be refused (non-zero exit)"
 # Given no token on a loopback endpoint, the agent uses its user's loopback
 # token (issue 18, item 9), which is not this job's: the failed proof says so.
-assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\); given no token, this agent used its user's loopback token \(/tmp/dlaunch-$(id -u)/rdzv-token\)" \
+assert_file_matches "$ERR" "^dlaunch: rendezvous $endpoint: the coordinator did not prove it holds the token \(its proof does not match this agent's token\); given no token, this agent used its user's loopback token \($(default_temp_parent)/dlaunch-$(id -u)/rdzv-token\)" \
   "the token-less agent names the failed proof and its loopback token"
 # Checked at the very end (so the other parts run either way): the refusal
 # should tell the user that a token is wanted.

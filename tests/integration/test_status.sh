@@ -19,7 +19,7 @@ lib_init "$@"
 require_python
 
 # Every run of this test keeps to its own directory (XDG_RUNTIME_DIR), never
-# the machine's /run/user/UID or /tmp/dlaunch-UID.
+# the machine's /run/user/UID, /dev/shm/dlaunch-UID or /tmp/dlaunch-UID.
 export XDG_RUNTIME_DIR=$TMP/xdg
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 LIVE=$XDG_RUNTIME_DIR/dlaunch
@@ -164,7 +164,7 @@ except OSError as e:
   assert_eq "$(cat "$OUT")" PermissionError "nobody: a raw connect to the socket"
   run_cmd 5 "${as_nobody[@]}" "$TMP/bin/dlaunch-copy" status st3
   expect_rc 1 "nobody: status"
-  assert_contains "$(cat "$ERR")" "dlaunch status st3: no running job with this id on this machine (looked in /tmp/dlaunch-" "nobody: status"
+  assert_contains "$(cat "$ERR")" "dlaunch status st3: no running job with this id on this machine (looked in $(default_temp_parent)/dlaunch-" "nobody: status"
   chmod 700 "$TMP" "$XDG_RUNTIME_DIR"
 else
   log "not root, or no 'nobody' or setpriv: another user is not tried"

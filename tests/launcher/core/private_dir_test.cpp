@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <linux/magic.h>
 
 #include "tests/temp_dir.hpp"
 #include <fmt/format.h>
@@ -36,10 +38,10 @@ void Write(const std::string& path, const std::string& text) { std::ofstream(pat
 
 }  // namespace
 
-TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tmp", "[private_dir]") {
+TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else the fallback", "[private_dir]") {
   testing::TempDir t;
   const std::string base = fs::canonical(t.path).string();
-  Result<PrivateDir> a = MakePrivateDir(t.path);
+  Result<PrivateDir> a = MakePrivateDir(t.path, "/tmp");
   REQUIRE(a.ok());
   CHECK(a->path.starts_with(base + "/dlaunch-"));
   CHECK(a->path.size() == (base + "/dlaunch-").size() + 6);
@@ -48,18 +50,18 @@ TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tm
   CHECK(S_ISDIR(st.st_mode));
   CHECK((st.st_mode & 07777) == 0700);
   CHECK(st.st_uid == geteuid());
-  Result<PrivateDir> b = MakePrivateDir(t.path);
+  Result<PrivateDir> b = MakePrivateDir(t.path, "/tmp");
   REQUIRE(b.ok());
   CHECK(a->path != b->path);
   // 0700 whatever the umask.
   mode_t old = umask(0777);
-  Result<PrivateDir> masked = MakePrivateDir(t.path);
+  Result<PrivateDir> masked = MakePrivateDir(t.path, "/tmp");
   umask(old);
   REQUIRE(masked.ok());
   CHECK((Lstat(masked->path).st_mode & 07777) == 0700);
 
   // Empty: /tmp, as Python's tempfile does, and nothing to say.
-  Result<PrivateDir> c = MakePrivateDir("");
+  Result<PrivateDir> c = MakePrivateDir("", "/tmp");
   REQUIRE(c.ok());
   CHECK(c->path.starts_with("/tmp/dlaunch-"));
   CHECK(c->note.empty());
@@ -70,12 +72,58 @@ TEST_CASE("MakePrivateDir: a fresh 0700 directory of ours under TMPDIR, else /tm
       {t / "missing", "TMPDIR " + t / "missing" + ": cannot resolve (No such file or directory); using /tmp"},
   };
   for (const auto& [tmpdir, note] : kUnused) {
-    Result<PrivateDir> d = MakePrivateDir(tmpdir);
+    Result<PrivateDir> d = MakePrivateDir(tmpdir, "/tmp");
     REQUIRE(d.ok());
     CHECK(d->path.starts_with("/tmp/dlaunch-"));
     CHECK(d->note == note);
     fs::remove(d->path);
   }
+}
+
+TEST_CASE("DefaultTempParent: /dev/shm when it is a tmpfs no other user can replace entries in", "[private_dir]") {
+  const std::string& parent = DefaultTempParent();
+  struct statfs shm {};
+  struct stat st {};
+  bool usable = statfs("/dev/shm", &shm) == 0 && shm.f_type == TMPFS_MAGIC && lstat("/dev/shm", &st) == 0 &&
+                S_ISDIR(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+                ((st.st_mode & S_IWOTH) == 0 || (st.st_mode & S_ISVTX) != 0);
+  CHECK(parent == (usable ? "/dev/shm" : "/tmp"));
+  CHECK(&DefaultTempParent() == &parent);  // judged once
+}
+
+TEST_CASE("MakePrivateDir: a fallback that is refused or cannot hold it gives way to /tmp", "[private_dir]") {
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  // A fallback such as /dev/shm, when it is usable: no TMPDIR, nothing to say.
+  REQUIRE(mkdir((t / "ram").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "ram").c_str(), 01777) == 0);
+  Result<PrivateDir> a = MakePrivateDir("", t / "ram");
+  REQUIRE(a.ok());
+  CHECK(a->path.starts_with(base + "/ram/dlaunch-"));
+  CHECK(a->note.empty());
+  // A TMPDIR that is refused names the fallback it used.
+  Result<PrivateDir> b = MakePrivateDir("relative", t / "ram");
+  REQUIRE(b.ok());
+  CHECK(b->path.starts_with(base + "/ram/dlaunch-"));
+  CHECK(b->note == "TMPDIR relative: not used (not an absolute path); using " + base + "/ram");
+  // A fallback every user may replace entries in: /tmp, silently (TMPDIR was not set).
+  REQUIRE(mkdir((t / "open").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "open").c_str(), 0777) == 0);
+  Result<PrivateDir> c = MakePrivateDir("", t / "open");
+  REQUIRE(c.ok());
+  CHECK(c->path.starts_with("/tmp/dlaunch-"));
+  CHECK(c->note.empty());
+  CHECK(fs::is_empty(t / "open"));
+  Result<PrivateDir> d = MakePrivateDir("relative", t / "open");
+  REQUIRE(d.ok());
+  CHECK(d->path.starts_with("/tmp/dlaunch-"));
+  CHECK(d->note == "TMPDIR relative: not used (not an absolute path); using /tmp");
+  // A fallback where nothing can be made (a file stands where it should be).
+  Write(t / "file", "x");
+  Result<PrivateDir> e = MakePrivateDir("", t / "file");
+  REQUIRE(e.ok());
+  CHECK(e->path.starts_with("/tmp/dlaunch-"));
+  for (const Result<PrivateDir>* r : {&a, &b, &c, &d, &e}) fs::remove((*r)->path);
 }
 
 TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what it makes", "[private_dir]") {
@@ -84,14 +132,14 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
   // Sticky, as /tmp: accepted.
   REQUIRE(mkdir((t / "sticky").c_str(), 0700) == 0);
   REQUIRE(chmod((t / "sticky").c_str(), 01777) == 0);
-  Result<PrivateDir> sticky = MakePrivateDir(t / "sticky");
+  Result<PrivateDir> sticky = MakePrivateDir(t / "sticky", "/tmp");
   REQUIRE(sticky.ok());
   CHECK(sticky->path.starts_with(base + "/sticky/dlaunch-"));
   CHECK(sticky->note.empty());
   // Every user may write it and it is not sticky: anyone could rename ours.
   REQUIRE(mkdir((t / "open").c_str(), 0700) == 0);
   REQUIRE(chmod((t / "open").c_str(), 0777) == 0);
-  Result<PrivateDir> open = MakePrivateDir(t / "open");
+  Result<PrivateDir> open = MakePrivateDir(t / "open", "/tmp");
   REQUIRE(open.ok());
   CHECK(open->path.starts_with("/tmp/dlaunch-"));
   CHECK(open->note == "TMPDIR " + base +
@@ -110,7 +158,7 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
   CHECK(for_file->note.empty());
   // Through a link of ours: made in the directory it leads to, named by its real path.
   REQUIRE(symlink((t / "sticky").c_str(), (t / "to-sticky").c_str()) == 0);
-  Result<PrivateDir> via = MakePrivateDir(t / "to-sticky");
+  Result<PrivateDir> via = MakePrivateDir(t / "to-sticky", "/tmp");
   REQUIRE(via.ok());
   CHECK(via->path.starts_with(base + "/sticky/dlaunch-"));
 
@@ -118,7 +166,7 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
     // Their directory (after `sudo -E`, say): its owner could rename ours.
     REQUIRE(mkdir((t / "theirs").c_str(), 0755) == 0);
     REQUIRE(chown((t / "theirs").c_str(), kOther, kOther) == 0);
-    Result<PrivateDir> theirs = MakePrivateDir(t / "theirs");
+    Result<PrivateDir> theirs = MakePrivateDir(t / "theirs", "/tmp");
     REQUIRE(theirs.ok());
     CHECK(theirs->path.starts_with("/tmp/dlaunch-"));
     CHECK(theirs->note == "TMPDIR " + base + "/theirs: refused (owned by uid 65534, not 0); using /tmp");
@@ -127,7 +175,7 @@ TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what 
     // A link they planted in a sticky directory, to a directory of root's.
     REQUIRE(symlink((t / "sticky").c_str(), (t / "sticky/planted").c_str()) == 0);
     REQUIRE(lchown((t / "sticky/planted").c_str(), kOther, kOther) == 0);
-    Result<PrivateDir> planted = MakePrivateDir(t / "sticky/planted");
+    Result<PrivateDir> planted = MakePrivateDir(t / "sticky/planted", "/tmp");
     REQUIRE(planted.ok());
     CHECK(planted->path.starts_with("/tmp/dlaunch-"));
     CHECK(planted->note == "TMPDIR " + t / "sticky/planted" + ": refused (the symbolic link " + base +

@@ -1,4 +1,5 @@
 #include "launcher/live/live.hpp"
+#include "launcher/core/private_dir.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,10 +80,11 @@ TEST_CASE("the per-user directory: XDG_RUNTIME_DIR when it is the user's, else /
   testing::TempDir t;
   uid_t me = geteuid();
   CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me) == t.path + "/dlaunch");
-  CHECK(LiveDir({}, me) == fmt::format("/tmp/dlaunch-{}", me));
-  CHECK(LiveDir({{"XDG_RUNTIME_DIR", "relative"}}, me) == fmt::format("/tmp/dlaunch-{}", me));
-  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path + "/missing"}}, me) == fmt::format("/tmp/dlaunch-{}", me));
-  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me + 1) == fmt::format("/tmp/dlaunch-{}", me + 1));
+  CHECK(LiveDir({}, me) == fmt::format("{}/dlaunch-{}", DefaultTempParent(), me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", "relative"}}, me) == fmt::format("{}/dlaunch-{}", DefaultTempParent(), me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path + "/missing"}}, me) ==
+        fmt::format("{}/dlaunch-{}", DefaultTempParent(), me));
+  CHECK(LiveDir({{"XDG_RUNTIME_DIR", t.path}}, me + 1) == fmt::format("{}/dlaunch-{}", DefaultTempParent(), me + 1));
 }
 
 TEST_CASE("OpenLiveDir makes a 0700 directory and refuses an unsafe one", "[live][bounds]") {

@@ -1,6 +1,7 @@
 // A user's loopback token: created once, exclusively, in a private directory;
 // read back by the user's other agents; refused when anything about it is wrong.
 #include "launcher/modes/loopback_token.hpp"
+#include "launcher/core/private_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -151,7 +152,7 @@ TEST_CASE("loopback token: which endpoints are loopback", "[loopback_token]") {
   CHECK(IsLoopbackHost(io, "localhost"));
   CHECK_FALSE(IsLoopbackHost(io, "10.0.0.1"));
   CHECK_FALSE(IsLoopbackHost(io, "0.0.0.0"));
-  CHECK(LoopbackTokenDir(1234) == "/tmp/dlaunch-1234");
+  CHECK(LoopbackTokenDir(1234) == DefaultTempParent() + "/dlaunch-1234");
 }
 
 }  // namespace dlaunch::launcher
