@@ -28,7 +28,7 @@ double DefaultRandom() {
 }  // namespace
 
 std::chrono::milliseconds RetryCap(int max_nodes) {
-  double ms = 32.0 * std::sqrt(std::max(1, max_nodes));
+  double ms = 8.0 * std::sqrt(std::max(1, max_nodes));
   return std::chrono::milliseconds(static_cast<long>(std::clamp(ms, 100.0, 2000.0)));
 }
 

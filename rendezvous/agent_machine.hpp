@@ -138,18 +138,19 @@ struct DoQuery {
 using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
 // The longest pause between connect attempts for a job of `max_nodes` agents:
-// 32ms × √max_nodes, within 100ms and 2s (64 agents 256ms, 1,024 agents 1,024ms).
+// 8ms × √max_nodes, within 100ms and 2s (1,024 agents 256ms, 62,500 and up 2s).
 // At scale agents start before their host, and the job waits for the last of
 // them to try again once it listens: up to one whole pause (2s, the old fixed
 // cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
-// waiting agent's attempts cost CPU (about 0.2ms each here, a thousand agents
+// waiting agent's attempts cost CPU (about 0.1ms each here, a thousand agents
 // on one machine in the benchmark) and its host a reset, so the pause grows
-// with the job, and the job's attempts a second with √N, not N. The floor of
+// with the job, and the job's attempts a second with √N, not N: 4,000 resets a
+// second at 1,024 agents, which a kernel answers without noticing. The floor of
 // 100ms keeps a lone agent waiting for its host at a fraction of a percent.
-// 32ms rather than 16ms (2026-11-27): on two cores a 1,024-agent job is CPU-bound
-// while agents wait, and half the attempts gave back more than the longer last
-// pause costs (bench/rdzv.sh side by side: 2.42 against 2.57 × the two-program
-// floor at 1,024 agents, 2.01 against 2.14 at 256).
+// 8ms rather than 32ms (2026-11-28): once an agent made no inode on a disk, its
+// attempts cost less than the last pause did (1,024 agents on two cores, host
+// last: 2.39-2.49 s with a 256ms cap against 2.89-2.96 s with 1,024ms, 2.43-2.46
+// s with 128ms; 32ms had beaten 16ms when each attempt cost twice as much).
 std::chrono::milliseconds RetryCap(int max_nodes);
 
 class AgentMachine {

@@ -12,7 +12,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
   AgentMachineOptions o = Options();
-  o.min_nodes = o.max_nodes = 64;  // capped at RetryCap(64), 256ms
+  o.min_nodes = o.max_nodes = 1024;  // capped at RetryCap(1024), 256ms
   o.join_timeout = 60s;
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
@@ -32,11 +32,12 @@ TEST_CASE("agent: start connects; a refused connect is retried with a growing, c
 TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 100ms and 2s", "[agent]") {
   CHECK(RetryCap(1) == 100ms);
   CHECK(RetryCap(2) == 100ms);
-  CHECK(RetryCap(9) == 100ms);
-  CHECK(RetryCap(64) == 256ms);
-  CHECK(RetryCap(1024) == 1024ms);
-  CHECK(RetryCap(3906) == 1999ms);
-  CHECK(RetryCap(16384) == 2s);
+  CHECK(RetryCap(156) == 100ms);
+  CHECK(RetryCap(256) == 128ms);
+  CHECK(RetryCap(1024) == 256ms);
+  CHECK(RetryCap(16384) == 1024ms);
+  CHECK(RetryCap(62'499) == 1999ms);
+  CHECK(RetryCap(62'500) == 2s);
   CHECK(RetryCap(1'000'000) == 2s);
   CHECK(RetryCap(0) == 100ms);
 }
