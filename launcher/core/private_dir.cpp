@@ -110,30 +110,38 @@ Result<std::string> MakeFreshIn(const WalkedDir& parent) {
   return Status::Io(fmt::format("{}: cannot create ({})", tmpl, std::strerror(EEXIST)));
 }
 
-// TMPDIR when it passes TrustedDir's rule, held open, else `fallback`, else
-// /tmp; `note` says why a TMPDIR that is set was not used.
-Result<WalkedDir> OpenTempParent(const std::string& tmpdir, const std::string& fallback, std::string& note) {
+// TMPDIR, held open, when it is an absolute path that passes TrustedDir's rule.
+Result<WalkedDir> OpenTmpdir(const std::string& tmpdir) {
+  // After `sudo -E` TMPDIR may be another user's directory: nothing of
+  // root's goes there, and the job goes on without it.
+  if (!tmpdir.starts_with('/'))
+    return Status::InvalidArgument(fmt::format("{}: not used (not an absolute path)", tmpdir));
+  return OpenTrusted(tmpdir);
+}
+
+// TMPDIR when set and usable (OpenTmpdir), held open, else /tmp; `note` says
+// why a TMPDIR that is set was not used.
+Result<WalkedDir> OpenTempParent(const std::string& tmpdir, std::string& note) {
   if (!tmpdir.empty()) {
-    // After `sudo -E` TMPDIR may be another user's directory: nothing of
-    // root's goes there, and the job goes on without it.
-    Result<WalkedDir> parent =
-        tmpdir.starts_with('/')
-            ? OpenTrusted(tmpdir)
-            : Result<WalkedDir>(Status::InvalidArgument(fmt::format("{}: not used (not an absolute path)", tmpdir)));
+    Result<WalkedDir> parent = OpenTmpdir(tmpdir);
     if (parent.ok()) return parent;
     note = fmt::format("TMPDIR {}", parent.status().message());
-  }
-  if (fallback != "/tmp") {
-    Result<WalkedDir> chosen = OpenTrusted(fallback);
-    if (chosen.ok()) {
-      if (!note.empty()) note += fmt::format("; using {}", chosen->path());
-      return chosen;
-    }
   }
   Result<WalkedDir> tmp = OpenTrusted("/tmp");
   if (!tmp.ok()) return Status::Io(note.empty() ? tmp.status().message() : note + " (" + tmp.status().message() + ")");
   if (!note.empty()) note += "; using /tmp";
   return tmp;
+}
+
+// Why the file system of `dir` (open) is too full for dlaunch's own files
+// (TooFull); empty when it has room or cannot say.
+std::string TooFullNow(const WalkedDir& dir) {
+  struct statfs fs {};
+  if (fstatfs(dir.fd(), &fs) != 0) return {};
+  uint64_t block = fs.f_frsize != 0 ? static_cast<uint64_t>(fs.f_frsize) : static_cast<uint64_t>(fs.f_bsize);
+  return TooFull(dir.path(),
+                 FreeSpace{static_cast<uint64_t>(fs.f_blocks) * block, static_cast<uint64_t>(fs.f_bavail) * block,
+                           static_cast<uint64_t>(fs.f_files), static_cast<uint64_t>(fs.f_ffree)});
 }
 
 }  // namespace
@@ -152,25 +160,49 @@ const std::string& DefaultTempParent() {
 }
 
 Result<PrivateDir> MakePrivateDir(const std::string& tmpdir, const std::string& fallback) {
+  // TMPDIR, then `fallback`, then /tmp, as Python's tempfile goes on to the
+  // next candidate: one that is refused or where nothing can be made (full,
+  // read-only) gives way to the next, and `note` says why.
   std::string note;
-  Result<WalkedDir> parent = OpenTempParent(tmpdir, fallback, note);
-  if (!parent.ok()) return parent.status();
-  Result<std::string> made = MakeFreshIn(*parent);
-  if (made.ok()) return PrivateDir{*made, note};
-  if (!note.empty() || parent->path() == "/tmp") return made.status();
-  // A trusted TMPDIR or /dev/shm where nothing can be made (full, read-only):
-  // /tmp, as Python's tempfile goes on to the next candidate.
-  note = fmt::format("{}{}; using /tmp", parent->path() == fallback ? "" : "TMPDIR ", made.status().message());
+  if (!tmpdir.empty()) {
+    Result<WalkedDir> parent = OpenTmpdir(tmpdir);
+    Result<std::string> made = parent.ok() ? MakeFreshIn(*parent) : Result<std::string>(parent.status());
+    if (made.ok()) return PrivateDir{*made, ""};
+    note = fmt::format("TMPDIR {}", made.status().message());
+  }
+  // A fallback that fails the trust rule is passed over without a word: the
+  // user did not name it (DefaultTempParent judged it already).
+  if (fallback != "/tmp") {
+    if (Result<WalkedDir> parent = OpenTrusted(fallback); parent.ok()) {
+      // In memory, dlaunch's files share what room there is with the job's
+      // own shared memory, and a worker's error file that cannot be written
+      // masks why it failed (torch's @record raises "No space left on device"
+      // instead): a fallback nearly full is passed over too.
+      std::string full = TooFullNow(*parent);
+      Result<std::string> made = full.empty() ? MakeFreshIn(*parent) : Result<std::string>(Status::Io(full));
+      if (made.ok()) return PrivateDir{*made, note.empty() ? note : note + "; using " + parent->path()};
+      note += (note.empty() ? "" : "; ") + made.status().message();
+    }
+  }
   Result<WalkedDir> tmp = OpenTrusted("/tmp");
-  if (!tmp.ok()) return Status::Io(note + " (" + tmp.status().message() + ")");
-  made = MakeFreshIn(*tmp);
-  if (!made.ok()) return made.status();
-  return PrivateDir{*made, note};
+  if (!tmp.ok()) return Status::Io(note.empty() ? tmp.status().message() : note + " (" + tmp.status().message() + ")");
+  Result<std::string> made = MakeFreshIn(*tmp);
+  if (!made.ok()) return note.empty() ? made.status() : Status::Io(note + "; " + made.status().message());
+  return PrivateDir{*made, note.empty() ? note : note + "; using /tmp"};
+}
+
+std::string TooFull(const std::string& dir, const FreeSpace& space) {
+  if (space.bytes != 0 && space.bytes_free < kMinFreeBytes)
+    return fmt::format("{}: not used (only {} KiB free; {} MiB wanted)", dir, space.bytes_free >> 10,
+                       kMinFreeBytes >> 20);
+  if (space.inodes != 0 && space.inodes_free < kMinFreeInodes)
+    return fmt::format("{}: not used (only {} inodes free; {} wanted)", dir, space.inodes_free, kMinFreeInodes);
+  return {};
 }
 
 Result<PrivateDir> TrustedTempDir(const std::string& tmpdir) {
   std::string note;
-  Result<WalkedDir> parent = OpenTempParent(tmpdir, "/tmp", note);
+  Result<WalkedDir> parent = OpenTempParent(tmpdir, note);
   if (!parent.ok()) return parent.status();
   return PrivateDir{parent->path(), note};
 }

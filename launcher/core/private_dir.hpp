@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,18 +25,43 @@ namespace dlaunch::launcher {
 // touching a disk. Judged once per process.
 const std::string& DefaultTempParent();
 
+// The room MakePrivateDir wants in its fallback (a tmpfs: memory, often small
+// in a container and shared with the job's own shared memory) before it puts
+// a private directory there: a worker's error file or stack dump that cannot
+// be written there loses why it failed or hung.
+inline constexpr uint64_t kMinFreeBytes = uint64_t{16} << 20;
+inline constexpr uint64_t kMinFreeInodes = 1024;
+
+// A file system's size and what is free of it; 0 `bytes` or `inodes`: not
+// limited (statfs's f_blocks or f_files).
+struct FreeSpace {
+  uint64_t bytes = 0;
+  uint64_t bytes_free = 0;
+  uint64_t inodes = 0;
+  uint64_t inodes_free = 0;
+};
+
+// Why `dir`, on a file system with `space`, has too little room for
+// dlaunch's own files ("/dev/shm: not used (only 12 KiB free; 16 MiB wanted)",
+// or the same of inodes); empty when it has room.
+std::string TooFull(const std::string& dir, const FreeSpace& space);
+
 // A fresh directory of this user's, mode 0700, with an unpredictable name,
 // made in a directory that no other user can replace it in (TrustedDir's
 // rule): `path` is TMPDIR/dlaunch-XXXXXX when `tmpdir` is an absolute path
 // that passes, else `fallback`/dlaunch-XXXXXX, else /tmp/dlaunch-XXXXXX, as
 // Python's tempfile (torchrun) goes on to the next candidate. `fallback` is
 // DefaultTempParent() for dlaunch's own files and /tmp for what may grow
-// (logs). Workers write files in it by name (TORCHELASTIC_ERROR_FILE, the
-// stack hook's dumps): the check holds because the parent is trusted, not
-// because it was checked just before. `note` is empty, or one line for the
-// user saying why a TMPDIR that is set was not used ("TMPDIR /x: refused
-// (owned by uid 65534, not 0); using /dev/shm"): a TMPDIR that fails never
-// fails the job. Fails (Io) naming /tmp and the cause when /tmp fails too.
+// (logs); it is passed over silently when it fails the trust rule, and with a
+// word when it has too little room (TooFull) or nothing can be made in it. A
+// TMPDIR where nothing can be made gives way the same. Workers write files in
+// it by name (TORCHELASTIC_ERROR_FILE, the stack hook's dumps): the check
+// holds because the parent is trusted, not because it was checked just
+// before. `note` is empty, or one line for the user saying why a TMPDIR that
+// is set, or a fallback that could be, was not used ("TMPDIR /x: refused
+// (owned by uid 65534, not 0); using /dev/shm", "/dev/shm: not used (only 12
+// KiB free; 16 MiB wanted); using /tmp"): neither ever fails the job. Fails
+// (Io) naming /tmp and the cause when /tmp fails too.
 struct PrivateDir {
   std::string path;
   std::string note;

@@ -126,6 +126,61 @@ TEST_CASE("MakePrivateDir: a fallback that is refused or cannot hold it gives wa
   for (const Result<PrivateDir>* r : {&a, &b, &c, &d, &e}) fs::remove((*r)->path);
 }
 
+TEST_CASE("MakePrivateDir: each place where nothing can be made gives way to the next, saying why", "[private_dir]") {
+  testing::TempDir t;
+  const std::string base = fs::canonical(t.path).string();
+  REQUIRE(mkdir((t / "ram").c_str(), 0700) == 0);
+  REQUIRE(chmod((t / "ram").c_str(), 01777) == 0);
+  // /proc passes the trust rule (root's, 0555) and holds nothing made there,
+  // not even root's: a TMPDIR or a /dev/shm that is full or read-only.
+  const std::string proc_fails = "/proc/dlaunch-XXXXXX: cannot create (No such file or directory)";
+  // A TMPDIR that is refused, then a fallback where nothing can be made: /tmp,
+  // and the job goes on; the one line names both.
+  Result<PrivateDir> a = MakePrivateDir("relative", "/proc");
+  REQUIRE(a.ok());
+  CHECK(a->path.starts_with("/tmp/dlaunch-"));
+  CHECK(a->note == "TMPDIR relative: not used (not an absolute path); " + proc_fails + "; using /tmp");
+  // A TMPDIR where nothing can be made: the fallback next, as a refused one.
+  Result<PrivateDir> b = MakePrivateDir("/proc", t / "ram");
+  REQUIRE(b.ok());
+  CHECK(b->path.starts_with(base + "/ram/dlaunch-"));
+  CHECK(b->note == "TMPDIR " + proc_fails + "; using " + base + "/ram");
+  // Neither: /tmp.
+  Result<PrivateDir> c = MakePrivateDir("/proc", "/proc");
+  REQUIRE(c.ok());
+  CHECK(c->path.starts_with("/tmp/dlaunch-"));
+  CHECK(c->note == "TMPDIR " + proc_fails + "; " + proc_fails + "; using /tmp");
+  for (const Result<PrivateDir>* r : {&a, &b, &c}) fs::remove((*r)->path);
+}
+
+TEST_CASE("TooFull: a fallback with too little room left for dlaunch's files", "[private_dir]") {
+  constexpr uint64_t kMiB = 1 << 20;
+  struct Case {
+    FreeSpace space;
+    std::string why;
+  };
+  const Case kCases[] = {
+      // A container's /dev/shm (64 MiB), empty and nearly full.
+      {{64 * kMiB, 64 * kMiB, 1000000, 1000000}, ""},
+      {{64 * kMiB, kMinFreeBytes, 1000000, 1000000}, ""},
+      {{64 * kMiB, kMinFreeBytes - 1, 1000000, 1000000}, "/dev/shm: not used (only 16383 KiB free; 16 MiB wanted)"},
+      {{64 * kMiB, 0, 1000000, 1000000}, "/dev/shm: not used (only 0 KiB free; 16 MiB wanted)"},
+      // Too small even when empty.
+      {{kMiB, kMiB, 1000000, 1000000}, "/dev/shm: not used (only 1024 KiB free; 16 MiB wanted)"},
+      // Out of inodes, with room in bytes.
+      {{64 * kMiB, 64 * kMiB, 2000, kMinFreeInodes}, ""},
+      {{64 * kMiB, 64 * kMiB, 2000, 37}, "/dev/shm: not used (only 37 inodes free; 1024 wanted)"},
+      // A tmpfs mounted with size=0 or nr_inodes=0 has no limit: statfs says 0 of 0.
+      {{0, 0, 0, 0}, ""},
+      {{0, 0, 2000, 3}, "/dev/shm: not used (only 3 inodes free; 1024 wanted)"},
+      {{64 * kMiB, 1, 0, 0}, "/dev/shm: not used (only 0 KiB free; 16 MiB wanted)"},
+  };
+  for (const Case& c : kCases) {
+    INFO(c.space.bytes << " " << c.space.bytes_free << " " << c.space.inodes << " " << c.space.inodes_free);
+    CHECK(TooFull("/dev/shm", c.space) == c.why);
+  }
+}
+
 TEST_CASE("MakePrivateDir uses TMPDIR only where no other user can replace what it makes", "[private_dir]") {
   testing::TempDir t;
   const std::string base = fs::canonical(t.path).string();
