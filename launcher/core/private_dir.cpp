@@ -151,10 +151,17 @@ const std::string& DefaultTempParent() {
     // Nothing in a tmpfs reaches a disk: making and removing a file there
     // costs no inode bitmap or journal work, which on a journal-less ext4
     // /tmp was a tenth of an agent's time (bench/profile/agent.md). Only
-    // one that no other user can replace entries in (the trust rule, as /tmp).
+    // one that no other user can replace entries in.
     struct statfs fs {};
     if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) return std::string("/tmp");
-    return OpenTrusted("/dev/shm").ok() ? std::string("/dev/shm") : std::string("/tmp");
+    Result<WalkedDir> shm = OpenTrusted("/dev/shm");
+    // TrustedDir's rule trusts a directory's group, as a user who names such
+    // a TMPDIR chooses to; nobody chose /dev/shm: its group may not write it
+    // either, unless it is sticky.
+    struct stat st {};
+    bool usable = shm.ok() && fstat(shm->fd(), &st) == 0 &&
+                  ((st.st_mode & (S_IWGRP | S_IWOTH)) == 0 || (st.st_mode & S_ISVTX) != 0);
+    return usable ? std::string("/dev/shm") : std::string("/tmp");
   }();
   return parent;
 }

@@ -19,10 +19,11 @@
 namespace dlaunch::launcher {
 
 // Where dlaunch's own small files go when TMPDIR does not say: /dev/shm when
-// it is a tmpfs that passes TrustedDir's rule (owned by root, sticky), else
-// /tmp. Such files (error files, stack dumps, progress files, the live view's
-// sockets) are made and removed by every job, and a tmpfs does that without
-// touching a disk. Judged once per process.
+// it is a tmpfs that no other user can replace entries in (owned by root or
+// this user; if its group or others may write it, sticky), else /tmp. Such
+// files (error files, stack dumps, progress files, the live view's sockets)
+// are made and removed by every job, and a tmpfs does that without touching a
+// disk. Judged once per process.
 const std::string& DefaultTempParent();
 
 // The room MakePrivateDir wants in its fallback (a tmpfs: memory, often small

@@ -329,12 +329,13 @@ hardened_problems() {
 LIB_AT_EXIT=()
 # Where dlaunch keeps its own small files when TMPDIR does not say (its
 # DefaultTempParent): /dev/shm when it is a tmpfs that root owns (or we do) with
-# the sticky bit if everyone may write it, else /tmp.
+# the sticky bit if its group or everyone may write it, else /tmp. (A private
+# directory also wants room there: MakePrivateDir.)
 default_temp_parent() {
   local mode
-  mode=$(stat -c %a /dev/shm 2>/dev/null)
-  if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && $(stat -c %u /dev/shm) =~ ^(0|$(id -u))$ ]] &&
-    { ((8#$mode & 2 == 0)) || ((8#$mode & 01000)); }; then
+  mode=$(stat -L -c %a /dev/shm 2>/dev/null)
+  if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs && $(stat -L -c %u /dev/shm) =~ ^(0|$(id -u))$ ]] &&
+    { (((8#$mode & 8#022) == 0)) || ((8#$mode & 8#1000)); }; then
     echo /dev/shm
   else
     echo /tmp
