@@ -296,7 +296,13 @@ Result<std::string> WriteNumberedFile(const std::string& dir, std::string_view s
     Result<int> fd = OpenToWrite(path, true);
     if (!fd.ok() && errno == EEXIST) continue;
     if (!fd.ok()) return fd.status();
-    if (Status s = WriteAndClose(*fd, path, text); !s.ok()) return s;
+    // A file cut short (the file system full) goes: a hang's stacks-1.txt
+    // that holds nothing would keep the job's directory, in memory when it is
+    // /dev/shm, and have dlaunch point at it.
+    if (Status s = WriteAndClose(*fd, path, text); !s.ok()) {
+      unlink(path.c_str());
+      return s;
+    }
     return path;
   }
   return Status::Io(fmt::format("{}: cannot write {}-N{} (the first {} are taken)", dir, stem, ext, kMostFiles));

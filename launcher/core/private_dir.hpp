@@ -114,7 +114,8 @@ Status WriteFile(const std::string& path, std::string_view text);
 
 // Writes `text` into the first of `dir`/`stem`-1`ext`, `stem`-2`ext`, ... that
 // does not exist yet, created exclusively (OpenToWrite fresh), so that what a
-// directory already holds stays. Returns its path, or fails naming it.
+// directory already holds stays. Returns its path, or fails naming it; a file
+// it made and could not write whole is removed.
 Result<std::string> WriteNumberedFile(const std::string& dir, std::string_view stem, std::string_view ext,
                                       std::string_view text);
 

@@ -12,8 +12,10 @@
 #      exits 2 naming it.
 #   2. /dev/shm full (nobody filled it): the private directory goes to /tmp
 #      with one line, and a failing worker's error file still gives the root
-#      cause; out of inodes, with TMPDIR refused too, the same. A loopback job
-#      without a token, whose token cannot be written, exits 2 saying why.
+#      cause; out of inodes, with TMPDIR refused too, the same. Filled while
+#      the job runs: a hang's stacks file that cannot be written is said to be
+#      so, and not pointed at. A loopback job without a token, whose token
+#      cannot be written, exits 2 saying why.
 #   3. /dev/shm not a usable tmpfs (a ramfs, 0777 without the sticky bit,
 #      nobody's, writable by nobody's group without the sticky bit, missing,
 #      a symlink nobody made): /tmp. root's own symlink to a tmpfs is followed.
@@ -120,6 +122,19 @@ expect_rc 3 "a failing worker with /dev/shm out of inodes and TMPDIR refused"
 grep -Fxq "dlaunch: TMPDIR relative: not used (not an absolute path); /dev/shm: not used (only 0 inodes free; 1024 wanted); using /tmp" "$ERR" ||
   fail_run "the one line about TMPDIR and /dev/shm"
 assert_file_matches "$ERR" "^dlaunch:   \| the worker said why$" "the root cause, out of inodes"
+# Room at the start, filled while the job runs (a worker's shared memory):
+# a hang's stacks-1.txt cannot be written, said in one line, and no empty one
+# is left for dlaunch to point at.
+run_ns "mount -t tmpfs -o size=20m,mode=1777 tmpfs /dev/shm" "" --hang-timeout 1 --hang-action stop \
+  --nproc-per-node 1 -- "$PY" -c '
+import os, subprocess, time
+subprocess.call(["sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M 2>/dev/null"])
+print("filled", flush=True)
+time.sleep(60)'
+expect_rc 124 "a hang after /dev/shm filled"
+assert_file_matches "$ERR" "^dlaunch: hang: /dev/shm/dlaunch-[A-Za-z0-9]{6}/stacks-1\.txt: cannot write \(No space left on device\)$" \
+  "the one line about the stacks"
+grep -q "stacks are in" "$ERR" && fail_run "dlaunch pointed at stacks it could not write"
 port=$(free_port)
 run_ns "mount -t tmpfs -o size=1m,mode=1777 tmpfs /dev/shm" "$fill" --nnodes 2 --nproc-per-node 1 \
   --rdzv-endpoint "127.0.0.1:$port" -- echo RAN

@@ -1,7 +1,9 @@
 #include "launcher/core/private_dir.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -409,6 +411,27 @@ TEST_CASE("WriteNumberedFile takes the first free number and leaves what is ther
   CHECK(ReadFile(t / "precious") == "precious");
   CHECK(WriteNumberedFile(t / "missing", "stacks", ".txt", "x").status().message() ==
         t / "missing/stacks-1.txt" + ": cannot open (No such file or directory)");
+}
+
+TEST_CASE("WriteNumberedFile leaves no file it could not write whole", "[private_dir]") {
+  testing::TempDir t;
+  // A full file system, as a small /dev/shm is: writes past a byte fail (EFBIG
+  // with SIGXFSZ ignored), for this process only and until put back.
+  struct rlimit old {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  struct sigaction ignore {
+  }, was{};
+  ignore.sa_handler = SIG_IGN;
+  REQUIRE(sigaction(SIGXFSZ, &ignore, &was) == 0);
+  struct rlimit one = old;
+  one.rlim_cur = 1;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &one) == 0);
+  Result<std::string> p = WriteNumberedFile(t.path, "stacks", ".txt", "all the stacks");
+  setrlimit(RLIMIT_FSIZE, &old);
+  sigaction(SIGXFSZ, &was, nullptr);
+  REQUIRE(!p.ok());
+  CHECK(p.status().message() == t / "stacks-1.txt" + ": cannot write (File too large)");
+  CHECK(fs::is_empty(t.path));
 }
 
 TEST_CASE("WriteTempFile: an unpredictable new name, mode 0600", "[private_dir]") {
