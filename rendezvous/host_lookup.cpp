@@ -40,15 +40,19 @@ std::string NsswitchHosts(std::string_view conf) {
   return "";
 }
 
+std::string DescribeHostLookup(bool is_static, std::string_view conf) {
+  std::string hosts = NsswitchHosts(conf);
+  std::string how = hosts.empty() ? std::string("no hosts line, glibc's default") : hosts;
+  if (is_static) return "looked up in /etc/hosts and DNS, then with getent through /etc/nsswitch.conf: " + how;
+  return "looked up through /etc/nsswitch.conf: " + how;
+}
+
 std::string DescribeHostLookup() {
-  // A program started through a dynamic loader knows the loader's address.
-  if (getauxval(AT_BASE) == 0) return "looked up in /etc/hosts and DNS only (a static dlaunch)";
   std::ifstream in("/etc/nsswitch.conf");
   std::stringstream text;
   text << in.rdbuf();
-  std::string hosts = NsswitchHosts(text.str());
-  return "looked up through /etc/nsswitch.conf: " +
-         (hosts.empty() ? std::string("no hosts line, glibc's default") : hosts);
+  // A program started through a dynamic loader knows the loader's address.
+  return DescribeHostLookup(getauxval(AT_BASE) == 0, text.str());
 }
 
 }  // namespace dlaunch::rendezvous

@@ -56,10 +56,10 @@ step cmake --install "$build_dir" --prefix "$stage/root" --strip
 bin=$stage/root/bin/dlaunch
 # A manylinux tag promises the binary needs nothing beyond glibc's own
 # libraries, and no glibc newer than the tag's: check the first, compute the second.
-# The default dlaunch links glibc dynamically and gets the tag of the newest
-# glibc symbol it needs (that of the build machine, 2.34 and later); a static
-# one (CMake's opt-in DLAUNCH_STATIC_PIE) needs no glibc at all and gets the oldest
-# tag pip knows, manylinux_2_17.
+# The default dlaunch, a static-pie, needs no glibc at all and gets the oldest
+# tag pip knows, manylinux_2_17; one linked dynamically (-DDLAUNCH_STATIC_PIE=OFF)
+# gets the tag of the newest glibc symbol it needs (that of the build machine,
+# 2.34 and later).
 allowed=" libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 ld-linux-x86-64.so.2 ld-linux-aarch64.so.1 "
 for lib in $(readelf -d "$bin" | sed -nE 's/.*\(NEEDED\).*\[(.*)\]/\1/p'); do
   [[ $allowed == *" $lib "* ]] || { echo "package.sh: $bin: needs $lib, which a manylinux wheel cannot assume" >&2; exit 1; }

@@ -6,8 +6,8 @@
 #      (a GNU_RELRO segment and BIND_NOW), and calls glibc's stack-protector and
 #      FORTIFY checks (__stack_chk_fail, __*_chk); Debian's own hardening-check
 #      agrees on the dynamically linked ones (it reads the dynamic symbols, so it
-#      cannot judge a static-pie such as dlaunch-watch, whose full symbol table
-#      is read instead);
+#      cannot judge a static-pie such as dlaunch and dlaunch-watch by default,
+#      whose full symbol table is read instead);
 #   2. every source was compiled with each hardening flag that dpkg-buildflags
 #      gives (DEB_BUILD_MAINT_OPTIONS=hardening=+all), and with CET's
 #      -fcf-protection (build/compile_commands.json);

@@ -13,7 +13,13 @@ TEST_CASE("host lookup: the hosts line of nsswitch.conf, as a message shows it",
   CHECK(NsswitchHosts("").empty());
 }
 
-TEST_CASE("host lookup: a dynamically linked program says it goes through nsswitch.conf", "[host_lookup]") {
+TEST_CASE("host lookup: how a dynamic and a static program look names up", "[host_lookup]") {
+  CHECK(DescribeHostLookup(false, "hosts: files myhostname\n") ==
+        "looked up through /etc/nsswitch.conf: files myhostname");
+  CHECK(DescribeHostLookup(true, "hosts: files myhostname\n") ==
+        "looked up in /etc/hosts and DNS, then with getent through /etc/nsswitch.conf: files myhostname");
+  CHECK(DescribeHostLookup(true, "") ==
+        "looked up in /etc/hosts and DNS, then with getent through /etc/nsswitch.conf: no hosts line, glibc's default");
   // The unit tests are never linked statically.
   CHECK(DescribeHostLookup().starts_with("looked up through /etc/nsswitch.conf: "));
 }

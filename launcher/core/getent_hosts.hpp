@@ -1,0 +1,41 @@
+// Host names through the machine's own name service, for a static dlaunch.
+//
+// A static glibc resolves only with the services it has built in (/etc/hosts
+// and DNS: KeepHostLookupsBuiltIn, system.hpp), since loading an NSS module
+// built for another glibc can crash it. Names that only a module knows
+// (myhostname's own host name, sss and LDAP, NIS, mdns) are then asked of
+// `getent ahosts`, a dynamically linked program of glibc's own (libc-bin) that
+// reads /etc/nsswitch.conf as every program on the machine does. It runs in a
+// process of its own, so no module is ever loaded into dlaunch.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.hpp"
+
+namespace dlaunch::launcher {
+
+// The addresses in `getent ahosts` output, in its order, each once: the first
+// field of each line ("10.0.0.5      STREAM node-3"), kept when it parses as an
+// IPv4 or IPv6 address. Anything else is skipped.
+std::vector<std::string> ParseGetentAhosts(std::string_view text);
+
+// The database to ask for an address family: ahostsv4 for AF_INET, ahostsv6
+// for AF_INET6, ahosts for any other.
+const char* GetentDatabase(int family);
+
+// Runs `getent` (the program at `getent_path`) with DATABASE NAME, no shell,
+// stdin and stderr on /dev/null, and returns the addresses it printed (at
+// most 64 KiB of output is read). NotFound when it printed none (getent exits
+// 2 for an unknown name), Io when it could not be run. Waits for it to end;
+// its exit status is not needed, as the launcher's reaper may collect it first.
+Result<std::vector<std::string>> GetentAhosts(const std::string& getent_path, const std::string& name, int family);
+
+// Where glibc's getent is: /usr/bin/getent, else /bin/getent; "" when neither.
+std::string FindGetent();
+
+}  // namespace dlaunch::launcher
