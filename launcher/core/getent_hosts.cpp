@@ -103,4 +103,23 @@ Result<std::vector<std::string>> GetentAhosts(const std::string& getent_path, co
   return addrs;
 }
 
+Result<std::vector<std::string>> GetentCache::Lookup(const std::string& name, int family, Clock::time_point now) {
+  std::pair<std::string, int> key{name, family};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && now - it->second.at < ttl_) return it->second.answer;
+  }
+  // getent runs unlocked: a slow name service holds no other lookup.
+  Result<std::vector<std::string>> answer = run_(name, family);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries && !entries_.contains(key)) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const auto& a, const auto& b) { return a.second.at < b.second.at; });
+    entries_.erase(oldest);
+  }
+  entries_.insert_or_assign(key, Entry{answer, now});
+  return answer;
+}
+
 }  // namespace dlaunch::launcher

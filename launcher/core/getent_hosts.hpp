@@ -11,6 +11,10 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,5 +41,28 @@ Result<std::vector<std::string>> GetentAhosts(const std::string& getent_path, co
 
 // Where glibc's getent is: /usr/bin/getent, else /bin/getent; "" when neither.
 std::string FindGetent();
+
+// Answers (an unknown name's too) kept for `ttl`, so that an agent retrying a
+// name every 100 ms starts a getent once in a while, not at every attempt. At
+// most kMaxEntries names; the oldest go first. Safe to call from any thread.
+class GetentCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Run = std::function<Result<std::vector<std::string>>(const std::string& name, int family)>;
+  static constexpr size_t kMaxEntries = 64;
+
+  GetentCache(Run run, Clock::duration ttl) : run_(std::move(run)), ttl_(ttl) {}
+  Result<std::vector<std::string>> Lookup(const std::string& name, int family, Clock::time_point now);
+
+ private:
+  struct Entry {
+    Result<std::vector<std::string>> answer;
+    Clock::time_point at;
+  };
+  Run run_;
+  Clock::duration ttl_;
+  std::mutex mu_;
+  std::map<std::pair<std::string, int>, Entry> entries_;
+};
 
 }  // namespace dlaunch::launcher

@@ -25,8 +25,13 @@ int __wrap_getaddrinfo(const char* node, const char* service, const addrinfo* hi
     return rc;
   static const std::string getent = dlaunch::launcher::FindGetent();
   if (getent.empty()) return rc;
+  // An agent waiting for its host looks the name up at every attempt.
+  static dlaunch::launcher::GetentCache cache(
+      [](const std::string& name, int family) { return dlaunch::launcher::GetentAhosts(getent, name, family); },
+      std::chrono::seconds(5));
   int family = hints != nullptr ? hints->ai_family : AF_UNSPEC;
-  dlaunch::Result<std::vector<std::string>> addrs = dlaunch::launcher::GetentAhosts(getent, node, family);
+  dlaunch::Result<std::vector<std::string>> addrs =
+      cache.Lookup(node, family, dlaunch::launcher::GetentCache::Clock::now());
   if (!addrs.ok()) return rc;
   addrinfo numeric{};
   if (hints != nullptr) numeric = *hints;

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -68,6 +70,46 @@ TEST_CASE("getent: runs the program with the database and the name, and reads wh
   CHECK(*endless == std::vector<std::string>{"10.0.0.1"});
   // No child is left behind.
   CHECK(waitpid(-1, nullptr, WNOHANG) <= 0);
+}
+
+TEST_CASE("getent: answers are kept for a while, unknown names too, and a bounded number of them", "[getent]") {
+  using namespace std::chrono_literals;
+  std::map<std::string, int> runs;
+  GetentCache cache(
+      [&runs](const std::string& name, int family) -> Result<std::vector<std::string>> {
+        ++runs[name + "/" + std::to_string(family)];
+        if (name == "unknown") return Status::NotFound("no address");
+        return std::vector<std::string>{"10.0.0." + std::to_string(runs.size())};
+      },
+      5s);
+  GetentCache::Clock::time_point t0{};
+  Result<std::vector<std::string>> a = cache.Lookup("node", AF_INET, t0);
+  REQUIRE(a.ok());
+  // Asked again within the time: the same answer, getent not run again.
+  for (auto dt : {1s, 4s}) {
+    Result<std::vector<std::string>> again = cache.Lookup("node", AF_INET, t0 + dt);
+    REQUIRE(again.ok());
+    CHECK(*again == *a);
+  }
+  CHECK(runs["node/2"] == 1);
+  // Another family is another question.
+  REQUIRE(cache.Lookup("node", AF_INET6, t0).ok());
+  CHECK(runs["node/10"] == 1);
+  // An unknown name is kept as unknown.
+  CHECK_FALSE(cache.Lookup("unknown", AF_UNSPEC, t0).ok());
+  CHECK_FALSE(cache.Lookup("unknown", AF_UNSPEC, t0 + 2s).ok());
+  CHECK(runs["unknown/0"] == 1);
+  // Once the time is past, asked anew.
+  REQUIRE(cache.Lookup("node", AF_INET, t0 + 5s).ok());
+  CHECK(runs["node/2"] == 2);
+  // Many names: at most kMaxEntries kept, the oldest going first.
+  for (size_t i = 0; i < GetentCache::kMaxEntries + 10; ++i)
+    cache.Lookup("n" + std::to_string(i), AF_INET, t0 + 10s + std::chrono::milliseconds(i));
+  cache.Lookup("n0", AF_INET, t0 + 11s);  // the oldest was dropped: run again
+  CHECK(runs["n0/2"] == 2);
+  std::string newest = "n" + std::to_string(GetentCache::kMaxEntries + 9);
+  cache.Lookup(newest, AF_INET, t0 + 11s);
+  CHECK(runs[newest + "/2"] == 1);
 }
 
 TEST_CASE("getent: the system's own, for a name /etc/hosts knows", "[getent]") {
