@@ -1,7 +1,5 @@
 #include "launcher/process/progress_files.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "launcher/core/private_dir.hpp"
 #include "launcher/core/small_file.hpp"
 #include "launcher/core/text.hpp"
 
