@@ -28,8 +28,9 @@ namespace {
 // because it runs inside the worker's interpreter; kept to what every Python 3
 // has (3.6 to 3.13 run it in test_stack_hook). What it does at start is what it
 // must: open its dump file (dlaunch's proof that it lives), register
-// faulthandler, block the signal in the main thread and start the idle thread
-// that takes it, then write the header line that lets dlaunch signal it.
+// faulthandler, block the signal in the main thread and start the one thread
+// that takes it (the sampler's, else an idle one), then write the header line
+// that lets dlaunch signal it.
 // faulthandler does the rest from C when dlaunch asks for stacks.
 constexpr std::string_view kPythonHook = kStackHookPy;
 

@@ -11,20 +11,33 @@ import sys as _sys
 
 def _dlaunch_hook(code):
     here = _os.path.dirname(__file__)
-    kept = []  # the hook's threads that end before os.fork(): (stop, start, forget) each
+    kept = []  # the hook's thread, which ends before os.fork(): (stop, start, forget)
+    listening = sampling = None
     try:
-        _dlaunch_listen(kept)
+        listening = _dlaunch_listen()
     except Exception:
         pass
+    # One thread takes the stack signal: the sampler's when it runs, else an
+    # idle one. A thread costs each worker a third of a millisecond.
     try:
-        _dlaunch_sample(kept)
+        sampling = _dlaunch_sample(kept, listening)
     except Exception:
         pass
+    if listening and not sampling:
+        _dlaunch_idle(kept, listening)
     try:
         if kept and _sys.version_info >= (3, 12) and hasattr(_os, "register_at_fork"):
             _dlaunch_fork_safe(kept)
     except Exception:
         pass
+    if listening:
+        # Last: dlaunch signals this process only once this line names the
+        # descriptor, so it never finds the hook half set up.
+        signum, fd, get_ident = listening
+        try:
+            _os.write(fd, b"dlaunch: main thread 0x%016x fd %d\n" % (get_ident(), fd))
+        except Exception:
+            pass
     try:
         _dlaunch_cache(here, code)
     except Exception:
@@ -47,11 +60,15 @@ def _dlaunch_hook(code):
             _sys.modules["sitecustomize"] = me
 
 
-def _dlaunch_listen(kept):
+def _dlaunch_listen():
+    # Registers faulthandler on the stack signal and blocks the signal in the
+    # main thread, and so in every thread the script starts: a signal would cut
+    # short a system call of theirs (EINTR) that C code may not retry. The
+    # thread that takes it comes next. Returns (signal, descriptor, get_ident).
     dumps = _os.environ.get("DLAUNCH_STACKS_DIR")
     signum = int(_os.environ.get("DLAUNCH_STACKS_SIGNAL", "0"))
     if not dumps or signum <= 0:
-        return
+        return None
     # The C modules only: `signal` would import enum, 3.5 ms a process.
     import _signal as signal
     import _thread
@@ -67,24 +84,29 @@ def _dlaunch_listen(kept):
     # first, after the script's own).
     atexit.register(signal.signal, signum, signal.SIG_IGN)
     atexit.register(faulthandler.unregister, signum)
-    if _sys.version_info >= (3, 12) and hasattr(_os, "register_at_fork"):
-        _dlaunch_watch(signal, _thread, signum, kept)
-    else:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    return signum, fd, _thread.get_ident
+
+
+def _dlaunch_idle(kept, listening):
+    # The thread that takes the stack signal when no sampler runs.
+    import _signal as signal
+    import _thread
+    signum = listening[0]
+    try:
+        if _sys.version_info >= (3, 12) and hasattr(_os, "register_at_fork"):
+            return _dlaunch_watch(signal, _thread, signum, kept)
+        # It waits in C on a lock nobody releases: no Python code of its own.
+        # It is started with the signal unblocked, and inherits that.
+        stop = _thread.allocate_lock()
+        stop.acquire()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
         try:
-            # One idle thread takes the signal; the main thread, and so every
-            # thread the script starts, blocks it. The thread waits in C on a
-            # lock nobody releases: no Python code of its own. It is unblocked
-            # here first, as a Python started by a hooked one inherits it blocked.
-            stop = _thread.allocate_lock()
-            stop.acquire()
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
             _thread.start_new_thread(stop.acquire, ())
+        finally:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
-        except Exception:
-            pass  # no thread: the main thread takes the signal
-    # Last: dlaunch signals this process only once this line names the
-    # descriptor, so it never finds the hook half set up.
-    _os.write(fd, b"dlaunch: main thread 0x%016x fd %d\n" % (_thread.get_ident(), fd))
+    except Exception:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})  # no thread: the main thread takes it
 
 
 def _dlaunch_cache(here, code):
@@ -106,8 +128,7 @@ def _dlaunch_watch(signal, _thread, signum, kept):
     # Python 3.12+ warns at os.fork() in a process with more than one thread
     # (_dlaunch_fork_safe): the idle thread that takes the signal is one that
     # can end before a fork and start again after it. The child has no such
-    # thread; its signal stays blocked.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    # thread; its signal stays blocked, as in the main thread.
     watcher = []  # [lock that ends it, lock it releases when ending, native id]
 
     def watch(stop, ended):
@@ -224,21 +245,23 @@ def _dlaunch_fork_safe(kept):
     os.register_at_fork(before=before, after_in_child=child, after_in_parent=parent)
 
 
-def _dlaunch_sample(kept):
+def _dlaunch_sample(kept, listening):
     # The sampler of launcher/straggler/samples.hpp, which holds the file's
     # contract. Its variables leave os.environ here, so that the worker's own
     # children (DataLoader workers, subprocesses) do not sample; a bad value
-    # starts nothing.
+    # starts nothing. Its thread also takes the stack signal (listening, from
+    # _dlaunch_listen); returns whether it started.
     os, sys = _os, _sys
     env = os.environ
     texts = [env.pop(name) if name in env else None for name in ("DLAUNCH_SAMPLE_PERIOD_MS", "DLAUNCH_SAMPLE_FLUSH_MS")]
     if texts[0] is None or texts[1] is None:
-        return
+        return False
     # Decimal digits alone, up to a day: no sign, space, "_" or other digits int() takes.
     ms = [int(t) if t and len(t) <= 8 and not t.strip("0123456789") else 0 for t in texts]
     dumps = env.get("DLAUNCH_STACKS_DIR")
     if not (0 < ms[0] <= 86400000 and 0 < ms[1] <= 86400000 and dumps and os.path.isdir(dumps)):
-        return
+        return False
+    import _signal as signal
     import _thread
     import atexit
     import time
@@ -355,6 +378,8 @@ def _dlaunch_sample(kept):
         # missed as late, and the schedule skips them. The schedule starts when
         # start() ran: a thread that waited for the GIL to run at all is late.
         try:
+            if listening:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {listening[0]})
             running.append(native_id())
             tick, flush_at = now + period, now + flush
             while not stop.acquire(True, max(0.0, tick - clock())):
@@ -378,6 +403,8 @@ def _dlaunch_sample(kept):
             pass
         finally:
             try:
+                if listening:  # one arriving now waits for the next thread
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {listening[0]})
                 counts[4] += cpu() if cpu else 0
             finally:
                 ended.release()
@@ -393,6 +420,8 @@ def _dlaunch_sample(kept):
             _thread.start_new_thread(loop, (stop, ended, clock()))
         except Exception:
             running[:] = []
+            if listening:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {listening[0]})  # the main thread takes it
 
     def stop(wait=1.0):
         # The native id of the thread it ended; None when none ran or it did
@@ -420,14 +449,17 @@ def _dlaunch_sample(kept):
         ended_for_good.append(True)
         try:
             stop()
-            if not running:
+            if not running and counts[0]:  # nothing counted: no file, as none is read as nothing
                 write(counts[4])
         except Exception:
             pass
 
     start()
+    if not running:
+        return False
     atexit.register(at_exit)
     kept.append((stop, start, forget))
+    return True
 
 
 _dlaunch_hook(_sys._getframe().f_code)

@@ -9,8 +9,8 @@
 // sitecustomize it hides (Debian ships one), so the script's sys.argv,
 // __main__, sys.path, output and exit code are its own. faulthandler dumps from
 // its C signal handler, so a thread stuck in C (a collective) is still shown.
-// The signal is blocked in the script's threads and taken by an idle thread of
-// the hook's own: a signal handler run in a thread that is inside C++ code
+// The signal is blocked in the script's threads and taken by the hook's one
+// thread (the straggler sampler's, else an idle one): a signal handler run in a thread that is inside C++ code
 // under Python makes its sleep, poll or connect fail with EINTR, and torch's
 // TCPStore dies of that ("Interrupted system call").
 // A real-time signal kills a process that has no handler for it, so only a pid

@@ -264,7 +264,10 @@ def test_hook_sets_up_and_writes_its_header(tmp_path, py):
     assert [n for n in os.listdir(job.dumps) if not n.endswith(".stacks")] == []
 
 
-def test_signal_dumps_every_thread_and_interrupts_none(tmp_path, py):
+@pytest.mark.parametrize("sampler", [False, True], ids=["idle-thread", "sampler-thread"])
+def test_signal_dumps_every_thread_and_interrupts_none(tmp_path, py, sampler):
+    # Without a sampler an idle thread takes the signal; with one, the
+    # sampler's thread does, and there is no idle thread.
     job = Job(tmp_path, py)
     proc = job.start(job.script(PROBE + """
     import ctypes
@@ -277,16 +280,19 @@ def test_signal_dumps_every_thread_and_interrupts_none(tmp_path, py):
     t = threading.Thread(target=in_pause, daemon=True)
     t.start()
     started.wait()
-    report(main=threading.get_ident(), worker=t.ident, worker_tid=getattr(t, "native_id", None))
+    report(main=threading.get_ident(), worker=t.ident, worker_tid=getattr(t, "native_id", None),
+           tasks=len(os.listdir("/proc/self/task")))
     def waiting_here():
         return sys.stdin.readline()
     waiting_here()
     report(woke=woke, alive=t.is_alive())
-    """))
+    """), **(sampling(period=20) if sampler else {}))
     try:
         main, _ = header(job, proc.pid)
-        got = reported(proc.stdout.readline() + proc.stdout.readline() + proc.stdout.readline())
+        got = reported(proc.stdout.readline() + proc.stdout.readline() + proc.stdout.readline() +
+                       proc.stdout.readline())
         assert got["main"] == main
+        assert got["tasks"] == 3  # the main thread, the script's and the hook's one
         if got["worker_tid"]:
             # In pause() (sleeping), and with the signal blocked like the main thread.
             wait_for("worker thread asleep", lambda: "State:\tS" in open(
@@ -674,9 +680,9 @@ def test_sampler_counts_where_the_main_thread_waits(tmp_path, py):
     """)
     r = job.run(script, **sampling(period=20))
     assert (r.returncode, r.stderr) == (0, "")
-    # The main thread, the signal's idle thread and the sampler; threading
-    # knows of none but the first. The variables are gone.
-    assert reported(r.stdout) == {"env": [], "tasks": 3, "threads": 1}
+    # The main thread and the sampler, which also takes the stack signal;
+    # threading knows of none but the first. The variables are gone.
+    assert reported(r.stdout) == {"env": [], "tasks": 2, "threads": 1}
     # Written once, at exit (the flush period is a minute), 0600, no temporary left.
     [pid] = pids_in(job)
     assert sorted(os.listdir(job.dumps)) == ["%d.samples" % pid, "%d.stacks" % pid]
@@ -723,6 +729,19 @@ def test_sampler_counts_a_wake_that_found_the_gil_held_as_late(tmp_path, py):
     assert s["late"] >= 2 and s["max_late_ms"] >= 40 and s["late_ms"] >= s["max_late_ms"], s
     hold = "worker.py:%d hold" % line_of(script, "# hold")
     assert s["user"].get(hold, 0) <= 1 and s["top"].get(hold, 0) <= 1, s
+
+
+def test_sampler_that_never_ticked_writes_no_file(tmp_path, py):
+    # A worker that ends within its first period leaves no file, which dlaunch
+    # reads as it reads a file of no ticks: nothing sampled.
+    job = Job(tmp_path, py)
+    r = job.run(job.script(PROBE + """
+    report(tasks=len(os.listdir("/proc/self/task")), blocked=sigmask_has("SigBlk"))
+    """), **sampling(period=60000))
+    assert (r.returncode, r.stderr) == (0, "")
+    assert reported(r.stdout) == {"tasks": 2, "blocked": True}
+    [pid] = pids_in(job)
+    assert os.listdir(job.dumps) == ["%d.stacks" % pid]
 
 
 def test_sampler_flushes_while_running_and_children_do_not_sample(tmp_path, py):
@@ -881,7 +900,7 @@ def test_sampler_across_fork(tmp_path, py):
     r = job.run(script, ["-W", "always::DeprecationWarning"], **sampling(period=20))
     assert (r.returncode, r.stderr) == (0, "")
     got = reported(r.stdout)
-    assert got["tasks"] == 3
+    assert got["tasks"] == 2  # the sampler is back, and no other thread of the hook's
     [pid] = pids_in(job)  # the children's hooks never ran
     assert sorted(os.listdir(job.dumps)) == ["%d.samples" % pid, "%d.stacks" % pid]
     s = samples(job, pid)
