@@ -4,7 +4,9 @@
 #
 #   bench/run.sh [PATH/TO/dlaunch]        (default: build/dlaunch)
 #
-# BENCH_REPS (default 7) repetitions per measurement, BENCH_TORCH_REPS (default 3)
+# BENCH_REPS (default 7) repetitions per measurement (three times as many for
+# start-up, whose row is a ratio of two 45 ms medians: seven reps moved it by
+# 0.03 between runs), BENCH_TORCH_REPS (default 3)
 # for torchrun, which takes seconds per run, BENCH_HOOK_PAIRS (default 100) for
 # the stack hook alone. Medians are reported. It also runs bench/straggler.sh
 # (BENCH_STRAGGLER_RUNS runs a case, default 20: about 12 minutes) and adds its
@@ -98,11 +100,12 @@ FLOOR8_BASH='for i in 1 2 3 4 5 6 7 8; do "$1" -c pass & done; wait'
 BENCH_START=$(now)
 
 # --- 1. Start-up: 8 x `python3 -c pass`, launch to exit --------------------
-note "start-up: $REPS reps (floor, dlaunch, mpirun interleaved), $TORCH_REPS torchrun reps"
+START_REPS=$((REPS * 3))
+note "start-up: $START_REPS reps (floor, dlaunch, mpirun interleaved), $TORCH_REPS torchrun reps"
 S_FLOOR=() S_SHELL=() S_DL=() S_MPI=() S_TR=() S_TRD=()
 # Warm the page cache and the dynamic loader once.
 floor8; timeout 60 "$DLAUNCH" --nproc-per-node 8 --no-tag -- "$PY" -c pass >/dev/null 2>&1
-for ((i = 0; i < REPS; i++)); do
+for ((i = 0; i < START_REPS; i++)); do
   t0=$(now); floor8; t1=$(now); S_SHELL+=("$(elapsed "$t0" "$t1")")
   run_timed S_FLOOR bash -c "$FLOOR8_BASH" floor "$PY"
   run_timed S_DL "$DLAUNCH" --nproc-per-node 8 --no-tag -- "$PY" -c pass
@@ -513,7 +516,7 @@ table() {
   echo "# dlaunch benchmark"
   echo
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(getconf _NPROCESSORS_ONLN) cores, $(uname -sr); medians of $REPS reps" \
-    "($TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s;" \
+    "($START_REPS for start-up, $TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s;" \
     "$("$DLAUNCH" --version 2>&1 | head -n 1). Produced by \`bench/run.sh\`."
   echo
   row "measurement" "value" "target" "result"
