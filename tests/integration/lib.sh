@@ -275,22 +275,36 @@ count_marked() { pgrep -fc -- "$MARK$1" 2>/dev/null || true; }
 # drawn below the kernel's ephemeral range, so that no program of a test
 # running beside this one is given it by bind(0) or connect() before the test
 # binds it (dlaunch holds the ports its workers bind from bind(0)); ports
-# 20000 up to that range, else bind(0).
+# 20000 up to that range, else bind(0). Each script of this directory draws
+# first from a slice of 128 ports of its own (its place among test_*.sh): a
+# port is free when it is drawn, not when the test binds it, and a script
+# beside this one that drew the same port and held it without listening (a
+# dlaunch holding MASTER_PORT) left every agent of a rendezvous unable to host
+# it, each waiting for the others. Then the whole range at random.
 free_port() {
-  "$PY" -c '
-import random, socket
+  "$PY" - "$0" <<'PORTEOF'
+import glob, os, random, socket, sys
 try:
     lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 except (OSError, ValueError, IndexError):
     lo = 0
-for port in random.sample(range(20000, lo), min(64, max(lo - 20000, 0))) + [0]:
+script = os.path.abspath(sys.argv[1])
+scripts = sorted(os.path.basename(p) for p in glob.glob(os.path.join(os.path.dirname(script), "test_*.sh")))
+mine = []
+if os.path.basename(script) in scripts:
+    start = 20000 + 128 * scripts.index(os.path.basename(script))
+    end = min(start + 128, lo)
+    mine = random.sample(range(start, end), max(end - start, 0))
+rest = random.sample(range(20000, lo), min(64, max(lo - 20000, 0)))
+for port in mine + rest + [0]:
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
     except OSError:
         continue
     print(s.getsockname()[1])
-    break'
+    break
+PORTEOF
 }
 
 # loads_libraries BIN: true when BIN is linked dynamically (has a program
