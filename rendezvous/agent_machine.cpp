@@ -95,6 +95,15 @@ std::vector<AgentAction> AgentMachine::OnConnected(const std::string& local_addr
 std::vector<AgentAction> AgentMachine::OnConnectFailed(const std::string& why, Clock::time_point now) {
   if (state_ != State::kConnecting) return Flush();
   connected_ = false;
+  // The second, of a first rendezvous: a coordinator that another agent here
+  // was starting listens by then.
+  if (!options_.not_hosting.empty() && node_rank_ < 0 && ++failed_connects_ == 2) {
+    Emit(
+        DoNotice{fmt::format("{}: this machine could not host it ({}), and no coordinator answers there ({}); "
+                             "retrying until the join timeout ({}s)",
+                             Subject(), options_.not_hosting, why,
+                             std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count())});
+  }
   Retry(why, now);
   return Flush();
 }

@@ -59,6 +59,11 @@ struct AgentMachineOptions {
   // (/dev/shm/dlaunch-0/rdzv-token)"): named when the coordinator's proof fails, as
   // the job's token is then likely another one. "" when the user gave it.
   std::string token_from;
+  // Why this node, whose address the endpoint is, does not host the coordinator
+  // there ("--rdzv-endpoint 127.0.0.1:29400: cannot bind (Address already in
+  // use)"); "" when it did not try. Said once, with the connect's error, when a
+  // second connect there fails too: what holds the port is no coordinator.
+  std::string not_hosting;
   // What this node joins with. An empty `addrs` is filled with the address this
   // host reaches the coordinator from (OnConnected's `local_address`).
   Join join;
@@ -231,6 +236,7 @@ class AgentMachine {
   std::string last_error_ = "timed out";
   bool warned_silent_ = false;
   bool said_unresolved_ = false;  // OnUnresolved's notice was given
+  int failed_connects_ = 0;       // for not_hosting's notice
   WaitNotice wait_notice_;        // from Start until the first Assignment
   bool connected_ = false;        // a connection is open or being opened
   std::string nonce_;

@@ -412,9 +412,11 @@ Result<AgentToken> TokenFor(asio::io_context& io, const RendezvousPlan& r, Conso
 
 // Hosts the coordinator when the endpoint is ours. With several agents on one
 // machine (loopback tests) each would qualify; the first to bind hosts it, and
-// the others get null. Fails only where this node must host (is_host=1).
+// the others get null, and why in *not_hosting. Fails only where this node must
+// host (is_host=1).
 Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io, const RendezvousPlan& r,
-                                                            const std::string& token, Console& console) {
+                                                            const std::string& token, Console& console,
+                                                            std::string* not_hosting) {
   std::unique_ptr<rdzv::CoordinatorServer> none;
   if (!r.is_host.value_or(IsLocalAddress(io, r.endpoint->host))) return none;
   rdzv::CoordinatorOptions copts = r.coordinator;
@@ -429,6 +431,7 @@ Result<std::unique_ptr<rdzv::CoordinatorServer>> HostIfOurs(asio::io_context& io
     return std::move(*started);
   }
   if (r.is_host.value_or(false)) return started.status();
+  *not_hosting = started.status().message();
   return none;
 }
 
@@ -500,10 +503,13 @@ int RunMultiNode(const RendezvousPlan& r, const RunPlan& plan, RunEnv& env, Even
   };
   Result<AgentToken> token = TokenFor(loop.io(), r, console);
   if (!token.ok()) return Fail(kExitUsage, token.status().message());
-  Result<std::unique_ptr<rdzv::CoordinatorServer>> server = HostIfOurs(loop.io(), r, token->token, console);
+  std::string not_hosting;
+  Result<std::unique_ptr<rdzv::CoordinatorServer>> server =
+      HostIfOurs(loop.io(), r, token->token, console, &not_hosting);
   if (!server.ok()) return Fail(kExitUsage, server.status().message());
   Result<Join> join = JoinFor(r, plan, std::move(*token), *server != nullptr);
   if (!join.ok()) return Fail(1, join.status().message());
+  join->options.not_hosting = std::move(not_hosting);
 
   PrintNotices(plan, console);
   NodeMode mode(loop, console, r.endpoint->ToString(), plan, env, std::move(*server), *r.endpoint,

@@ -15,6 +15,8 @@
 #      `frame:` reason, and the job still exits 0 on both nodes;
 #   4. join timeout: too few agents give up at join_timeout=1 with one line
 #      naming the endpoint, the count and the hosts that joined.
+#   5. an endpoint of this machine whose port a socket holds without
+#      listening: the agent says at once why it does not host it.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 lib_init "$@"
@@ -256,6 +258,29 @@ run_dl 20 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv
 log "no coordinator: exit $RC after ${ELAPSED}s"
 [[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent with no coordinator to reach should exit non-zero"
 assert_file_matches "$ERR" "127\.0\.0\.1:$port" "the agent names the endpoint it could not reach"
+
+# A port of this machine held by a socket that does not listen (bound, as a
+# dlaunch holds MASTER_PORT): the agent, which would host the endpoint, says
+# why it cannot and that nothing answers there, at its second refused connect
+# (0.05 s in), not at its first waiting notice (30 s).
+port=$(free_port)
+"$PY" -c 'import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))
+print("held", flush=True)
+time.sleep(30)' "$port" "$TMP/holder" >"$TMP/holder.out" &
+holder=$!
+wait_for 10 grep -q held "$TMP/holder.out" || fail "the holder of port $port never bound it"
+run_dl 20 --nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "loop-held-$$" \
+  --rdzv-conf join_timeout=2 -- "$TMP/sleep3.sh"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+log "a held port: exit $RC after ${ELAPSED}s"
+[[ $RC != 0 && $RC != 124 && $RC != 137 ]] || fail_run "an agent whose endpoint is held by a non-listener should exit non-zero"
+assert_file_matches "$ERR" "127\.0\.0\.1:$port: this machine could not host it \(.*cannot (bind|listen) \(Address already in use\)\), and no coordinator answers there \(Connection refused\)" \
+  "the agent says why it does not host its own endpoint"
+said=$(grep -c "could not host it" "$ERR" || true)
+[[ $said == 1 ]] || fail_run "the held port should be said once, got $said lines"
 
 wait_for 5 no_marked_processes
 assert_no_leftovers "at the end"

@@ -114,6 +114,44 @@ TEST_CASE("agent: a name that does not resolve is said at once, then retried qui
   CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (" + why + ")");
 }
 
+TEST_CASE("agent: a node that could not host its own endpoint says why once its second connect fails", "[agent]") {
+  // Counts the notices among `actions`, and keeps the last.
+  auto notices = [](const std::vector<AgentAction>& actions, std::string* line) {
+    int n = 0;
+    for (const AgentAction& a : actions)
+      if (const auto* notice = std::get_if<DoNotice>(&a)) {
+        ++n;
+        *line = notice->line;
+      }
+    return n;
+  };
+  const std::string why_not = "--rdzv-endpoint head:29400: cannot bind (Address already in use)";
+  for (bool tried : {true, false}) {
+    CAPTURE(tried);
+    AgentMachineOptions o = Options();
+    if (tried) o.not_hosting = why_not;
+    AgentHarness h(o);
+    h.Start();
+    std::string line;
+    // The first refusal: a coordinator another agent here is starting may
+    // not be listening yet.
+    CHECK(notices(h.Take(h.m.OnConnectFailed("Connection refused", h.now)), &line) == 0);
+    int said = 0;
+    for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+      if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
+      if (h.m.state() == AgentMachine::State::kConnecting)
+        said += notices(h.Take(h.m.OnConnectFailed("Connection refused", h.now)), &line);
+    }
+    CHECK(said == (tried ? 1 : 0));
+    if (tried)
+      CHECK(line == "rendezvous head:29400: this machine could not host it (" + why_not +
+                        "), and no coordinator answers there (Connection refused); retrying until the join timeout "
+                        "(5s)");
+    REQUIRE(Find<DoFinish>(h.all));
+    CHECK(Find<DoFinish>(h.all)->code == 1);
+  }
+}
+
 TEST_CASE("agent: a connect that hangs (a black hole) is abandoned at the handshake timeout", "[agent]") {
   AgentMachineOptions o = Options();
   o.join_timeout = 60s;
