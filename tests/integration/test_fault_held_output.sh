@@ -110,8 +110,13 @@ OUT=/dev/null ERR=$TMP/2.err ELAPSED=$(since "$t0")
 exec 3<&-
 expect_rc 124 "silent ranks behind a stalled console"
 assert_file_matches "$ERR" "^dlaunch: no rank has made progress for [0-9]+s: collecting stacks$" "the hang notice"
+assert_file_matches "$ERR" "^dlaunch: stacks are in .*/dlaunch-[^/]+$" "where the hang's stacks are kept"
 wait_for 3 no_marked_processes
 assert_no_leftovers "after the silent job"
+# The hang's stacks keep the run directory for the user (in /dev/shm by
+# default); this test is that user.
+kept=$(sed -n 's/^dlaunch: stacks are in //p' "$ERR")
+[[ $kept == */dlaunch-* && -d $kept ]] && rm -rf -- "$kept"
 
 # ---------------------------------------------------------------------------
 # 3. Two rendezvous nodes: node 1's ranks are held back, node 0's are silent.

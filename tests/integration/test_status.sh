@@ -205,6 +205,16 @@ start_job st4 st4 60 1
 pid=$(dl_pid st4)
 watch=$(pgrep -x -P "$pid" dlaunch-watch)  # dlaunch's own child
 [[ -n $watch ]] || fail "st4: its watchdog was not found"
+# Nobody is left to remove the job's private directory either (in /dev/shm by
+# default): the worker's environment names it, and the test removes it below.
+private_of() {
+  local w
+  for w in $(pgrep -P "$1"); do
+    tr '\0' '\n' <"/proc/$w/environ" 2>/dev/null | sed -n 's/^DLAUNCH_STACKS_DIR=//p'
+  done | head -n 1
+}
+st4_private=""
+wait_for 10 eval 'st4_private=$(private_of "$pid"); [[ -n $st4_private ]]' || fail "st4: its worker was not found"
 kill -KILL "$watch"
 kill -KILL "$pid"
 wait_dl st4
@@ -214,6 +224,7 @@ expect_rc 1 "status of a SIGKILLed job"
 assert_eq "$(cat "$ERR")" "dlaunch status st4: no running job with this id on this machine (looked in $LIVE)" "stale socket"
 [[ -e $LIVE/st4.$pid.sock ]] && fail "the stale socket was not removed"
 wait_for 10 no_marked_processes || true
+[[ $st4_private == */dlaunch-* ]] && rm -rf -- "$st4_private"
 
 # 5. Hostile clients.
 start_job st5 st5 60
