@@ -5,8 +5,12 @@
 // the Plan to the mode that runs it (launcher/modes/dispatch.hpp), or to the
 // subcommand that runs it (launcher/commands/), returning its code. A decision that fails is exit code 2
 // (launcher/core/exit.hpp).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <random>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -25,6 +29,8 @@
 #include "launcher/config/colon_groups.hpp"
 #include "launcher/config/groups.hpp"
 #include "launcher/modes/dispatch.hpp"
+#include "launcher/watchdog/watch.hpp"
+#include "rendezvous/auth.hpp"
 #include "rendezvous/codec.hpp"
 
 // Written by the build (cmake/BuildInfo.cmake): what --version says.
@@ -39,9 +45,21 @@ using namespace dlaunch::launcher;
 
 namespace {
 
+// A fresh run id: 16 hex digits from the kernel (std::random_device would ask
+// the processor first, cpuid, a trap to the hypervisor on a virtual machine),
+// else from the clock and the pid.
+std::string FreshId() {
+  Result<std::string> bytes = rendezvous::RandomNonce();
+  if (!bytes.ok())
+    return fmt::format("{:016x}", static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                                      static_cast<uint64_t>(getpid()));
+  std::string id;
+  for (size_t i = 0; i < 8; ++i) id += fmt::format("{:02x}", static_cast<unsigned char>((*bytes)[i]));
+  return id;
+}
+
 MachineFacts ReadMachine(const envmap::EnvMap& env) {
-  std::random_device rd;
-  return MachineFacts{HostName(), PythonCpuCount(env), VisibleGpus(env), fmt::format("{:08x}{:08x}", rd(), rd())};
+  return MachineFacts{HostName(), PythonCpuCount(env), VisibleGpus(env), FreshId()};
 }
 
 // `dlaunch job SPEC.yml ...`: the spec becomes flags, then a plan like any other.
@@ -58,6 +76,9 @@ int Job(const std::vector<std::string>& args, const envmap::EnvMap& env) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // dlaunch-watch's second stage: what the watchdog executes once the launcher
+  // is gone (launcher/watchdog/watch.hpp).
+  if (argc == 4 && std::string_view(argv[0]) == kWatchProgramName) return WatchMain({argv + 1, argv + argc});
   // First of all: a descriptor among 0-2 left closed by whoever started us
   // would go to the next file opened, a pipe of the watchdog's or a worker's.
   if (Status s = OpenClosedStandardFds(); !s.ok()) return Fail(1, s.message());

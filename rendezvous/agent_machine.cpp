@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -20,8 +21,17 @@ int ClampMs(std::chrono::milliseconds d) {
   return static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(d.count(), 0, std::numeric_limits<int>::max()));
 }
 
+// Seeded from the kernel: std::random_device would ask the processor first
+// (cpuid), a trap to the hypervisor on a virtual machine, at every agent's start.
+uint64_t KernelSeed() {
+  Result<std::string> bytes = RandomNonce();
+  uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (bytes.ok()) std::memcpy(&seed, bytes->data(), sizeof seed);
+  return seed;
+}
+
 double DefaultRandom() {
-  static std::mt19937_64 gen{std::random_device{}()};
+  static std::mt19937_64 gen{KernelSeed()};
   return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
 }
 

@@ -15,7 +15,8 @@
 
 namespace dlaunch::launcher {
 
-Watchdog::Watchdog(std::string helper) : helper_(std::move(helper)) {}
+Watchdog::Watchdog(std::string helper, std::string second_stage)
+    : helper_(std::move(helper)), second_stage_(std::move(second_stage)) {}
 
 Watchdog::~Watchdog() {
   if (fd_ >= 0) close(fd_);
@@ -39,7 +40,10 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   // cannot start (gone since it was found, a noexec mount) or does not say that
   // it watches (a stale or foreign program) leaves the fork, and a note.
   if (!helper_.empty()) {
-    Result<WatchHelper> started = StartWatchHelper(helper_, orders);
+    // The helper opens it while this process lives: the very binary, even
+    // once its path is replaced by an upgrade.
+    std::string second_stage = second_stage_.empty() ? fmt::format("/proc/{}/exe", getpid()) : second_stage_;
+    Result<WatchHelper> started = StartWatchHelper(helper_, orders, second_stage);
     if (started.ok()) {
       fd_ = started->orders_fd;
       pid_ = started->pid;

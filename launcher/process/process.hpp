@@ -28,8 +28,11 @@ namespace dlaunch::launcher {
 // was adopted. The watchdog itself: launcher/watchdog/watch.hpp.
 class Watchdog {
  public:
-  // `helper`: the dlaunch-watch program to start; empty: fork this process instead.
-  explicit Watchdog(std::string helper = WatchHelperPath());
+  // `helper`: the dlaunch-watch program to start; empty: fork this process
+  // instead. `second_stage`: the dlaunch that the helper executes when the
+  // launcher is gone (launcher/watchdog/watch.hpp's WatchMain); empty: this
+  // process's own binary (/proc/PID/exe), which must then be dlaunch.
+  explicit Watchdog(std::string helper = WatchHelperPath(), std::string second_stage = "");
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
   ~Watchdog();
@@ -72,6 +75,7 @@ class Watchdog {
  private:
   void Send(WatchOp op, int id, uint64_t start_time = 0);
   std::string helper_;
+  std::string second_stage_;
   int fd_ = -1;
   int pid_ = -1;
   std::string job_mark_;

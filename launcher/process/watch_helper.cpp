@@ -69,7 +69,7 @@ std::string HowItEnded(int status, const std::string& said) {
 }  // namespace
 
 Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrders& orders,
-                                     std::chrono::milliseconds limit) {
+                                     const std::string& second_stage, std::chrono::milliseconds limit) {
   if (orders.mark_entry.size() > kMaxMarkEntry)
     return Status::InvalidArgument(fmt::format("{}: a job mark of {} bytes", helper, orders.mark_entry.size()));
   // A challenge that only a program that read its orders can give back.
@@ -91,6 +91,7 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
   SpawnSpec spec;
   spec.exe = helper;
   spec.args = WatchArgs(orders);
+  spec.args.push_back(second_stage);
   // The launcher's environment (no job mark is in it): a sanitizer build's
   // options (log_path) reach the watchdog too.
   for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);

@@ -24,15 +24,16 @@ struct WatchHelper {
   int orders_fd = -1;
 };
 
-// Starts `helper` with `orders`: the group and the paths in its arguments, the
-// job mark as the first bytes on its stdin pipe (never in its arguments, which
-// every user can read), and waits at most `limit` for it to write kWatchAck on
-// its stdout. Returns it once it has. Otherwise Io "HELPER: what went wrong"
-// (it cannot start; it exited, with its status and the start of what it wrote;
-// no answer within `limit`), with nothing left behind: a helper that started
-// is killed and reaped. Main thread only, before the caller reaps children
-// with waitpid(-1) (SpawnWorker's rule, and it reaps the helper itself).
+// Starts `helper` with `orders`: the group, the paths and `second_stage` (the
+// program it executes as the watchdog's second stage when the launcher is
+// gone: this launcher's binary) in its arguments, the job mark as the first
+// bytes on its stdin pipe (never in its arguments, which every user can read),
+// and waits at most `limit` for it to write kWatchAck on its stdout. Returns it once it has. Otherwise Io "HELPER: what
+// went wrong" (it cannot start; it exited, with its status and the start of what it wrote; no answer within `limit`),
+// with nothing left behind: a helper that started is killed and reaped. Main thread only, before the caller reaps
+// children with waitpid(-1) (SpawnWorker's rule, and it reaps the helper itself).
 Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrders& orders,
+                                     const std::string& second_stage,
                                      std::chrono::milliseconds limit = kWatchHelperAnswerTimeout);
 
 }  // namespace dlaunch::launcher

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -86,17 +87,27 @@ Result<WatchRecord> ReadWatchMark(int fd) {
   return WatchRecord{bytes.substr(0, kWatchChallengeSize), bytes.substr(kWatchChallengeSize)};
 }
 
-void RunWatch(int fd, const WatchOrders& orders, int ack_fd, std::string_view challenge) {
+int WatchMain(const std::vector<std::string>& args) {
+  Result<WatchOrders> orders = ParseWatchArgs(args);
+  if (!orders.ok()) {
+    std::fprintf(stderr, "%s\n", orders.status().message().c_str());
+    return 2;
+  }
+  Result<WatchRecord> record = ReadWatchMark(0);
+  if (!record.ok()) {
+    std::fprintf(stderr, "%s\n", record.status().message().c_str());
+    return 2;
+  }
+  orders->mark_entry = record->mark_entry;
+  RunWatch(0, *orders);
+}
+
+void RunWatch(int fd, const WatchOrders& orders) {
   // Its own process group: a SIGKILL to the launcher's group (a head-node
   // launch stopping a local agent) must leave the watchdog to clean up after it.
   setpgid(0, 0);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) signal(sig, SIG_IGN);
-  prctl(PR_SET_NAME, "dlaunch-watch");
-  if (ack_fd >= 0) {
-    std::string answer = WatchAnswer(challenge);
-    ssize_t ignored = write(ack_fd, answer.data(), answer.size());  // < PIPE_BUF: whole or not at all
-    (void)ignored;
-  }
+  prctl(PR_SET_NAME, kWatchProgramName);
   // The orders' pipe on stdout or stderr (a launcher started with them closed)
   // must not be overwritten by /dev/null below.
   if (fd == 1 || fd == 2) fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);

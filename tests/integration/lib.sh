@@ -308,14 +308,15 @@ PORTEOF
 }
 
 # loads_libraries BIN: true when BIN is linked dynamically (has a program
-# interpreter): the default dlaunch is, a DLAUNCH_STATIC_PIE one and dlaunch-watch
-# are static-pies (launcher/CMakeLists.txt).
+# interpreter): the default dlaunch and dlaunch-watch are static-pies, the
+# latter with no library at all (launcher/CMakeLists.txt).
 loads_libraries() { readelf -l "$1" 2>/dev/null | grep -q 'Requesting program interpreter'; }
 
 # hardened_problems BIN: prints what BIN lacks of Debian's hardening, "; "
 # between them, nothing when it has it all: position-independent (type DYN,
 # FLAGS_1 PIE), full RELRO (GNU_RELRO and BIND_NOW), the stack protector's and
-# FORTIFY's checks called (__stack_chk_fail, __*_chk): from the dynamic symbols
+# FORTIFY's checks called (__stack_chk_fail, __*_chk; FORTIFY only where the C
+# library is linked): from the dynamic symbols
 # of a dynamic program, from the symbol table of a static one, and not at all
 # for a stripped static one, which keeps no record of them.
 hardened_problems() {
@@ -332,7 +333,13 @@ hardened_problems() {
   fi
   if [[ $syms != skip ]]; then
     grep -q ' __stack_chk_fail' <<<"$syms" || lacking+=("no stack protector (__stack_chk_fail)")
-    grep -qE ' __[a-z_]+_chk(@|$)' <<<"$syms" || lacking+=("no FORTIFY (__*_chk)")
+    # FORTIFY checks C library calls: a program that links no C library
+    # (dlaunch-watch) makes none. Such a program must then link nothing at all.
+    if grep -qE ' __libc_start_main(@|$)' <<<"$syms"; then
+      grep -qE ' __[a-z_]+_chk(@|$)' <<<"$syms" || lacking+=("no FORTIFY (__*_chk)")
+    elif [[ -n $(readelf --syms -W "$bin" | awk '$7 == "UND" && $8 != ""') ]]; then
+      lacking+=("undefined symbols without a C library")
+    fi
   fi
   local IFS=';'
   [[ ${#lacking[@]} == 0 ]] || printf '%s\n' "${lacking[*]}"

@@ -3,8 +3,9 @@
 # The default build carries Debian's hardening (cmake/DlaunchHardening.cmake)
 # in all three programs, dlaunch, dlaunch-watch and dlaunch-mpi-bootstrap:
 #   1. each is position-independent (ELF type DYN, FLAGS_1 PIE) with full RELRO
-#      (a GNU_RELRO segment and BIND_NOW), and calls glibc's stack-protector and
-#      FORTIFY checks (__stack_chk_fail, __*_chk); Debian's own hardening-check
+#      (a GNU_RELRO segment and BIND_NOW), and calls the stack protector's and
+#      glibc's FORTIFY checks (__stack_chk_fail, __*_chk; dlaunch-watch links no C
+#      library, so it has its own guard and nothing to FORTIFY); Debian's own hardening-check
 #      agrees on the dynamically linked ones (it reads the dynamic symbols, so it
 #      cannot judge a static-pie such as dlaunch and dlaunch-watch by default,
 #      whose full symbol table is read instead);

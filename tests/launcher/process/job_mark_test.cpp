@@ -136,7 +136,8 @@ TEST_CASE("KillMarked kills every process whose environment holds the mark, and 
 // The window this closes: a daemon adopted less than a scan before a SIGKILL of
 // the launcher was never registered with the watchdog; it must die all the same.
 TEST_CASE("After a SIGKILL of the launcher the watchdog kills a marked daemon it was never told of", "[job_mark]") {
-  // The fork has the mark in memory; the dlaunch-watch program reads it from its pipe.
+  // The fork has the mark in memory; the dlaunch-watch program reads it from
+  // its pipe and hands it to its second stage, dlaunch.
   std::string helper = GENERATE(std::string(), std::string(DLAUNCH_WATCH_HELPER));
   INFO("helper: '" << helper << "'");
   int fds[2];
@@ -145,7 +146,7 @@ TEST_CASE("After a SIGKILL of the launcher the watchdog kills a marked daemon it
   if (launcher == 0) {
     close(fds[0]);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    Watchdog watchdog(helper);
+    Watchdog watchdog(helper, DLAUNCH_PROGRAM);
     if (!watchdog.Start("").ok() || watchdog.job_mark().empty() || !watchdog.fallback_note().empty()) _exit(10);
     // As a worker's environment has it; no Scan, no AddProcess.
     int daemon = StartSleep({"PATH=/usr/bin:/bin", fmt::format("{}={}", kJobMarkVar, watchdog.job_mark())}, true);

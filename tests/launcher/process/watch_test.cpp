@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -35,10 +36,11 @@ struct WatchedJob {
 
 // Forks a launcher that closes the descriptors `closed` (as a launcher started
 // with them closed would have them), starts a Watchdog with `helper` (empty: a
-// fork of itself) set to remove `cleanup_dir`, starts `sleep 300` in a process
-// group of its own as a worker, registers that group, reports the pids and waits.
+// fork of itself) and `second_stage` set to remove `cleanup_dir`, starts
+// `sleep 300` in a process group of its own as a worker, registers that group,
+// reports the pids and waits.
 WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup_dir,
-                           const std::vector<int>& closed = {}) {
+                           const std::vector<int>& closed = {}, const std::string& second_stage = DLAUNCH_PROGRAM) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   int report = fcntl(fds[1], F_DUPFD_CLOEXEC, 10);  // above 2: the launcher may close those
@@ -50,7 +52,7 @@ WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup
   if (job.launcher == 0) {
     close(fds[0]);
     for (int fd : closed) close(fd);
-    Watchdog watchdog(helper);
+    Watchdog watchdog(helper, second_stage);
     if (!watchdog.Start(cleanup_dir).ok()) _exit(10);
     pid_t worker = fork();
     if (worker == 0) {
@@ -156,7 +158,7 @@ TEST_CASE("watch: the job mark travels on the orders pipe, and a bad record is n
 }
 
 TEST_CASE("watch: the helper's command line does not hold the job mark", "[watchdog]") {
-  Watchdog watchdog(DLAUNCH_WATCH_HELPER);
+  Watchdog watchdog(DLAUNCH_WATCH_HELPER, DLAUNCH_PROGRAM);
   REQUIRE(watchdog.Start("").ok());
   CHECK(watchdog.fallback_note().empty());
   REQUIRE(!watchdog.job_mark().empty());
@@ -194,8 +196,9 @@ TEST_CASE("watch: a helper that does not say it watches is named, killed and rea
   for (const Case& c : cases) {
     INFO(c.body);
     ForeignHelper foreign(c.body);
-    dlaunch::Result<WatchHelper> started = StartWatchHelper(
-        foreign.path, WatchOrders{getpgrp(), "DLAUNCH_JOB_MARK=x", "", ""}, std::chrono::milliseconds(300));
+    dlaunch::Result<WatchHelper> started =
+        StartWatchHelper(foreign.path, WatchOrders{getpgrp(), "DLAUNCH_JOB_MARK=x", "", ""}, DLAUNCH_PROGRAM,
+                         std::chrono::milliseconds(300));
     REQUIRE_FALSE(started.ok());
     CHECK(started.status().message() == foreign.path + ": " + c.what);
     // It was reaped: its pid names no process, not even a zombie.
@@ -204,7 +207,7 @@ TEST_CASE("watch: a helper that does not say it watches is named, killed and rea
     CHECK(kill(std::stoi(pid), 0) == -1);
   }
   dlaunch::Result<WatchHelper> missing =
-      StartWatchHelper("/nonexistent-dlaunch-test/dlaunch-watch", WatchOrders{getpgrp(), "", "", ""});
+      StartWatchHelper("/nonexistent-dlaunch-test/dlaunch-watch", WatchOrders{getpgrp(), "", "", ""}, DLAUNCH_PROGRAM);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message() ==
         "/nonexistent-dlaunch-test/dlaunch-watch: cannot start (No such file or directory)");
@@ -212,7 +215,7 @@ TEST_CASE("watch: a helper that does not say it watches is named, killed and rea
 
 TEST_CASE("watch: a foreign helper leaves the fork as the watchdog, with one note naming it", "[watchdog]") {
   ForeignHelper foreign("exit 0");
-  Watchdog watchdog(foreign.path);
+  Watchdog watchdog(foreign.path, DLAUNCH_PROGRAM);
   REQUIRE(watchdog.Start("").ok());
   CHECK(watchdog.fallback_note() ==
         foreign.path + ": ended before it was watching (exit status 0); the watchdog is a fork of dlaunch instead");
@@ -279,7 +282,7 @@ TEST_CASE(
 TEST_CASE("watch: a stopped watchdog leaves, killing nothing", "[watchdog]") {
   std::string helper = GENERATE(std::string(DLAUNCH_WATCH_HELPER), std::string(), std::string("/dev/null"));
   INFO("helper: '" << helper << "'");
-  Watchdog watchdog(helper);
+  Watchdog watchdog(helper, DLAUNCH_PROGRAM);
   REQUIRE(watchdog.Start("").ok());
   pid_t worker = fork();
   REQUIRE(worker >= 0);
@@ -299,4 +302,180 @@ TEST_CASE("watch: a stopped watchdog leaves, killing nothing", "[watchdog]") {
   CHECK(kill(worker, 0) == 0);  // still running
   kill(worker, SIGKILL);
   waitpid(worker, nullptr, 0);
+}
+
+namespace {
+
+// `sleep 300` in a process group of its own, this process's child.
+pid_t StartSleeper() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // either side may run first
+  return pid;
+}
+
+// Runs `program` as `argv` (argv[0] as given) with `input` on stdin; returns
+// its exit status and what it wrote on stderr.
+std::pair<int, std::string> RunWith(const std::string& program, const std::vector<std::string>& argv,
+                                    const std::string& input) {
+  int in[2], err[2];
+  REQUIRE(pipe(in) == 0);
+  REQUIRE(pipe(err) == 0);
+  REQUIRE(write(in[1], input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  close(in[1]);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(err[1], 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(program.c_str(), args.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(err[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), said};
+}
+
+}  // namespace
+
+TEST_CASE("watch: the first stage hands what is still registered to the second, which kills it", "[watchdog]") {
+  char dir_template[] = "/tmp/dlaunch-watch-test-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  std::string dir = dir_template;
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    close(fds[0]);
+    Watchdog watchdog(DLAUNCH_WATCH_HELPER, DLAUNCH_PROGRAM);
+    if (!watchdog.Start(dir).ok() || !watchdog.fallback_note().empty()) _exit(10);
+    // A group registered, one registered and then removed, and a process
+    // registered alone (its group never was), as an adopted daemon is.
+    pid_t kept = StartSleeper(), removed = StartSleeper(), alone = StartSleeper();
+    auto alone_stat = ReadStat(alone);
+    if (!alone_stat.ok()) _exit(11);
+    watchdog.Add(kept);
+    watchdog.Add(removed);
+    watchdog.Remove(removed);
+    watchdog.AddProcess(alone, alone_stat->start_time);
+    pid_t pids[3] = {kept, removed, alone};
+    if (write(fds[1], pids, sizeof pids) != sizeof pids) _exit(12);
+    pause();
+    _exit(13);
+  }
+  close(fds[1]);
+  pid_t pids[3] = {-1, -1, -1};
+  bool got = read(fds[0], pids, sizeof pids) == sizeof pids;
+  close(fds[0]);
+  if (!got) kill(launcher, SIGKILL);
+  REQUIRE(got);
+  std::vector<uint64_t> starts;
+  for (pid_t p : pids) {
+    auto stat = ReadStat(p);
+    REQUIRE(stat.ok());
+    starts.push_back(stat->start_time);
+  }
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  CHECK(GoneWithin(pids[0], starts[0], std::chrono::seconds(5)));
+  CHECK(GoneWithin(pids[2], starts[2], std::chrono::seconds(5)));
+  // The second stage removed the run directory, which only it does.
+  for (int i = 0; i < 500 && std::filesystem::exists(dir); ++i) usleep(10'000);
+  CHECK(!std::filesystem::exists(dir));
+  auto removed = ReadStat(pids[1]);
+  REQUIRE(removed.ok());
+  CHECK(removed->start_time == starts[1]);  // still running
+  for (pid_t p : pids) kill(p, SIGKILL);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("watch: a second stage the helper cannot open leaves the fork, with one note naming it", "[watchdog]") {
+  Watchdog watchdog(DLAUNCH_WATCH_HELPER, "/nonexistent-dlaunch-test/dlaunch");
+  REQUIRE(watchdog.Start("").ok());
+  CHECK(watchdog.fallback_note() ==
+        fmt::format("{}: ended before it was watching (exit status 2: dlaunch-watch: cannot open the second stage "
+                    "/nonexistent-dlaunch-test/dlaunch); the watchdog is a fork of dlaunch instead",
+                    DLAUNCH_WATCH_HELPER));
+  CHECK(ExeOf(watchdog.pid()) == ExeOf(getpid()));
+  int watch = watchdog.pid();
+  watchdog.Stop();
+  REQUIRE(waitpid(watch, nullptr, 0) == watch);
+}
+
+TEST_CASE("watch: a second stage that cannot run at the end leaves the first to kill the groups itself", "[watchdog]") {
+  // /dev/null opens, so the helper answers, but no exec takes it.
+  char dir_template[] = "/tmp/dlaunch-watch-test-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  std::string dir = dir_template;
+  WatchedJob job = StartWatchedJob(DLAUNCH_WATCH_HELPER, dir, {}, "/dev/null");
+  CHECK_FALSE(job.noted);
+  auto worker_stat = ReadStat(job.worker);
+  REQUIRE(worker_stat.ok());
+  kill(job.launcher, SIGKILL);
+  waitpid(job.launcher, nullptr, 0);
+  bool gone = GoneWithin(job.worker, worker_stat->start_time, std::chrono::seconds(5));
+  if (!gone) kill(job.worker, SIGKILL);
+  CHECK(gone);
+  CHECK(std::filesystem::exists(dir));  // what only the second stage does is left undone
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("watch: either stage refuses bad arguments and records in one line, with exit 2", "[watchdog]") {
+  std::string entry = "DLAUNCH_JOB_MARK=0123456789abcdef0123456789abcdef";
+  std::string good = WatchMarkRecord({std::string(kWatchChallengeSize, 'c'), entry});
+  struct Case {
+    std::string program;
+    std::vector<std::string> argv;
+    std::string input;
+    std::string said;
+  };
+  const std::string helper = DLAUNCH_WATCH_HELPER;
+  std::vector<Case> cases = {
+      {helper,
+       {"dlaunch-watch", "1", "", ""},
+       good,
+       "dlaunch-watch: expected 4 arguments (GROUP DIR FILE PROGRAM; dlaunch starts it)\n"},
+      {helper, {"dlaunch-watch", "1", "", "", DLAUNCH_PROGRAM}, "", "dlaunch-watch: orders on stdin: no job mark\n"},
+      {helper,
+       {"dlaunch-watch", "1", "", "", DLAUNCH_PROGRAM},
+       WatchMarkRecord({"short", ""}),
+       "dlaunch-watch: orders on stdin: a record of the wrong size (dlaunch starts it)\n"},
+      {helper,
+       {"dlaunch-watch", "1", "", "", DLAUNCH_PROGRAM},
+       WatchMarkRecord({std::string(kWatchChallengeSize, 'c'), std::string(kMaxMarkEntry + 1, 'x')}),
+       "dlaunch-watch: orders on stdin: a record of the wrong size (dlaunch starts it)\n"},
+      {helper,
+       {"dlaunch-watch", "1", "", "", DLAUNCH_PROGRAM},
+       good.substr(0, 10),
+       "dlaunch-watch: orders on stdin: the job mark cut short\n"},
+      // dlaunch as the second stage: the same arguments and record RunWatch takes.
+      {DLAUNCH_PROGRAM,
+       {"dlaunch-watch", "x", "", ""},
+       good,
+       "dlaunch-watch: process group 'x' is not a positive number\n"},
+      {DLAUNCH_PROGRAM,
+       {"dlaunch-watch", "1", "", ""},
+       "",
+       "dlaunch-watch: orders on stdin: no job mark (end of input)\n"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.program << " with " << c.argv.size() << " arguments and " << c.input.size() << " bytes on stdin");
+    auto [code, said] = RunWith(c.program, c.argv, c.input);
+    CHECK(code == 2);
+    CHECK(said == c.said);
+  }
 }
