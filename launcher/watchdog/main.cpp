@@ -74,29 +74,23 @@ size_t Length(const char* s) {
   return n;
 }
 
-bool WriteAll(int fd, const void* from, size_t size) {
-  const char* p = static_cast<const char*>(from);
+// `size` bytes by read(2) or write(2), `call`, whole: false on EOF or an error first.
+bool Whole(long call, int fd, uintptr_t at, size_t size) {
   while (size > 0) {
-    long n = Sys(__NR_write, fd, reinterpret_cast<long>(p), static_cast<long>(size));
+    long n = Sys(call, fd, static_cast<long>(at), static_cast<long>(size));
     if (n == -4) continue;  // EINTR
     if (n <= 0) return false;
-    p += n;
+    at += static_cast<uintptr_t>(n);
     size -= static_cast<size_t>(n);
   }
   return true;
 }
 
-bool ReadAll(int fd, void* to, size_t size) {
-  char* p = static_cast<char*>(to);
-  while (size > 0) {
-    long n = Sys(__NR_read, fd, reinterpret_cast<long>(p), static_cast<long>(size));
-    if (n == -4) continue;  // EINTR
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+bool WriteAll(int fd, const void* from, size_t size) {
+  return Whole(__NR_write, fd, reinterpret_cast<uintptr_t>(from), size);
 }
+
+bool ReadAll(int fd, void* to, size_t size) { return Whole(__NR_read, fd, reinterpret_cast<uintptr_t>(to), size); }
 
 // One line on stderr, which dlaunch quotes when this program does not answer.
 void Say(const char* what, const char* detail = "") {

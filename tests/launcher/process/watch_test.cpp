@@ -26,6 +26,18 @@ using dlaunch::testing::ReadFile;
 
 namespace {
 
+// `sleep 300` in a process group of its own, this process's child.
+pid_t StartSleeper() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // either side may run first
+  return pid;
+}
+
 // The three processes of a job whose launcher is about to be killed.
 struct WatchedJob {
   pid_t launcher = -1;
@@ -54,13 +66,7 @@ WatchedJob StartWatchedJob(const std::string& helper, const std::string& cleanup
     for (int fd : closed) close(fd);
     Watchdog watchdog(helper, second_stage);
     if (!watchdog.Start(cleanup_dir).ok()) _exit(10);
-    pid_t worker = fork();
-    if (worker == 0) {
-      setpgid(0, 0);
-      execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    setpgid(worker, worker);  // either side may run first
+    pid_t worker = StartSleeper();
     watchdog.Add(worker);
     pid_t pids[3] = {worker, watchdog.pid(), watchdog.fallback_note().empty() ? 0 : 1};
     if (write(report, pids, sizeof pids) != sizeof pids) _exit(11);
@@ -305,18 +311,6 @@ TEST_CASE("watch: a stopped watchdog leaves, killing nothing", "[watchdog]") {
 }
 
 namespace {
-
-// `sleep 300` in a process group of its own, this process's child.
-pid_t StartSleeper() {
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  setpgid(pid, pid);  // either side may run first
-  return pid;
-}
 
 // Runs `program` as `argv` (argv[0] as given) with `input` on stdin; returns
 // its exit status and what it wrote on stderr.
