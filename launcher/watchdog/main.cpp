@@ -115,6 +115,7 @@ void Apply(const WatchMessage& m) {
   switch (m.op) {
     case WatchOp::kAddGroup:
     case WatchOp::kRemoveGroup: {
+      if (m.id <= 1) break;  // kill(-1) would be every process this user may signal; 0 our own group
       int i = 0;
       while (i < group_count && groups[i] != m.id) ++i;
       if (m.op == WatchOp::kRemoveGroup) {

@@ -158,7 +158,8 @@ void RunWatch(int fd, const WatchOrders& orders) {
     kill(victim, SIGKILL);
     if (group > 1 && group != orders.launcher_group && group != getpid()) kill(-group, SIGKILL);
   }
-  for (int g : groups) kill(-g, SIGKILL);
+  for (int g : groups)
+    if (g > 1) kill(-g, SIGKILL);  // kill(-1) would be every process this user may signal
   // What the launcher had no time to register: every process started below a
   // worker carries the mark, wherever it was reparented by now.
   if (!orders.mark_entry.empty()) KillMarked(orders.mark_entry, getpid());

@@ -73,6 +73,36 @@ else
   log "2: needs root, a 'nobody' user and setpriv: not tried"
 fi
 
+# 4. An order to watch group 1 or 0 is not one to kill them: kill(-1) would
+# be every process the user may signal. Each stage gets such orders and then
+# EOF, in a PID namespace of its own beside a sentinel, so that a broken guard
+# kills no more than the namespace.
+if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null && command -v python3 >/dev/null &&
+  unshare --pid --fork --kill-child true 2>/dev/null; then
+  # The record (a 4-byte length, a 32-byte challenge, no mark), then kAddGroup 1 and kAddGroup 0.
+  python3 -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<I", 32) + b"c" * 32 + struct.pack("<iiQ", 1, 1, 0) + struct.pack("<iiQ", 1, 0, 0))' >"$TMP/orders"
+  # guard_holds WHAT WANT_RC PROGRAM ARGS...: PROGRAM run as dlaunch-watch ARGS
+  # with those orders, in the namespace; the namespace's shell reports its exit
+  # code (the stage went as far as its kill) and whether the sentinel lives.
+  guard_holds() {
+    local what=$1 want=$2
+    shift 2
+    unshare --pid --fork --kill-child bash -c \
+      '"$1" 300 & s=$!; shift; (exec -a dlaunch-watch "$@") <"$ORDERS" >/dev/null 2>&1; rc=$?; kill -0 "$s" && echo "alive $rc"' \
+      bash "$TMP/bin/sleep" "$@" >"$TMP/guard.out" 2>&1 </dev/null
+    [[ $(cat "$TMP/guard.out") == "alive $want" ]] ||
+      fail "4: $what, told to watch groups 1 and 0: '$(cat "$TMP/guard.out")', expected 'alive $want' (the sentinel beside it alive, exit $want)"
+  }
+  export ORDERS=$TMP/orders
+  # The first stage, whose second cannot run (/dev/null), kills the groups itself: exit 1.
+  guard_holds "the first stage" 1 "$build/dlaunch-watch" 1 "" "" /dev/null
+  # dlaunch as the second stage: RunWatch, exit 0.
+  guard_holds "the second stage" 0 "$DLAUNCH" 1 "" ""
+  log "4: groups 1 and 0 are never killed, by either stage"
+else
+  log "4: needs root and unshare --pid: not tried"
+fi
+
 # 3. What it links.
 if command -v readelf >/dev/null; then
   if readelf -lW "$build/dlaunch-watch" | grep -q 'program interpreter'; then
