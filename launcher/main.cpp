@@ -29,8 +29,8 @@
 #include "launcher/config/colon_groups.hpp"
 #include "launcher/config/groups.hpp"
 #include "launcher/modes/dispatch.hpp"
+#include "launcher/watchdog/job_mark.hpp"
 #include "launcher/watchdog/watch.hpp"
-#include "rendezvous/auth.hpp"
 #include "rendezvous/codec.hpp"
 
 // Written by the build (cmake/BuildInfo.cmake): what --version says.
@@ -45,17 +45,14 @@ using namespace dlaunch::launcher;
 
 namespace {
 
-// A fresh run id: 16 hex digits from the kernel (std::random_device would ask
-// the processor first, cpuid, a trap to the hypervisor on a virtual machine),
-// else from the clock and the pid.
+// A fresh run id: 16 hex digits from the kernel, as the job mark is made
+// (std::random_device would ask the processor first, cpuid, a trap to the
+// hypervisor on a virtual machine), else from the clock and the pid.
 std::string FreshId() {
-  Result<std::string> bytes = rendezvous::RandomNonce();
-  if (!bytes.ok())
-    return fmt::format("{:016x}", static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
-                                      static_cast<uint64_t>(getpid()));
-  std::string id;
-  for (size_t i = 0; i < 8; ++i) id += fmt::format("{:02x}", static_cast<unsigned char>((*bytes)[i]));
-  return id;
+  Result<std::string> mark = NewJobMark();
+  if (mark.ok()) return mark->substr(0, 16);
+  return fmt::format("{:016x}", static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+                                    static_cast<uint64_t>(getpid()));
 }
 
 MachineFacts ReadMachine(const envmap::EnvMap& env) {

@@ -8,7 +8,8 @@
 #      never runs;
 #   2. the same for another user (nobody), whose dlaunch-watch opens that
 #      user's dlaunch's /proc/PID/exe;
-#   3. dlaunch-watch links no library: no program interpreter, nothing needed.
+#   3. dlaunch-watch links no library: no program interpreter, nothing needed;
+#   4. an order to watch group 1 or 0 is never one to kill them, in either stage.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
@@ -73,6 +74,14 @@ else
   log "2: needs root, a 'nobody' user and setpriv: not tried"
 fi
 
+# 3. What it links.
+if command -v readelf >/dev/null; then
+  if readelf -lW "$build/dlaunch-watch" | grep -q 'program interpreter'; then
+    fail "3: dlaunch-watch has a program interpreter"
+  fi
+  if readelf -dW "$build/dlaunch-watch" | grep -q NEEDED; then fail "3: dlaunch-watch needs a library"; fi
+  log "3: dlaunch-watch links no library"
+fi
 # 4. An order to watch group 1 or 0 is not one to kill them: kill(-1) would
 # be every process the user may signal. Each stage gets such orders and then
 # EOF, in a PID namespace of its own beside a sentinel, so that a broken guard
@@ -103,12 +112,4 @@ else
   log "4: needs root and unshare --pid: not tried"
 fi
 
-# 3. What it links.
-if command -v readelf >/dev/null; then
-  if readelf -lW "$build/dlaunch-watch" | grep -q 'program interpreter'; then
-    fail "3: dlaunch-watch has a program interpreter"
-  fi
-  if readelf -dW "$build/dlaunch-watch" | grep -q NEEDED; then fail "3: dlaunch-watch needs a library"; fi
-  log "3: dlaunch-watch links no library"
-fi
 pass
