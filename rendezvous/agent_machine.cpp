@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "rendezvous/auth.hpp"
+#include "rendezvous/retry_grid.hpp"
 
 namespace dlaunch::rendezvous {
 namespace {
@@ -43,7 +44,9 @@ std::chrono::milliseconds RetryCap(int max_nodes) {
 }
 
 AgentMachine::AgentMachine(AgentMachineOptions options) : options_(std::move(options)) {
-  if (options_.retry_max.count() == 0) options_.retry_max = std::max(options_.retry_min, RetryCap(options_.max_nodes));
+  if (options_.retry_period.count() == 0) options_.retry_period = RetryCap(options_.max_nodes);
+  if (!options_.wall)
+    options_.wall = [](Clock::time_point) { return std::chrono::system_clock::now().time_since_epoch(); };
   if (!options_.random) options_.random = DefaultRandom;
   if (!options_.nonce_source) options_.nonce_source = RandomNonce;
 }
@@ -135,11 +138,10 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
                           std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count(), why));
     return;
   }
-  pause_ = pause_.count() == 0 ? options_.retry_min : std::min(pause_ * 2, options_.retry_max);
-  // Cut by up to a quarter at random: agents that failed together retry apart.
-  auto jitter = std::chrono::duration_cast<std::chrono::milliseconds>(pause_ * (0.25 * options_.random()));
+  std::chrono::nanoseconds wait =
+      UntilNextTry(GridFor(options_.retry_period, options_.max_nodes), options_.wall(now), options_.random());
   state_ = State::kBackoff;
-  deadline_ = std::min(now + (pause_ - jitter), join_deadline_);
+  deadline_ = std::min(now + std::chrono::duration_cast<Clock::duration>(wait), join_deadline_);
 }
 
 std::vector<AgentAction> AgentMachine::OnMessage(const Message& message, Clock::time_point now) {
@@ -267,7 +269,6 @@ void AgentMachine::OnChallenge(const Challenge& challenge, Clock::time_point now
   }
   Emit(DoSend{options_.join});
   state_ = State::kJoining;
-  pause_ = std::chrono::milliseconds(0);
   last_heard_ = now;
   next_beat_ = now + options_.heartbeat_interval;
 }

@@ -9,10 +9,10 @@
 //
 // An agent goes through:
 //   connecting: a TCP connect is in flight. A refused or timed-out connect is
-//     retried after a pause that doubles from retry_min to retry_max (by
-//     default RetryCap: longer for a larger job), with
-//     jitter, until join_timeout has passed since Start (the coordinator may not
-//     be up yet: at scale agents start before their host).
+//     retried at the next tick of a grid that every agent of the job shares
+//     (retry_grid.hpp; RetryCap apart by default: longer for a larger job),
+//     until join_timeout has passed since Start (the coordinator may not be up
+//     yet: at scale agents start before their host).
 //   handshake: Hello sent; the coordinator must answer with a Challenge within
 //     handshake_timeout. With a token the Challenge must prove the coordinator
 //     holds it too (auth.hpp), or the agent gives up: it never joins a coordinator
@@ -92,12 +92,14 @@ struct AgentMachineOptions {
   // Default: 5s and 15s, torchrun's keep-alive.
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
-  // Pauses between connect attempts: retry_min doubling to retry_max, each cut
-  // by up to a quarter at random so a thousand agents do not retry in step.
-  // Default: 50ms doubling to RetryCap(max_nodes) (retry_max 0).
-  std::chrono::milliseconds retry_min{50};
-  std::chrono::milliseconds retry_max{0};
-  // A number in [0, 1) for the jitter, and a nonce. Defaults: random.
+  // A refused connect is tried again at the next tick of the job's grid
+  // (retry_grid.hpp), each tick `retry_period` apart on the wall clock.
+  // Default: RetryCap(max_nodes) (retry_period 0).
+  std::chrono::milliseconds retry_period{0};
+  // The wall clock at `now`, since the epoch. Default: the system clock.
+  std::function<std::chrono::nanoseconds(std::chrono::steady_clock::time_point now)> wall;
+  // A number in [0, 1) for how late in its tick's spread a try comes, and a
+  // nonce. Defaults: random.
   std::function<double()> random;
   std::function<Result<std::string>()> nonce_source;
   // This node hosts the coordinator, which logs what the agent would otherwise
@@ -142,10 +144,10 @@ struct DoQuery {
 };
 using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
 
-// The longest pause between connect attempts for a job of `max_nodes` agents:
-// 8ms × √max_nodes, within 100ms and 2s (1,024 agents 256ms, 62,500 and up 2s).
-// At scale agents start before their host, and the job waits for the last of
-// them to try again once it listens: up to one whole pause (2s, the old fixed
+// The time between connect attempts (the retry grid's period) for a job of
+// `max_nodes` agents: 8ms × √max_nodes, within 100ms and 2s (1,024 agents
+// 256ms, 62,500 and up 2s). At scale agents start before their host, and the
+// job waits for the first tick after it listens: up to one whole period (2s, the old fixed
 // cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
 // waiting agent's attempts cost CPU (about 0.1ms each here, a thousand agents
 // on one machine in the benchmark) and its host a reset, so the pause grows
@@ -232,7 +234,6 @@ class AgentMachine {
   Clock::time_point deadline_{};  // connect or handshake deadline; next retry in kBackoff
   Clock::time_point last_heard_{};
   Clock::time_point next_beat_{};
-  std::chrono::milliseconds pause_{0};
   std::string last_error_ = "timed out";
   bool warned_silent_ = false;
   bool said_unresolved_ = false;  // OnUnresolved's notice was given

@@ -19,6 +19,10 @@ using Clock = AgentMachine::Clock;
 inline const std::string kNonceA(kNonceSize, 'A');
 inline const std::string kNonceC(kNonceSize, 'C');
 
+// The wall clock at the harness's t0: 30ms into a tick of the retry grids the
+// tests use (100ms and 256ms both divide 1,000,000s).
+inline constexpr std::chrono::nanoseconds kWallAtT0 = 1'000'000s + 30ms;
+
 inline AgentMachineOptions Options(const std::string& token = "") {
   AgentMachineOptions o;
   o.endpoint = "head:29400";
@@ -31,7 +35,8 @@ inline AgentMachineOptions Options(const std::string& token = "") {
   o.handshake_timeout = 10s;
   o.heartbeat_interval = 5s;
   o.heartbeat_timeout = 15s;
-  o.random = [] { return 0.0; };  // no jitter unless a test sets it
+  o.random = [] { return 0.0; };  // every try on its tick, unless a test says otherwise
+  o.wall = [](Clock::time_point now) { return now.time_since_epoch() + kWallAtT0; };  // t0 is the epoch
   o.nonce_source = [] { return Result<std::string>(kNonceA); };
   return o;
 }

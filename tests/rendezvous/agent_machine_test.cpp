@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/auth.hpp"
+#include "rendezvous/retry_grid.hpp"
 #include "tests/rendezvous/agent_harness.hpp"
 
 namespace dlaunch::rendezvous {
@@ -10,23 +11,39 @@ namespace dlaunch::rendezvous {
 using namespace agent_testing;
 using namespace std::chrono_literals;
 
-TEST_CASE("agent: start connects; a refused connect is retried with a growing, capped pause", "[agent]") {
+TEST_CASE("agent: start connects; a refused connect is tried again at each tick of the job's grid", "[agent]") {
   AgentMachineOptions o = Options();
-  o.min_nodes = o.max_nodes = 1024;  // capped at RetryCap(1024), 256ms
+  o.min_nodes = o.max_nodes = 1024;  // a tick every RetryCap(1024), 256ms
   o.join_timeout = 60s;
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
   std::vector<Clock::duration> pauses;
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 5; ++i) {
     REQUIRE(h.Take(h.m.OnConnectFailed("Connection refused", h.now)).empty());
     REQUIRE(h.m.state() == AgentMachine::State::kBackoff);
     Clock::time_point retry = *h.m.NextDeadline();
     pauses.push_back(retry - h.now);
-    // Nothing happens before the pause is over: no spinning.
+    // Nothing happens before the tick: no spinning.
     CHECK(h.TickAt(retry - h.t0 - 1ms).empty());
     REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
   }
-  CHECK(pauses == std::vector<Clock::duration>{50ms, 100ms, 200ms, 256ms, 256ms, 256ms, 256ms});
+  // t0 is 30ms into a tick of 256ms (kWallAtT0): the rest of it, then whole ticks.
+  CHECK(pauses == std::vector<Clock::duration>{226ms, 256ms, 256ms, 256ms, 256ms});
+}
+
+TEST_CASE("agent: agents that start apart try again at the same moments", "[agent]") {
+  // The job waits for the last agent to notice its host: on a shared grid that
+  // is one spread after the first, not nearly a whole pause.
+  AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 1024;
+  AgentHarness first(o), second(o);
+  first.Start();
+  second.now = second.t0 + 97ms;  // the second starts 97ms later
+  second.Start();
+  first.Take(first.m.OnConnectFailed("Connection refused", first.now));
+  second.Take(second.m.OnConnectFailed("Connection refused", second.now));
+  CHECK(*first.m.NextDeadline() == *second.m.NextDeadline());
+  CHECK(*first.m.NextDeadline() - first.t0 == 226ms);
 }
 
 TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 100ms and 2s", "[agent]") {
@@ -42,13 +59,14 @@ TEST_CASE("agent: the pause's cap grows with the square root of the job's size, 
   CHECK(RetryCap(0) == 100ms);
 }
 
-TEST_CASE("agent: a host that comes up late is reached within one capped pause of its start", "[agent]") {
+TEST_CASE("agent: a host that comes up late is reached within one tick and its spread", "[agent]") {
   // At scale agents start before their host, and the job waits for the last
   // of them to notice it: the pause must stay short however long it waited.
   AgentMachineOptions o = Options();
   o.min_nodes = o.max_nodes = 1024;
   o.join_timeout = 60s;
-  o.retry_max = RetryCap(1024);  // what the machine takes for 0, for the checks below
+  o.random = [] { return 0.999; };  // as late in the spread as a try comes
+  RetryGrid grid = GridFor(RetryCap(1024), 1024);
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
   int attempts = 1;
@@ -56,24 +74,25 @@ TEST_CASE("agent: a host that comes up late is reached within one capped pause o
   while (h.now < host_up) {
     REQUIRE(h.Take(h.m.OnConnectFailed("Connection refused", h.now)).empty());
     Clock::time_point retry = *h.m.NextDeadline();
-    CHECK(retry - h.now <= o.retry_max);
+    CHECK(retry - h.now <= grid.period + grid.spread);
     REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
     ++attempts;
   }
-  CHECK(h.now - host_up < o.retry_max);
-  // A thousand agents waiting ten seconds: at most one attempt each per pause.
-  CHECK(attempts <= 10s / (o.retry_max * 3 / 4) + 5);
+  CHECK(h.now - host_up < grid.period + grid.spread);
+  // A thousand agents waiting ten seconds: one attempt each a tick.
+  CHECK(attempts <= 10s / grid.period + 2);
   h.Take(h.m.OnConnected("127.0.0.1", h.now));
   CHECK(h.m.state() == AgentMachine::State::kHandshake);
 }
 
-TEST_CASE("agent: jitter cuts a pause by up to a quarter", "[agent]") {
+TEST_CASE("agent: a try comes up to the spread late at random", "[agent]") {
   AgentMachineOptions o = Options();
   o.random = [] { return 0.5; };
   AgentHarness h(o);
   h.Start();
   h.Take(h.m.OnConnectFailed("Connection refused", h.now));
-  CHECK(*h.m.NextDeadline() - h.now == 44ms);  // 50ms less an eighth, the eighth rounded down
+  // Two nodes: a tick every 100ms, spread over 2ms; t0 is 30ms into a tick.
+  CHECK(*h.m.NextDeadline() - h.now == 71ms);
 }
 
 TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error", "[agent]") {

@@ -34,8 +34,7 @@ AgentMachineOptions SessionOptions(int port, std::chrono::milliseconds join_time
   o.join.host = "here";
   o.join.addrs = {"127.0.0.1"};
   o.join_timeout = join_timeout;
-  o.retry_min = std::chrono::milliseconds(10);
-  o.retry_max = std::chrono::milliseconds(50);
+  o.retry_period = std::chrono::milliseconds(20);
   return o;
 }
 
@@ -107,8 +106,36 @@ TEST_CASE("AgentSession with nobody at the endpoint gives up at its join timeout
   for (const std::string& n : seen.notices) said += "\n" + n;
   INFO(said);
   CHECK(said.find(HostPort{"127.0.0.1", port}.ToString()) != std::string::npos);
+  CHECK(said.find("Connection refused") != std::string::npos);  // the kernel's reason, as it said it
   // It retried until the join timeout, not for ever.
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(8));
+}
+
+TEST_CASE("AgentSession refused until its host comes up joins it then", "[agent_session]") {
+  asio::io_context io;
+  int port = ClosedPort(io);
+  Seen seen;
+  AgentSession session(io, HostPort{"127.0.0.1", port}, SessionOptions(port, std::chrono::seconds(10)), Record(seen));
+  session.Start();
+  // Refused at once and asleep until its next try: the loop has nothing else to run.
+  CHECK(session.state() == AgentMachine::State::kBackoff);
+  io.run_for(std::chrono::milliseconds(120));  // a few tries, each refused
+  CHECK(session.state() == AgentMachine::State::kBackoff);
+  CHECK_FALSE(seen.code);
+  CoordinatorOptions job;
+  job.run_id = "session-test";
+  job.min_nodes = job.max_nodes = 1;
+  auto server = CoordinatorServer::Start(io, HostPort{"127.0.0.1", port}, "--rdzv-endpoint",
+                                         CoordinatorServer::OneJob(job), nullptr);
+  REQUIRE(server.ok());
+  REQUIRE(RunUntil(
+      io, [&] { return !seen.runs.empty() || seen.code; }, kSessionLimit));
+  REQUIRE(seen.runs.size() == 1);
+  CHECK(seen.runs[0].world_size == 1);
+  asio::post(io, [&session] { session.WorkersDone(0); });
+  REQUIRE(RunUntil(
+      io, [&] { return seen.code.has_value(); }, kSessionLimit));
+  CHECK(*seen.code == 0);
 }
 
 TEST_CASE("AgentSession refuses a peer that is no dlaunch coordinator", "[agent_session]") {

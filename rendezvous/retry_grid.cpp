@@ -1,0 +1,32 @@
+#include "rendezvous/retry_grid.hpp"
+
+#include <algorithm>
+
+namespace dlaunch::rendezvous {
+
+using std::chrono::nanoseconds;
+
+namespace {
+// The most connections Linux queues for accept by default (net.core.somaxconn);
+// a SYN past a full queue is dropped and sent again a second later.
+constexpr long kAcceptQueue = 4096;
+}  // namespace
+
+RetryGrid GridFor(std::chrono::milliseconds period, int max_nodes) {
+  nanoseconds p = std::max<nanoseconds>(period, std::chrono::milliseconds(1));
+  long n = std::max(1, max_nodes);
+  long queued = std::min(n, kAcceptQueue);
+  nanoseconds spread = std::chrono::microseconds(20) * queued + std::chrono::microseconds(100) * (n - queued);
+  return RetryGrid{p,
+                   std::clamp<nanoseconds>(spread, std::min<nanoseconds>(std::chrono::milliseconds(2), p / 2), p / 2)};
+}
+
+nanoseconds UntilNextTry(const RetryGrid& grid, nanoseconds wall, double late) {
+  nanoseconds period = std::max<nanoseconds>(grid.period, nanoseconds(1));
+  nanoseconds into = wall % period;
+  if (into < nanoseconds(0)) into += period;  // a clock before the epoch
+  auto lateness = static_cast<nanoseconds::rep>(static_cast<double>(grid.spread.count()) * std::clamp(late, 0.0, 1.0));
+  return period - into + nanoseconds(lateness);
+}
+
+}  // namespace dlaunch::rendezvous
