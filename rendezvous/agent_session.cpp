@@ -1,11 +1,13 @@
 #include "rendezvous/agent_session.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
+#include "rendezvous/connect_now.hpp"
 #include "rendezvous/host_lookup.hpp"
 
 namespace dlaunch::rendezvous {
@@ -62,6 +64,19 @@ void AgentSession::Leave() {
 }
 
 void AgentSession::Apply(std::vector<AgentAction> actions) {
+  for (;;) {
+    if (ApplyOnce(actions)) return;  // finished
+    // A connect that failed before it returned is the machine's next event,
+    // now: no pass of the event loop, no deadline armed for it.
+    if (!failed_now_) break;
+    std::string why = std::move(*failed_now_);
+    failed_now_.reset();
+    actions = machine_.OnConnectFailed(why, clock_.Now());
+  }
+  ArmTimer();
+}
+
+bool AgentSession::ApplyOnce(std::vector<AgentAction>& actions) {
   for (AgentAction& action : actions) {
     if (std::holds_alternative<DoConnect>(action)) {
       Connect();
@@ -90,10 +105,10 @@ void AgentSession::Apply(std::vector<AgentAction> actions) {
       timer_.cancel();
       clock_.Disarm();
       hooks_.finish(finish->code, finish->error);
-      return;  // the owner may be tearing everything down
+      return true;  // the owner may be tearing everything down
     }
   }
-  ArmTimer();
+  return false;
 }
 
 void AgentSession::ArmTimer() {
@@ -134,45 +149,62 @@ void AgentSession::Connect() {
     connecting_.reset();
     Apply(machine_.OnConnectFailed(why, clock_.Now()));
   };
-  auto connect = [this, attempt, alive = alive_, failed](const auto& endpoints) {
-    connecting_ = std::make_unique<tcp::socket>(io_);
-    asio::async_connect(*connecting_, endpoints,
-                        [this, attempt, alive, failed](boost::system::error_code ec, const tcp::endpoint&) {
-                          if (!*alive || attempt != attempt_) return;
-                          if (ec) return failed(ec.message());
-                          if (ReachedItself(*connecting_)) {
-                            // Reset, not closed: a TIME_WAIT of the port would keep the host from binding it.
-                            connecting_->set_option(asio::socket_base::linger(true, 0), ec);
-                            connecting_->close(ec);
-                            return failed("nothing listens on the port yet; the connection reached itself");
-                          }
-                          auto socket = std::move(*connecting_);
-                          connecting_.reset();
-                          conn_ = std::make_shared<Connection>(std::move(socket));
-                          conn_->Start(
-                              [this, attempt, alive](Message m) {
-                                if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, clock_.Now()));
-                              },
-                              [this, attempt, alive](const Status& why) {
-                                if (!*alive || attempt != attempt_) return;
-                                conn_.reset();
-                                Apply(machine_.OnClosed(why, clock_.Now()));
-                              });
-                          Apply(machine_.OnConnected(conn_->local_address(), clock_.Now()));
-                        });
+  // `connecting_` has connected: keep it as the connection, unless it reached itself.
+  auto connected = [this, attempt, alive = alive_, failed] {
+    boost::system::error_code ec;
+    if (ReachedItself(*connecting_)) {
+      // Reset, not closed: a TIME_WAIT of the port would keep the host from binding it.
+      connecting_->set_option(asio::socket_base::linger(true, 0), ec);
+      connecting_->close(ec);
+      return failed("nothing listens on the port yet; the connection reached itself");
+    }
+    auto socket = std::move(*connecting_);
+    connecting_.reset();
+    conn_ = std::make_shared<Connection>(std::move(socket));
+    conn_->Start(
+        [this, attempt, alive](Message m) {
+          if (*alive && attempt == attempt_) Apply(machine_.OnMessage(m, clock_.Now()));
+        },
+        [this, attempt, alive](const Status& why) {
+          if (!*alive || attempt != attempt_) return;
+          conn_.reset();
+          Apply(machine_.OnClosed(why, clock_.Now()));
+        });
+    Apply(machine_.OnConnected(conn_->local_address(), clock_.Now()));
   };
   // An address needs no resolver: a thousand agents waiting for their host
-  // would otherwise each wake Asio's resolver thread on every retry.
+  // would otherwise each wake Asio's resolver thread on every retry. Nor does
+  // it need Asio to learn of a refusal the kernel already knows (connect_now.hpp).
   boost::system::error_code not_literal;
   asio::ip::address literal = asio::ip::make_address(target_.host, not_literal);
   if (!not_literal) {
-    connect(std::vector<tcp::endpoint>{tcp::endpoint(literal, static_cast<unsigned short>(target_.port))});
+    tcp::endpoint to(literal, static_cast<unsigned short>(target_.port));
+    StartedConnect started = StartConnect(to);
+    boost::system::error_code ec(started.error, boost::system::system_category());
+    if (started.fd >= 0) {
+      connecting_ = std::make_unique<tcp::socket>(io_);
+      connecting_->assign(to.protocol(), started.fd, ec);
+      if (ec) ::close(started.fd);
+    }
+    if (ec) {
+      connecting_.reset();
+      failed_now_ = ec.message();  // Apply hands it to the machine
+      return;
+    }
+    connecting_->async_wait(tcp::socket::wait_write,
+                            [this, attempt, alive = alive_, failed, connected](boost::system::error_code ec) {
+                              if (!*alive || attempt != attempt_) return;
+                              if (!ec)
+                                ec.assign(ConnectError(connecting_->native_handle()), boost::system::system_category());
+                              if (ec) return failed(ec.message());
+                              connected();
+                            });
     return;
   }
   // Resolution runs on Asio's resolver thread, so a slow DNS answer never holds the loop.
   resolver_.async_resolve(target_.host, std::to_string(target_.port),
-                          [this, attempt, alive = alive_, failed, connect](boost::system::error_code ec,
-                                                                           tcp::resolver::results_type results) {
+                          [this, attempt, alive = alive_, failed, connected](boost::system::error_code ec,
+                                                                             tcp::resolver::results_type results) {
                             if (!*alive || attempt != attempt_) return;
                             if (ec) {
                               Apply(machine_.OnUnresolved(fmt::format("cannot resolve {} ({}; {})", target_.host,
@@ -180,7 +212,14 @@ void AgentSession::Connect() {
                                                           clock_.Now()));
                               return;
                             }
-                            connect(results);
+                            connecting_ = std::make_unique<tcp::socket>(io_);
+                            asio::async_connect(*connecting_, results,
+                                                [this, attempt, alive, failed, connected](boost::system::error_code ec,
+                                                                                          const tcp::endpoint&) {
+                                                  if (!*alive || attempt != attempt_) return;
+                                                  if (ec) return failed(ec.message());
+                                                  connected();
+                                                });
                           });
 }
 

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ class AgentSession {
 
  private:
   void Apply(std::vector<AgentAction> actions);
+  // Carries out `actions` in order; true when one finished the session.
+  bool ApplyOnce(std::vector<AgentAction>& actions);
   void Connect();
   void HangUp();
   void ArmTimer();
@@ -76,7 +79,8 @@ class AgentSession {
   std::shared_ptr<Connection> conn_;
   boost::asio::steady_timer timer_;
   std::function<void(int, const std::string&)> abort_;
-  std::uint64_t attempt_ = 0;  // tells a stale connect or connection apart
+  std::uint64_t attempt_ = 0;              // tells a stale connect or connection apart
+  std::optional<std::string> failed_now_;  // why the connect Apply just started failed at once
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
