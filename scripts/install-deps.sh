@@ -33,6 +33,7 @@ test_pkgs=(iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server open
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
            libnss-myhostname  # tests/integration/test_nss_names.sh: a name only an NSS module knows
            devscripts  # tests/integration/test_hardening.sh: Debian's hardening-check
+           libcap2-bin  # tests/integration/test_watch_stages.sh: setcap, a dlaunch that is not dumpable
            clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
            man-db bash-completion python3-venv)  # tests/integration/test_package.sh
 

@@ -50,6 +50,7 @@ void SetUpChild(const SpawnSpec& spec, pid_t parent, const cpu_set_t* cpus) {
   // Linux 5.11 (no close_range), the first 4096 by hand.
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
     for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  if (spec.keep_fd >= 3) fcntl(spec.keep_fd, F_SETFD, 0);
   // The child shares the launcher's memory until exec (vfork), so a handler of
   // the launcher's must not run here: a signal caught now (a Ctrl-C to the
   // terminal's group, before setpgid took effect) would write to the launcher's

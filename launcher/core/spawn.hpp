@@ -19,11 +19,12 @@ struct SpawnSpec {
   int stderr_fd = -1;
   std::vector<int> cpus;          // CPU affinity; empty: inherit
   bool die_with_launcher = true;  // PR_SET_PDEATHSIG; false only for the watchdog, which outlives it
+  int keep_fd = -1;               // a descriptor (3 or above) the child keeps, at its number; -1: none
 };
 
 // Starts a worker as the leader of a new process group, with PR_SET_PDEATHSIG
 // so that it dies with the launcher (unless !die_with_launcher), holding none of
-// the launcher's descriptors but its stdin, stdout and stderr. Returns its pid, or Io naming the command.
+// the launcher's descriptors but its stdin, stdout and stderr (and keep_fd). Returns its pid, or Io naming the command.
 // Call from the main thread only: PDEATHSIG fires when the forking *thread* exits.
 Result<int> SpawnWorker(const SpawnSpec& spec);
 

@@ -40,10 +40,18 @@ Status Watchdog::Start(const std::string& cleanup_dir, const std::string& cleanu
   // cannot start (gone since it was found, a noexec mount) or does not say that
   // it watches (a stale or foreign program) leaves the fork, and a note.
   if (!helper_.empty()) {
-    // The helper opens it while this process lives: the very binary, even
-    // once its path is replaced by an upgrade.
-    std::string second_stage = second_stage_.empty() ? fmt::format("/proc/{}/exe", getpid()) : second_stage_;
-    Result<WatchHelper> started = StartWatchHelper(helper_, orders, second_stage);
+    // The helper keeps this very binary open, even once its path is replaced
+    // by an upgrade: a descriptor of it, opened here and inherited, since a
+    // process may always open its own /proc/self/exe, while another may not
+    // open ours when we are not dumpable (file capabilities, set-user-ID).
+    std::string second_stage = second_stage_;
+    int self = -1;
+    if (second_stage.empty()) {
+      self = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+      second_stage = self >= 0 ? fmt::format("/proc/self/fd/{}", self) : fmt::format("/proc/{}/exe", getpid());
+    }
+    Result<WatchHelper> started = StartWatchHelper(helper_, orders, second_stage, kWatchHelperAnswerTimeout, self);
+    if (self >= 0) close(self);
     if (started.ok()) {
       fd_ = started->orders_fd;
       pid_ = started->pid;

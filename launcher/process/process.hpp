@@ -31,7 +31,8 @@ class Watchdog {
   // `helper`: the dlaunch-watch program to start; empty: fork this process
   // instead. `second_stage`: the dlaunch that the helper executes when the
   // launcher is gone (launcher/watchdog/watch.hpp's WatchMain); empty: this
-  // process's own binary (/proc/PID/exe), which must then be dlaunch.
+  // process's own binary (a descriptor of /proc/self/exe, which the helper
+  // inherits), which must then be dlaunch.
   explicit Watchdog(std::string helper = WatchHelperPath(), std::string second_stage = "");
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;

@@ -69,7 +69,8 @@ std::string HowItEnded(int status, const std::string& said) {
 }  // namespace
 
 Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrders& orders,
-                                     const std::string& second_stage, std::chrono::milliseconds limit) {
+                                     const std::string& second_stage, std::chrono::milliseconds limit,
+                                     int second_stage_fd) {
   if (orders.mark_entry.size() > kMaxMarkEntry)
     return Status::InvalidArgument(fmt::format("{}: a job mark of {} bytes", helper, orders.mark_entry.size()));
   // A challenge that only a program that read its orders can give back.
@@ -99,6 +100,7 @@ Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrder
   spec.stdout_fd = from->write_fd;
   spec.stderr_fd = from->write_fd;  // a stale helper's complaint says what is wrong
   spec.die_with_launcher = false;
+  spec.keep_fd = second_stage_fd;
   Result<int> pid =
       wrote ? SpawnWorker(spec)
             : Result<int>(Status::Io(fmt::format("{}: orders pipe: {}", helper, std::strerror(write_error))));

@@ -32,8 +32,11 @@ struct WatchHelper {
 // went wrong" (it cannot start; it exited, with its status and the start of what it wrote; no answer within `limit`),
 // with nothing left behind: a helper that started is killed and reaped. Main thread only, before the caller reaps
 // children with waitpid(-1) (SpawnWorker's rule, and it reaps the helper itself).
+// `second_stage_fd`, when not -1, is a descriptor the helper inherits at its
+// number (for a `second_stage` of /proc/self/fd/N).
 Result<WatchHelper> StartWatchHelper(const std::string& helper, const WatchOrders& orders,
                                      const std::string& second_stage,
-                                     std::chrono::milliseconds limit = kWatchHelperAnswerTimeout);
+                                     std::chrono::milliseconds limit = kWatchHelperAnswerTimeout,
+                                     int second_stage_fd = -1);
 
 }  // namespace dlaunch::launcher

@@ -14,7 +14,7 @@
 // /dev/null, answers, and keeps the orders that follow in two tables. A kStop
 // ends it. At EOF, when the launcher is gone, it writes the record and the
 // tables, as orders, into a memfd and executes PROGRAM (the launcher's own
-// binary, /proc/PID/exe, opened while the launcher lived) as kWatchProgramName
+// binary, which the launcher opened and handed down as /proc/self/fd/N) as kWatchProgramName
 // GROUP DIR FILE with that on stdin: dlaunch's WatchMain, which reads /proc and
 // kills with all of RunWatch. If it cannot, it kills the registered groups
 // itself.
@@ -23,6 +23,7 @@
 // the kernel's AT_RANDOM bytes, as glibc would.
 #include <asm/unistd.h>
 #include <linux/auxvec.h>
+#include <linux/close_range.h>
 #include <linux/fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -198,6 +199,9 @@ __attribute__((noinline)) int Main(int argc, char** argv, char** envp) {
     Say("cannot open /dev/null");
     return 2;
   }
+  // What dlaunch handed down to be opened (PROGRAM as /proc/self/fd/N) is open
+  // again as `program`: the second stage gets nothing of ours but 0-2.
+  Sys(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   // Its own process group: a SIGKILL to the launcher's group (a head-node
   // launch stopping a local agent) must leave the watchdog to clean up after
   // it. The terminal's signals are the launcher's.

@@ -6,10 +6,12 @@
 #      another program: the worker's child dies, the run directory is removed
 #      (only the second stage does that), and what now lies at dlaunch's path
 #      never runs;
-#   2. the same for another user (nobody), whose dlaunch-watch opens that
-#      user's dlaunch's /proc/PID/exe;
+#   2. the same for another user (nobody);
 #   3. dlaunch-watch links no library: no program interpreter, nothing needed;
-#   4. an order to watch group 1 or 0 is never one to kill them, in either stage.
+#   4. an order to watch group 1 or 0 is never one to kill them, in either stage;
+#   5. a dlaunch that is not dumpable (file capabilities, run by nobody), whose
+#      /proc/PID/exe no other process may open, still gets the two stages, and
+#      says nothing of a fork.
 # shellcheck source=tests/integration/lib.sh
 # shellcheck disable=SC2317  # functions called through wait_for
 source "$(dirname "$0")/lib.sh"
@@ -38,6 +40,11 @@ killed_job() {
   child=$(cat "$dir/child")
   dl=$(dl_pid "$name") || fail "$name: cannot find its dlaunch"
   watch=$(pgrep -P "$dl" -x dlaunch-watch) || fail "$name: dlaunch $dl has no dlaunch-watch child"
+  # The first stage, not a fork of dlaunch that took the name.
+  if [[ $(basename "$(readlink "/proc/$watch/exe")") != dlaunch-watch ]]; then
+    show_nodes "$name"
+    fail "$name: dlaunch $dl's watchdog runs $(readlink "/proc/$watch/exe"), not dlaunch-watch's first stage"
+  fi
   # dlaunch-watch GROUP DIR FILE PROGRAM
   run_dir=$(tr '\0' '\n' <"/proc/$watch/cmdline" | sed -n 3p)
   [[ -d $run_dir ]] || fail "$name: the watchdog's run directory '$run_dir' is not there"
@@ -110,6 +117,30 @@ if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null && command -v python3 >/
   log "4: groups 1 and 0 are never killed, by either stage"
 else
   log "4: needs root and unshare --pid: not tried"
+fi
+
+# 5. Not dumpable: exec of a file with capabilities by a user without them.
+if [[ $(id -u) == 0 ]] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null && command -v setcap >/dev/null; then
+  mkdir -m 755 "$TMP/caps"
+  cp "$DLAUNCH" "$build/dlaunch-watch" "$TMP/caps/"
+  chown nobody "$TMP/caps"
+  setcap cap_net_bind_service+ep "$TMP/caps/dlaunch" || fail "5: setcap on a copy of dlaunch failed"
+  not_dumpable() {
+    local dl
+    dl=$(dl_pid caps) || fail "5: cannot find its dlaunch"
+    # Another process of the same user cannot open its binary, as the helper once did.
+    if setpriv --reuid=nobody --regid="$(id -gn nobody)" --clear-groups cat "/proc/$dl/exe" >/dev/null 2>&1; then
+      fail "5: nobody could open /proc/$dl/exe: this dlaunch is dumpable, so the case tests nothing"
+    fi
+  }
+  BEFORE_KILL=not_dumpable killed_job caps "$TMP/caps" "setpriv --reuid=nobody --regid=$(id -gn nobody) --clear-groups"
+  if grep -q "fork of dlaunch" "$TMP/caps.err"; then
+    show_nodes caps
+    fail "5: a dlaunch that is not dumpable fell back to a fork for its watchdog"
+  fi
+  log "5: a dlaunch with file capabilities: the same two stages"
+else
+  log "5: needs root, a 'nobody' user, setpriv and setcap: not tried"
 fi
 
 pass

@@ -1,12 +1,15 @@
 #include "launcher/process/process.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -77,6 +80,28 @@ TEST_CASE("spawn: the worker leads a process group of its own and holds none of 
   CHECK(out.starts_with(std::to_string(child->pid) + "\n"));
   // 0-2, and the descriptor `ls` opened to list them.
   CHECK(out.substr(out.find('\n') + 1) == "0 1 2 3 ");
+}
+
+TEST_CASE("spawn: keep_fd is the one descriptor past 2 the worker holds, at its number", "[process]") {
+  int pipe_fds[2];
+  REQUIRE(pipe2(pipe_fds, O_CLOEXEC) == 0);  // close-on-exec, as the launcher's own are
+  int other[2];
+  REQUIRE(pipe(other) == 0);
+  SpawnSpec spec = SpawnTestShell("ls /proc/self/fd | sort -n | tr '\\n' ' '");
+  spec.keep_fd = pipe_fds[1];
+  Result<PipedChild> child = SpawnPiped(spec, false);
+  for (int fd : {pipe_fds[0], other[0], other[1]}) close(fd);
+  REQUIRE(child.ok());
+  std::string out = SpawnTestReadAll(child->stdout_fd);
+  SpawnTestReadAll(child->stderr_fd);
+  SpawnTestWait(child->pid);
+  // 0-2, the kept one, and the descriptor `ls` opened to list them (the lowest free).
+  int listing = pipe_fds[1] == 3 ? 4 : 3;
+  std::vector<int> want = {0, 1, 2, std::min(listing, pipe_fds[1]), std::max(listing, pipe_fds[1])};
+  std::string expected;
+  for (int fd : want) expected += std::to_string(fd) + " ";
+  CHECK(out == expected);
+  close(pipe_fds[1]);
 }
 
 TEST_CASE("spawn: a command that cannot be executed is an error naming it", "[process]") {
