@@ -214,16 +214,25 @@ fi
 
 # --- g. A role restarted alone ----------------------------------------------------
 # Each start leaves a file named by role, rank, restart and pid. Rollout rank 1
-# fails at restarts 0 and 1; at restart 2 it succeeds and says the trainers may
-# finish (they wait for that, bounded): a trainer restarted with the rollout
-# would leave a second file.
+# fails at restarts 0 and 1, once rank 0 of that restart has left its file; at
+# restart 2 it succeeds and says the trainers may finish (they wait for that,
+# bounded): a trainer restarted with the rollout would leave a second file.
 cat >"$TMP/rr.sh" <<EOF
 #!/bin/sh
 d=\$1
 echo "rank=\$RANK world=\$WORLD_SIZE port=\$MASTER_PORT local=\$LOCAL_RANK/\$LOCAL_WORLD_SIZE" \
   >"\$d/\$ROLE_NAME.\$ROLE_RANK.\$TORCHELASTIC_RESTART_COUNT.\$\$"
 if [ "\$ROLE_NAME" = rollout ]; then
-  [ "\$ROLE_RANK" = 1 ] && [ "\$TORCHELASTIC_RESTART_COUNT" -lt \${FAILS:-2} ] && exit 3
+  if [ "\$ROLE_RANK" = 1 ] && [ "\$TORCHELASTIC_RESTART_COUNT" -lt \${FAILS:-2} ]; then
+    # Not before rank 0 of this restart has left its file: a failure stops it,
+    # on a loaded machine before its first line.
+    i=0
+    while ! ls "\$d/rollout.0.\$TORCHELASTIC_RESTART_COUNT."* >/dev/null 2>&1 && [ \$i -lt 200 ]; do
+      "$TMP/bin/sleep" 0.05
+      i=\$((i + 1))
+    done
+    exit 3
+  fi
   [ "\$ROLE_RANK" = 1 ] && : >"\$d/done"
   exit 0
 fi
