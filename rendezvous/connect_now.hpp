@@ -5,9 +5,9 @@
 // with epoll, a deadline armed and disarmed, a pass of the event loop for the
 // error that was there all along, and the descriptor removed again. On loopback,
 // and to a machine that answers at once, the kernel knows the refusal before
-// connect(2) returns, so StartConnect asks for it there (SO_ERROR) and the agent
-// goes back to sleep after four system calls, not fourteen. Only a connect still
-// in flight is handed to the event loop.
+// connect(2) returns, so StartConnect asks for it there (SO_ERROR): four system
+// calls of its own, and seven in all for the try where Asio made fourteen. Only
+// a connect still in flight is handed to the event loop.
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>

@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include "rendezvous/server.hpp"
+#include "tests/rendezvous/closed_port.hpp"
 #include "tests/rendezvous/run_until.hpp"
 
 namespace dlaunch::rendezvous {
@@ -22,6 +23,7 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using dlaunch::testing::ClosedPort;
 using dlaunch::testing::RunUntil;
 
 // A loaded machine may take a while to run a session's few steps.
@@ -53,14 +55,6 @@ AgentSession::Hooks Record(Seen& seen) {
                                seen.error = error;
                              },
                              [&seen](const std::string& line) { seen.notices.push_back(line); }, nullptr};
-}
-
-// A port that was free a moment ago and has no listener now.
-int ClosedPort(asio::io_context& io) {
-  tcp::acceptor probe(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  int port = probe.local_endpoint().port();
-  probe.close();
-  return port;
 }
 
 TEST_CASE("AgentSession joins a real coordinator, runs its workers once and ends with their code", "[agent_session]") {

@@ -15,6 +15,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 
+#include "tests/rendezvous/closed_port.hpp"
+
 namespace dlaunch::rendezvous {
 namespace {
 
@@ -31,9 +33,8 @@ int NextFd() {
 
 TEST_CASE("StartConnect to a loopback port nobody listens on fails at once and leaves nothing open", "[connect_now]") {
   asio::io_context io;
-  tcp::acceptor probe(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::endpoint closed = probe.local_endpoint();
-  probe.close();
+  tcp::endpoint closed(asio::ip::make_address("127.0.0.1"),
+                       static_cast<unsigned short>(dlaunch::testing::ClosedPort(io)));
   int next = NextFd();
   StartedConnect started = StartConnect(closed);
   CHECK(started.fd == -1);
