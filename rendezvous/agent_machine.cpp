@@ -38,13 +38,8 @@ double DefaultRandom() {
 
 }  // namespace
 
-std::chrono::milliseconds RetryCap(int max_nodes) {
-  double ms = 8.0 * std::sqrt(std::max(1, max_nodes));
-  return std::chrono::milliseconds(static_cast<long>(std::clamp(ms, 100.0, 2000.0)));
-}
-
 AgentMachine::AgentMachine(AgentMachineOptions options) : options_(std::move(options)) {
-  if (options_.retry_period.count() == 0) options_.retry_period = RetryCap(options_.max_nodes);
+  if (options_.retry_period.count() == 0) options_.retry_period = RetryPeriod(options_.max_nodes);
   if (!options_.wall)
     options_.wall = [](Clock::time_point) { return std::chrono::system_clock::now().time_since_epoch(); };
   if (!options_.random) options_.random = DefaultRandom;
@@ -138,8 +133,9 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
                           std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count(), why));
     return;
   }
-  std::chrono::nanoseconds wait =
-      UntilNextTry(GridFor(options_.retry_period, options_.max_nodes), options_.wall(now), options_.random());
+  Clock::duration waited = now - (join_deadline_ - options_.join_timeout);
+  RetryGrid grid = GridFor(PatientPeriod(options_.retry_period, waited), options_.max_nodes);
+  std::chrono::nanoseconds wait = UntilNextTry(grid, options_.wall(now), options_.random());
   state_ = State::kBackoff;
   deadline_ = std::min(now + std::chrono::duration_cast<Clock::duration>(wait), join_deadline_);
 }

@@ -10,7 +10,8 @@
 // An agent goes through:
 //   connecting: a TCP connect is in flight. A refused or timed-out connect is
 //     retried at the next tick of a grid that every agent of the job shares
-//     (retry_grid.hpp; RetryCap apart by default: longer for a larger job),
+//     (retry_grid.hpp: RetryPeriod apart, longer for a larger job and after a
+//     long wait),
 //     until join_timeout has passed since Start (the coordinator may not be up
 //     yet: at scale agents start before their host).
 //   handshake: Hello sent; the coordinator must answer with a Challenge within
@@ -93,8 +94,9 @@ struct AgentMachineOptions {
   std::chrono::milliseconds heartbeat_interval{5'000};
   std::chrono::milliseconds heartbeat_timeout{base::kDefaultHeartbeatTimeout};
   // A refused connect is tried again at the next tick of the job's grid
-  // (retry_grid.hpp), each tick `retry_period` apart on the wall clock.
-  // Default: RetryCap(max_nodes) (retry_period 0).
+  // (retry_grid.hpp), each tick `retry_period` apart on the wall clock, then
+  // PatientPeriod of it once the agent has waited long. Default:
+  // RetryPeriod(max_nodes) (retry_period 0).
   std::chrono::milliseconds retry_period{0};
   // The wall clock at `now`, since the epoch. Default: the system clock.
   std::function<std::chrono::nanoseconds(std::chrono::steady_clock::time_point now)> wall;
@@ -143,22 +145,6 @@ struct DoQuery {
   std::string what;  // "stacks" or "status"; anything else: answer with no items
 };
 using AgentAction = std::variant<DoConnect, DoSend, DoHangUp, DoRunWorkers, DoStopWorkers, DoNotice, DoFinish, DoQuery>;
-
-// The time between connect attempts (the retry grid's period) for a job of
-// `max_nodes` agents: 8ms × √max_nodes, within 100ms and 2s (1,024 agents
-// 256ms, 62,500 and up 2s). At scale agents start before their host, and the
-// job waits for the first tick after it listens: up to one whole period (2s, the old fixed
-// cap, was most of a 1,024-agent job's excess; bench/profile/agent.md). Every
-// waiting agent's attempts cost CPU (about 0.1ms each here, a thousand agents
-// on one machine in the benchmark) and its host a reset, so the pause grows
-// with the job, and the job's attempts a second with √N, not N: 4,000 resets a
-// second at 1,024 agents, which a kernel answers without noticing. The floor of
-// 100ms keeps a lone agent waiting for its host at a fraction of a percent.
-// 8ms rather than 32ms (2026-11-28): once an agent made no inode on a disk, its
-// attempts cost less than the last pause did (1,024 agents on two cores, host
-// last: 2.39-2.49 s with a 256ms cap against 2.89-2.96 s with 1,024ms, 2.43-2.46
-// s with 128ms; 32ms had beaten 16ms when each attempt cost twice as much).
-std::chrono::milliseconds RetryCap(int max_nodes);
 
 class AgentMachine {
  public:

@@ -10,9 +10,23 @@ namespace {
 // The most connections Linux queues for accept by default (net.core.somaxconn);
 // a SYN past a full queue is dropped and sent again a second later.
 constexpr long kAcceptQueue = 4096;
+constexpr std::chrono::microseconds kPerAgent{250};
+constexpr std::chrono::milliseconds kShortest{25}, kLongest{2'000};
+constexpr std::chrono::milliseconds kPatience{2'000}, kPatientShortest{100};
 }  // namespace
 
-RetryGrid GridFor(std::chrono::milliseconds period, int max_nodes) {
+std::chrono::milliseconds RetryPeriod(int max_nodes) {
+  auto period = std::chrono::duration_cast<std::chrono::milliseconds>(kPerAgent * std::max(1, max_nodes));
+  return std::clamp<std::chrono::milliseconds>(period, kShortest, kLongest);
+}
+
+nanoseconds PatientPeriod(std::chrono::milliseconds period, nanoseconds waited) {
+  nanoseconds p = std::max<nanoseconds>(period, std::chrono::milliseconds(1));
+  if (waited < kPatience || p >= kPatientShortest) return p;
+  return p * ((kPatientShortest + p - nanoseconds(1)) / p);
+}
+
+RetryGrid GridFor(nanoseconds period, int max_nodes) {
   nanoseconds p = std::max<nanoseconds>(period, std::chrono::milliseconds(1));
   long n = std::max(1, max_nodes);
   long queued = std::min(n, kAcceptQueue);

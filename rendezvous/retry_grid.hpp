@@ -18,18 +18,34 @@
 
 namespace dlaunch::rendezvous {
 
+// How far apart the ticks are for a job of at most `max_nodes` agents: 250us
+// an agent, so that a host that is not up yet answers about 4,000 refused tries
+// a second whatever the job's size (1,024 agents: 256ms), and 25ms at least,
+// so that an agent tries at most 40 times a second; 2s at most (8,000 agents
+// and up). A short period is what a small job waits for: its host is found
+// half a period after it came up, on average, and a small job's whole start is
+// a few tens of milliseconds (bench/profile/agent.md).
+std::chrono::milliseconds RetryPeriod(int max_nodes);
+
+// The period for an agent that has waited `waited` since it started: `period`
+// for its first 2s, then the least multiple of it that is 100ms or more, so
+// that a long wait (a host whose node is still booting) costs an agent at most
+// ten tries a second. Every tick of the longer period is one of the shorter
+// period's too, so agents early and late in their wait still try together.
+std::chrono::nanoseconds PatientPeriod(std::chrono::milliseconds period, std::chrono::nanoseconds waited);
+
 struct RetryGrid {
   std::chrono::nanoseconds period;
   std::chrono::nanoseconds spread;
 };
 
 // The grid of a job of at most `max_nodes` agents whose ticks are `period`
-// apart (RetryCap(max_nodes) in agent_machine.hpp). The spread gives the host
+// apart (RetryPeriod, then PatientPeriod). The spread gives the host
 // 20us for each of the first 4,096 agents, which the kernel's accept queue
 // holds, and 100us for each one past them, about the rate at which a
 // coordinator joins agents (bench/rdzv.sh's load rows); 2ms at least, half the
 // period at most.
-RetryGrid GridFor(std::chrono::milliseconds period, int max_nodes);
+RetryGrid GridFor(std::chrono::nanoseconds period, int max_nodes);
 
 // From wall-clock time `wall` (since the epoch), how long until the next try:
 // the next tick after `wall`, plus `late` (0 to 1) of the spread.

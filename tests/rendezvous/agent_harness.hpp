@@ -20,7 +20,7 @@ inline const std::string kNonceA(kNonceSize, 'A');
 inline const std::string kNonceC(kNonceSize, 'C');
 
 // The wall clock at the harness's t0: 30ms into a tick of the retry grids the
-// tests use (100ms and 256ms both divide 1,000,000s).
+// tests use of 100ms and 256ms, 5ms into one of 25ms (all divide 1,000,000s).
 inline constexpr std::chrono::nanoseconds kWallAtT0 = 1'000'000s + 30ms;
 
 inline AgentMachineOptions Options(const std::string& token = "") {

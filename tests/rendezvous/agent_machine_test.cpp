@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("agent: start connects; a refused connect is tried again at each tick of the job's grid", "[agent]") {
   AgentMachineOptions o = Options();
-  o.min_nodes = o.max_nodes = 1024;  // a tick every RetryCap(1024), 256ms
+  o.min_nodes = o.max_nodes = 1024;  // a tick every RetryPeriod(1024), 256ms
   o.join_timeout = 60s;
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
@@ -46,17 +46,28 @@ TEST_CASE("agent: agents that start apart try again at the same moments", "[agen
   CHECK(*first.m.NextDeadline() - first.t0 == 226ms);
 }
 
-TEST_CASE("agent: the pause's cap grows with the square root of the job's size, within 100ms and 2s", "[agent]") {
-  CHECK(RetryCap(1) == 100ms);
-  CHECK(RetryCap(2) == 100ms);
-  CHECK(RetryCap(156) == 100ms);
-  CHECK(RetryCap(256) == 128ms);
-  CHECK(RetryCap(1024) == 256ms);
-  CHECK(RetryCap(16384) == 1024ms);
-  CHECK(RetryCap(62'499) == 1999ms);
-  CHECK(RetryCap(62'500) == 2s);
-  CHECK(RetryCap(1'000'000) == 2s);
-  CHECK(RetryCap(0) == 100ms);
+TEST_CASE("agent: a small job tries every 25ms, and every 100ms once it has waited 2s", "[agent]") {
+  // A small job's whole start is a few tens of milliseconds: what it waits for
+  // is the tick after its host came up. A long wait costs an agent less.
+  AgentMachineOptions o = Options();
+  o.min_nodes = o.max_nodes = 64;
+  o.join_timeout = 60s;
+  AgentHarness h(o);
+  REQUIRE(Find<DoConnect>(h.Start()));
+  std::vector<Clock::duration> pauses;
+  while (h.now - h.t0 < 2300ms) {
+    REQUIRE(h.Take(h.m.OnConnectFailed("Connection refused", h.now)).empty());
+    Clock::time_point retry = *h.m.NextDeadline();
+    pauses.push_back(retry - h.now);
+    REQUIRE(Find<DoConnect>(h.TickAt(retry - h.t0)));
+  }
+  // t0 is 30ms into a tick of 100ms (kWallAtT0), 5ms into one of 25ms: to
+  // the next, then 25ms until 2s have passed, then from 2,020ms (2,050ms on
+  // the wall's ticks) to the next tick of 100ms, and whole ones.
+  std::vector<Clock::duration> want{20ms};
+  want.insert(want.end(), 80, 25ms);
+  want.insert(want.end(), {50ms, 100ms, 100ms, 100ms});
+  CHECK(pauses == want);
 }
 
 TEST_CASE("agent: a host that comes up late is reached within one tick and its spread", "[agent]") {
@@ -66,7 +77,7 @@ TEST_CASE("agent: a host that comes up late is reached within one tick and its s
   o.min_nodes = o.max_nodes = 1024;
   o.join_timeout = 60s;
   o.random = [] { return 0.999; };  // as late in the spread as a try comes
-  RetryGrid grid = GridFor(RetryCap(1024), 1024);
+  RetryGrid grid = GridFor(RetryPeriod(1024), 1024);
   AgentHarness h(o);
   REQUIRE(Find<DoConnect>(h.Start()));
   int attempts = 1;
@@ -91,14 +102,14 @@ TEST_CASE("agent: a try comes up to the spread late at random", "[agent]") {
   AgentHarness h(o);
   h.Start();
   h.Take(h.m.OnConnectFailed("Connection refused", h.now));
-  // Two nodes: a tick every 100ms, spread over 2ms; t0 is 30ms into a tick.
-  CHECK(*h.m.NextDeadline() - h.now == 71ms);
+  // Two nodes: a tick every 25ms, spread over 2ms; t0 is 5ms into a tick.
+  CHECK(*h.m.NextDeadline() - h.now == 21ms);
 }
 
 TEST_CASE("agent: gives up connecting after the join timeout, naming the endpoint and the last error", "[agent]") {
   AgentHarness h(Options());
   h.Start();
-  for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+  for (int i = 0; i < 1000 && h.m.state() != AgentMachine::State::kEnded; ++i) {
     h.Take(h.m.OnConnectFailed("Connection refused", h.now));
     if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
   }
@@ -120,7 +131,7 @@ TEST_CASE("agent: a name that does not resolve is said at once, then retried qui
   CHECK(notice->line == "rendezvous head:29400: " + why + "; retrying until the join timeout (5s)");
   CHECK(h.m.state() == AgentMachine::State::kBackoff);
   int notices = 0;
-  for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+  for (int i = 0; i < 1000 && h.m.state() != AgentMachine::State::kEnded; ++i) {
     if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
     if (h.m.state() == AgentMachine::State::kConnecting) {
       for (const AgentAction& a : h.Take(h.m.OnUnresolved(why, h.now)))
@@ -156,7 +167,7 @@ TEST_CASE("agent: a node that could not host its own endpoint says why once its 
     // not be listening yet.
     CHECK(notices(h.Take(h.m.OnConnectFailed("Connection refused", h.now)), &line) == 0);
     int said = 0;
-    for (int i = 0; i < 100 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+    for (int i = 0; i < 1000 && h.m.state() != AgentMachine::State::kEnded; ++i) {
       if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
       if (h.m.state() == AgentMachine::State::kConnecting)
         said += notices(h.Take(h.m.OnConnectFailed("Connection refused", h.now)), &line);
