@@ -1,7 +1,6 @@
 #include "rendezvous/agent_machine.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
