@@ -132,7 +132,7 @@ void AgentMachine::Retry(const std::string& why, Clock::time_point now) {
                           std::chrono::duration_cast<std::chrono::seconds>(options_.join_timeout).count(), why));
     return;
   }
-  Clock::duration waited = now - (join_deadline_ - options_.join_timeout);
+  Clock::duration waited = now - WaitingSince();
   RetryGrid grid = GridFor(PatientPeriod(options_.retry_period, waited), options_.max_nodes);
   std::chrono::nanoseconds wait = UntilNextTry(grid, options_.wall(now), options_.random());
   state_ = State::kBackoff;
@@ -442,7 +442,7 @@ void AgentMachine::NoticeWait(Clock::time_point now) {
   bool joined = state_ == State::kJoining;
   bool before = state_ == State::kConnecting || state_ == State::kBackoff || state_ == State::kHandshake;
   if (node_rank_ >= 0 || !(before || (joined && !options_.hosted))) return;  // a first rendezvous only
-  Clock::time_point since = join_deadline_ - options_.join_timeout;
+  Clock::time_point since = WaitingSince();
   if (!wait_notice_.Due(since, now)) return;
   auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - since);
   if (joined) {

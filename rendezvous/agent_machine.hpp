@@ -207,6 +207,8 @@ class AgentMachine {
   void Lost(const std::string& why);
   // Before the first assignment, a line now and then while the wait goes on (WaitNotice).
   void NoticeWait(Clock::time_point now);
+  // When this agent's first wait began: Start, join_timeout before the deadline.
+  Clock::time_point WaitingSince() const { return join_deadline_ - options_.join_timeout; }
   // The job ends for this node with `code`: stop the workers or finish now.
   void EndJob(int code, const std::string& reason);
   // The coordinator stopped the generation: stop the workers and wait, joined.
