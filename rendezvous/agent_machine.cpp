@@ -394,7 +394,12 @@ std::vector<AgentAction> AgentMachine::OnTick(Clock::time_point now, bool unread
     case State::kConnecting:
       if (now >= deadline_) {
         HangUp();
-        Retry(fmt::format("no connection within {}", Seconds(options_.handshake_timeout)), now);
+        // A try the join timeout cut short (a lookup or connect still in
+        // flight) has not waited the handshake timeout: why the agent gives up
+        // is what the try before it met ("timed out" where none came before).
+        bool cut_short = deadline_ == join_deadline_;
+        Retry(cut_short ? last_error_ : fmt::format("no connection within {}", Seconds(options_.handshake_timeout)),
+              now);
       }
       break;
     case State::kBackoff:

@@ -144,6 +144,36 @@ TEST_CASE("agent: a name that does not resolve is said at once, then retried qui
   CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (" + why + ")");
 }
 
+TEST_CASE("agent: a try the join timeout cuts short gives up with what the try before it met", "[agent]") {
+  // With a name, each try looks it up again; a lookup still in flight at the
+  // join timeout has not waited the handshake timeout, and says nothing new.
+  AgentHarness h(Options());
+  h.Start();
+  const std::string why = "cannot resolve head (Name or service not known; looked up in /etc/hosts and DNS)";
+  h.Take(h.m.OnUnresolved(why, h.now));
+  for (int i = 0; i < 1000 && h.m.state() != AgentMachine::State::kEnded; ++i) {
+    if (auto next = h.m.NextDeadline()) h.TickAt(*next - h.t0);
+    // Every lookup fails but the last, at 4,970ms, which the join timeout
+    // finds in flight.
+    if (h.m.state() == AgentMachine::State::kConnecting && h.now - h.t0 < 4900ms) h.Take(h.m.OnUnresolved(why, h.now));
+  }
+  REQUIRE(h.m.state() == AgentMachine::State::kEnded);
+  std::optional<DoFinish> f = Find<DoFinish>(h.all);
+  REQUIRE(f);
+  CHECK(h.now - h.t0 == 5s);
+  CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (" + why + ")");
+}
+
+TEST_CASE("agent: a connect in flight for the whole join timeout gives up as timed out", "[agent]") {
+  // It has not waited the handshake timeout (10s) either.
+  AgentHarness h(Options());
+  REQUIRE(Find<DoConnect>(h.Start()));
+  h.TickAt(5s);  // a black hole, and no try before it
+  std::optional<DoFinish> f = Find<DoFinish>(h.all);
+  REQUIRE(f);
+  CHECK(f->error == "rendezvous head:29400: cannot connect within 5s (timed out)");
+}
+
 TEST_CASE("agent: a node that could not host its own endpoint says why once its second connect fails", "[agent]") {
   // Counts the notices among `actions`, and keeps the last.
   auto notices = [](const std::vector<AgentAction>& actions, std::string* line) {
