@@ -18,7 +18,6 @@
 
 #include <boost/process/args.hpp>
 #include <boost/process/child.hpp>
-#include <boost/process/env.hpp>
 #include <boost/process/exe.hpp>
 #include <boost/process/extend.hpp>
 #include <boost/process/posix.hpp>
@@ -82,11 +81,13 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
   for (int c : spec.cpus) CPU_SET(c, &set);
   const cpu_set_t* cpus = spec.cpus.empty() ? nullptr : &set;
 
-  bp::environment env;
-  for (const std::string& kv : spec.env) {
-    size_t eq = kv.find('=');
-    env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  // The environment goes to execve as it is: Boost.Process's own environment
+  // type finds each name by a linear search, so building one from a worker's
+  // sixty variables cost a few thousand string comparisons a start.
+  std::vector<char*> envp;
+  envp.reserve(spec.env.size() + 1);
+  for (const std::string& kv : spec.env) envp.push_back(const_cast<char*>(kv.c_str()));
+  envp.push_back(nullptr);
   // vfork: the launcher's page tables are not copied for a child that only
   // execs (a fork of the launcher costs milliseconds on a virtual machine, and
   // a thousand agents on one machine pay it each). SetUpChild writes to nothing
@@ -97,7 +98,8 @@ Result<int> SpawnWorker(const SpawnSpec& spec) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   std::error_code ec;
   bp::child child(
-      bp::exe = spec.exe, bp::args = spec.args, bp::env = env, bp::posix::use_vfork,
+      bp::exe = spec.exe, bp::args = spec.args, bp::posix::use_vfork,
+      bp::extend::on_setup = [&](auto& exec) { exec.env = envp.data(); },
       bp::extend::on_exec_setup = [&](auto&) { SetUpChild(spec, parent, cpus); }, ec);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ec) return Status::Io(fmt::format("{}: cannot start ({})", spec.exe, ec.message()));

@@ -65,6 +65,20 @@ TEST_CASE("spawn: the worker gets exactly its argv and environment, and its exit
   CHECK(WEXITSTATUS(status) == 3);
 }
 
+TEST_CASE("spawn: the environment reaches the worker entry for entry, in order, '=' in values and empty ones too",
+          "[process]") {
+  SpawnSpec spec;
+  spec.exe = "/usr/bin/env";
+  spec.env = {"Z=last?", "A=x=y", "EMPTY=", "SPACED=a  b", "A2=\x01\x7f"};
+  Result<PipedChild> child = SpawnPiped(spec, false);
+  REQUIRE(child.ok());
+  CHECK(SpawnTestReadAll(child->stdout_fd) == "Z=last?\nA=x=y\nEMPTY=\nSPACED=a  b\nA2=\x01\x7f\n");
+  close(child->stderr_fd);
+  int status = SpawnTestWait(child->pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("spawn: the worker leads a process group of its own and holds none of the launcher's descriptors",
           "[process]") {
   int pipe_fds[2];
