@@ -350,10 +350,34 @@ torch_run() {
   OUT=$(elapsed "$t0" "$t1")
 }
 
+# How a program's file came into the page cache changes what its start costs.
+# A file written in large writes (cp, cat, an installer) sits in 64 KiB folios,
+# which exec's faults map more cheaply; the linker writes dlaunch in small ones,
+# and a program read back by exec's own faults, as the floor's env, true and
+# libc are, is in 4 KiB folios too. The same binary started about 8 % faster
+# as a fresh copy, and copies had flattered the baselines of earlier runs
+# (bench/profile/agent.md). So every dlaunch measured here starts from the same
+# state: its files dropped from the page cache (written back first), then read
+# back by exec's faults, like the floor's programs.
+evict() {
+  local f
+  sync
+  for f in "$@"; do
+    [[ -f $f ]] && dd if="$f" iflag=nocache count=0 status=none 2>/dev/null
+  done
+  return 0
+}
+evict "$DLAUNCH" "$(dirname "$DLAUNCH")/dlaunch-watch" \
+  ${BASELINE:+"$BASELINE" "$(dirname "$BASELINE")/dlaunch-watch"}
+
 BENCH_START=$(now)
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
 # Warm the page cache and the loader (a cold run drops them before each run anyway).
-[[ $COLD == 1 ]] || timeout 30 "$DLAUNCH" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
+if [[ $COLD != 1 ]]; then
+  for bin in "$DLAUNCH" ${BASELINE:+"$BASELINE"}; do
+    timeout 30 "$bin" --nproc-per-node 1 -- "$T/true" >/dev/null 2>&1
+  done
+fi
 
 # --- 1. Scale: N real agents, one coordinator -------------------------------------
 # A row with a target counts every rep: when one of them failed, the value is
@@ -378,6 +402,8 @@ for n in $ALL_SIZES; do
       [[ -n $OUT ]] && tkb+=("$TASK_MS")
     fi
   done
+  # Every rep's ratio, for the spread the medians and the worst rep hide.
+  note "scale: $n agents, each rep / its two-program floor:$( ((${#r2[@]})) && printf ' %.2f' "${r2[@]}")$( ((${#b2[@]})) && printf '; the baseline:' && printf ' %.2f' "${b2[@]}")"
   TASK_S[$n]=$(median "${tk[@]}")
   TASK_F2[$n]=$(median "${tk2[@]}")
   TASK_B[$n]=$(median "${tkb[@]}")
@@ -600,7 +626,7 @@ table() {
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(getconf _NPROCESSORS_ONLN) cores, $(uname -sr); medians of $REPS reps" \
     "($TORCH_REPS for torchrun); run took $(fmt "$TOTAL_S" '%.0f') s;" \
     "$("$DLAUNCH" --version 2>&1 | head -n 1); load average at the start $LOAD_AT_START;" \
-    "$( ((COLD)) && echo "a cold run (BENCH_COLD=1: page cache, dentries and inodes dropped before every floor and run)" || echo "a warm run")," \
+    "$( ((COLD)) && echo "a cold run (BENCH_COLD=1: page cache, dentries and inodes dropped before every floor and run)" || echo "a warm run, dlaunch's files read back by exec's faults")," \
     "transparent huge pages: ${THP:-unknown}. Produced by \`bench/rdzv.sh\`."
   echo
   row "measurement" "value" "target" "result"
