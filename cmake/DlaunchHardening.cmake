@@ -30,7 +30,8 @@ add_link_options(-Wl,-z,relro -Wl,-z,now)
 include(CheckLinkerFlag)
 check_linker_flag(CXX -Wl,-z,pack-relative-relocs DLAUNCH_HAVE_RELR)
 if(DLAUNCH_HAVE_RELR)
-  add_link_options(-Wl,-z,pack-relative-relocs)
+  # A target linked by lld (cmake/DlaunchTextOrder.cmake) says it in lld's words.
+  add_link_options("$<$<NOT:$<BOOL:$<TARGET_PROPERTY:DLAUNCH_LLD>>>:-Wl,-z,pack-relative-relocs>")
 endif()
 
 # Links `target` as a static-pie: no loader and no library mapped at its start,

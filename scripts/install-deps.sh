@@ -16,7 +16,8 @@
 set -euo pipefail
 
 build_pkgs=(build-essential cmake ninja-build pkg-config ccache libboost1.81-dev libboost-filesystem1.81-dev libfmt-dev catch2 libssl-dev libopenmpi-dev
-            libyaml-cpp-dev)
+            libyaml-cpp-dev
+            lld)  # cmake/DlaunchTextOrder.cmake: dlaunch's start path first in its text
 # examples/ddp_train.py: PyTorch's DDP over gloo, on the system's python3.
 example_pkgs=(python3-torch)
 # scripts/package.sh: the .deb (CPack runs dpkg-shlibdeps from dpkg-dev, and
@@ -33,6 +34,7 @@ test_pkgs=(iproute2 procps psmisc openmpi-bin python3-mpi4py openssh-server open
            prometheus  # tests/integration/test_metrics_prometheus.sh: a real scraper of --metrics-addr
            libnss-myhostname  # tests/integration/test_nss_names.sh: a name only an NSS module knows
            devscripts  # tests/integration/test_hardening.sh: Debian's hardening-check
+           valgrind  # scripts/symbol-order.sh (callgrind), which test_text_order runs
            libcap2-bin  # tests/integration/test_watch_stages.sh: setcap, a dlaunch that is not dumpable
            clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: libFuzzer, llvm-symbolizer
            man-db bash-completion python3-venv)  # tests/integration/test_package.sh
