@@ -2,7 +2,8 @@
 #
 # A start touched 48 of the 62 64 KiB windows of dlaunch's 3.9 MB of text, and
 # each touch is a page fault that maps 16 pages around it (the kernel's fault-
-# around). The start runs about 650 KB of code. GNU ld cannot order functions
+# around). A one-node job and both ends of a rendezvous run about 875 KB of
+# code between them. GNU ld cannot order functions
 # by name, so dlaunch links with lld where it is installed (Debian's `lld`),
 # with cmake/dlaunch.symbol-order (scripts/symbol-order.sh writes it): a
 # one-worker job then takes 31 fewer page faults and about 7 % less task-clock

@@ -33,19 +33,18 @@ traced() {  # traced NAME ARGS...: dlaunch ARGS under callgrind, its function na
     exit 1
   }
 }
+# The two rendezvous' ports: SYMBOL_ORDER_PORTS="P1 P2" where the caller draws
+# them (the tests draw theirs so that tests running side by side never meet),
+# else any two free ones.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+read -r -a ports <<<"${SYMBOL_ORDER_PORTS:-$(free_port) $(free_port)}"
+((${#ports[@]} == 2)) || { echo "symbol-order: SYMBOL_ORDER_PORTS must be two ports, got '${SYMBOL_ORDER_PORTS}'" >&2; exit 1; }
 
 traced local --nproc-per-node 2 -- true
-for traced_end in host agent; do
-  port=$(free_port)
-  common=(--nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id order)
-  if [[ $traced_end == host ]]; then
-    "$dlaunch" "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- true >/dev/null 2>&1 &
-    traced host "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- true
-  else
-    "$dlaunch" "${common[@]}" --rdzv-conf is_host=1,join_timeout=120 -- true >/dev/null 2>&1 &
-    traced agent "${common[@]}" --rdzv-conf is_host=0,join_timeout=120 -- true
-  fi
+for k in 0 1; do  # the hosting agent traced, then the one that joins it
+  common=(--nnodes 2 --nproc-per-node 1 --rdzv-endpoint "127.0.0.1:${ports[k]}" --rdzv-id order)
+  "$dlaunch" "${common[@]}" --rdzv-conf "is_host=$k,join_timeout=120" -- true >/dev/null 2>&1 &
+  traced "end$k" "${common[@]}" --rdzv-conf "is_host=$((1 - k)),join_timeout=120" -- true
   wait $! || { echo "symbol-order: the untraced end of the rendezvous failed" >&2; exit 1; }
 done
 
@@ -56,7 +55,7 @@ nm "$dlaunch" | awk '$2 ~ /^[tTwW]$/ {print $3}' | sort -u >"$tmp/text"
   echo "# The functions dlaunch's start runs, first run first: lld's --symbol-ordering-file"
   echo "# (cmake/DlaunchTextOrder.cmake). Written by scripts/symbol-order.sh; rerun it after"
   echo "# a change to the start path."
-  cat "$tmp/local.cg" "$tmp/host.cg" "$tmp/agent.cg" |
+  cat "$tmp/local.cg" "$tmp/end0.cg" "$tmp/end1.cg" |
     sed -nE 's/^c?fn=\([0-9]+\) (.+)$/\1/p' |
     awk -v text="$tmp/text" 'BEGIN {while ((getline s < text) > 0) keep[s] = 1} keep[$0] && !seen[$0]++'
 } >"$out"

@@ -22,22 +22,23 @@ order=$SRC/cmake/dlaunch.symbol-order
 # The text section's start and size, and every function's address and size.
 read -r text_start text_size < <(readelf -SW "$DLAUNCH" | awk '$2 == ".text" {print "0x" $4, "0x" $6}')
 [[ -n ${text_start:-} ]] || fail "no .text section in $DLAUNCH"
+text_bytes=$((text_size))
 nm -S "$DLAUNCH" | awk '$3 ~ /^[tTwW]$/ {print $4, $1, $2}' >"$TMP/text"
-report=$(python3 - "$order" "$TMP/text" "$text_start" "$text_size" <<'PY'
+report=$(python3 - "$order" "$TMP/text" "$text_start" <<'PY'
 import sys
 order = [l.strip() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
 where = {}
 for line in open(sys.argv[2]):
     name, addr, size = line.split()
     where.setdefault(name, (int(addr, 16), int(size, 16)))
-start, size = int(sys.argv[3], 16), int(sys.argv[4], 16)
+start = int(sys.argv[3], 16)
 found = [where[n] for n in order if n in where]
 listed_bytes = sum(s for _, s in found)
 span = max(a + s for a, s in found) - start if found else 0
-print(len(order), len(found), listed_bytes, span, size)
+print(len(order), len(found), listed_bytes, span)
 PY
 ) || fail "could not read the symbols of $DLAUNCH"
-read -r listed found listed_bytes span text_bytes <<<"$report"
+read -r listed found listed_bytes span <<<"$report"
 log "$found of $listed listed functions in the binary, $listed_bytes bytes, within $span bytes of the text's start (of $text_bytes)"
 
 # 1. Together at the front. lld moves a whole input section for its first
@@ -52,7 +53,8 @@ limit=$((2 * listed_bytes + 65536))
   fail "2: only $found of the $listed functions in $order are in dlaunch: run scripts/symbol-order.sh again"
 
 if command -v valgrind >/dev/null; then
-  bash "$SRC/scripts/symbol-order.sh" "$DLAUNCH" "$TMP/fresh.order" >/dev/null 2>"$TMP/order.err" ||
+  SYMBOL_ORDER_PORTS="$(free_port) $(free_port)" \
+    bash "$SRC/scripts/symbol-order.sh" "$DLAUNCH" "$TMP/fresh.order" >/dev/null 2>"$TMP/order.err" ||
     fail "2: scripts/symbol-order.sh failed: $(tail -n 3 "$TMP/order.err")"
   grep -v '^#' "$order" | sort -u >"$TMP/committed"
   grep -v '^#' "$TMP/fresh.order" | sort -u >"$TMP/fresh"
@@ -70,8 +72,9 @@ fi
 #    windows (the kernel maps 16 pages around each fault it takes there; the
 #    default link took 54 faults in the 62 windows).
 if command -v perf >/dev/null &&
+  perf record -q -e page-faults -c 1 -d -o "$TMP/probe.data" -- true >/dev/null 2>"$TMP/perf.err"; then
   perf record -q -e page-faults -c 1 -d -i -o "$TMP/faults.data" -- "$DLAUNCH" --nproc-per-node 1 -- true \
-    >/dev/null 2>"$TMP/perf.err"; then
+    >/dev/null 2>"$TMP/perf.err" || fail "3: a one-worker job under perf record failed: $(head -n 3 "$TMP/perf.err")"
   # The text's mapping (r-xp) and every fault's address.
   perf script -i "$TMP/faults.data" --show-mmap-events -F addr 2>/dev/null >"$TMP/faults.txt"
   text_faults=$(python3 - "$DLAUNCH" "$TMP/faults.txt" <<'PY'
